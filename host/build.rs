@@ -1,0 +1,183 @@
+//! Builds the built-in tool components (`tools/fs`, `tools/http`,
+//! `tools/json`) for `wasm32-wasip2` and copies them into `OUT_DIR` as
+//! `fs.wasm`, `http.wasm` and `json.wasm`, for `src/hands/builtin.rs` to
+//! `include_bytes!`.
+//!
+//! The guests are built by a nested `cargo build`, as wasmtime's
+//! `crates/test-programs/artifacts/build.rs` does, with three precautions:
+//!
+//! * **Its own target directory** (`<workspace>/target/wasm-guests`, or
+//!   `$LONGHAND_GUEST_TARGET_DIR`): the outer build holds the lock on its own
+//!   directory, and a separate one also survives switching between `cargo
+//!   build`, `cargo test` and `cargo clippy` without rebuilding the guests.
+//! * **A clean environment**: the outer build's flags are for the host
+//!   target (`CARGO_ENCODED_RUSTFLAGS`, `RUSTFLAGS` such as
+//!   `-C target-cpu=native`), and `cargo clippy` sets
+//!   `RUSTC_WORKSPACE_WRAPPER`; none of that belongs in a wasm build. Only
+//!   `-D warnings` is carried over, so CI that denies warnings denies them in
+//!   the guests too.
+//! * **`--locked`**: the outer cargo has already resolved the workspace, so
+//!   the nested one must never rewrite `Cargo.lock` under it.
+//!
+//! The guests are built for size (`opt-level = "s"`, fat LTO, one codegen
+//! unit), set through `CARGO_PROFILE_RELEASE_*` for this build only: that
+//! makes them 25-40% smaller, and size is what the host pays for — every
+//! byte is compiled by Cranelift when a component is loaded, and every byte
+//! ships inside the `longhand` binary — while the tools spend their time in
+//! host calls, not hot loops.
+//!
+//! If the `wasm32-wasip2` standard library is missing, it is installed once
+//! with `rustup`; if that is impossible the build fails saying which command
+//! to run.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+const TARGET: &str = "wasm32-wasip2";
+
+/// Built-in tools: the folder under `tools/` is the component name, and the
+/// package is `longhand-tool-<name>`.
+const TOOLS: &[&str] = &["fs", "http", "json"];
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), String> {
+    let manifest_dir = PathBuf::from(var("CARGO_MANIFEST_DIR")?);
+    let workspace = manifest_dir
+        .parent()
+        .ok_or("host/ has no parent directory")?
+        .to_path_buf();
+    let out_dir = PathBuf::from(var("OUT_DIR")?);
+
+    for watched in ["tools", "sdk", "wit", "Cargo.toml", "Cargo.lock"] {
+        println!(
+            "cargo:rerun-if-changed={}",
+            workspace.join(watched).display()
+        );
+    }
+    println!("cargo:rerun-if-env-changed=LONGHAND_GUEST_TARGET_DIR");
+    let target_dir = env::var_os("LONGHAND_GUEST_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace.join("target").join("wasm-guests"));
+
+    ensure_target()?;
+    build(&workspace, &target_dir)?;
+
+    let release = target_dir.join(TARGET).join("release");
+    for tool in TOOLS {
+        let built = release.join(format!("longhand_tool_{tool}.wasm"));
+        let copy = out_dir.join(format!("{tool}.wasm"));
+        std::fs::copy(&built, &copy)
+            .map_err(|e| format!("cannot copy {} to {}: {e}", built.display(), copy.display()))?;
+    }
+    Ok(())
+}
+
+fn var(name: &str) -> Result<String, String> {
+    env::var(name).map_err(|_| format!("{name} is not set; build scripts run under cargo"))
+}
+
+/// The rustc cargo uses for this build (it sets `RUSTC` for build scripts).
+fn rustc() -> String {
+    env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned())
+}
+
+/// Makes sure the `wasm32-wasip2` standard library is installed.
+fn ensure_target() -> Result<(), String> {
+    if target_installed()? {
+        return Ok(());
+    }
+    let how = format!("install it with `rustup target add {TARGET}`");
+    // `rustup` honours RUSTUP_TOOLCHAIN, which its proxy set for this build,
+    // so the target lands in the toolchain that is compiling us.
+    let status = Command::new("rustup")
+        .args(["target", "add", TARGET])
+        .status()
+        .map_err(|e| {
+            format!("the {TARGET} target is missing and rustup could not be run ({e}): {how}")
+        })?;
+    if !status.success() || !target_installed()? {
+        return Err(format!(
+            "the {TARGET} target is missing and `rustup target add {TARGET}` failed: {how}"
+        ));
+    }
+    Ok(())
+}
+
+fn target_installed() -> Result<bool, String> {
+    let output = Command::new(rustc())
+        .args(["--print", "sysroot"])
+        .output()
+        .map_err(|e| format!("cannot run `{} --print sysroot`: {e}", rustc()))?;
+    if !output.status.success() {
+        return Err(format!(
+            "`{} --print sysroot` failed: {}",
+            rustc(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    let sysroot = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    Ok(Path::new(&sysroot)
+        .join("lib/rustlib")
+        .join(TARGET)
+        .join("lib")
+        .is_dir())
+}
+
+fn build(workspace: &Path, target_dir: &Path) -> Result<(), String> {
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace)
+        .args(["build", "--release", "--locked", "--target", TARGET])
+        .arg("--target-dir")
+        .arg(target_dir);
+    for tool in TOOLS {
+        cmd.args(["-p", &format!("longhand-tool-{tool}")]);
+    }
+    cmd.env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "s")
+        .env("CARGO_PROFILE_RELEASE_LTO", "true")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1");
+    for inherited in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_BUILD_TARGET_DIR",
+        "CARGO_TARGET_DIR",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CLIPPY_ARGS",
+    ] {
+        cmd.env_remove(inherited);
+    }
+    match env::var("RUSTFLAGS") {
+        Ok(flags) if flags.contains("-D warnings") || flags.contains("-Dwarnings") => {
+            cmd.env("RUSTFLAGS", "-D warnings");
+        }
+        _ => {
+            cmd.env_remove("RUSTFLAGS");
+        }
+    }
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run cargo to build the built-in tools: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "building the built-in tools for {TARGET} failed ({status}); the errors are above. \
+             To see them alone: cargo build --release --target {TARGET} {}",
+            TOOLS
+                .iter()
+                .map(|t| format!("-p longhand-tool-{t}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,118 @@
+//! What can go wrong calling a model, and who acts on it.
+//!
+//! The retry wrapper ([`super::retry`]) acts on [`ModelError::retryable`] and
+//! [`ModelError::retry_after`]; the loop records every failure as a
+//! `ModelFailed` event and, once retries run out, pauses or fails the session
+//! with the last error. No variant ever carries an API key: providers redact
+//! the key from anything a server echoes back before building an error.
+
+use std::time::Duration;
+
+/// A failed model call. Each variant's doc says who acts on it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    /// HTTP 429: the provider is rate limiting us. The retry wrapper waits
+    /// `retry_after` (from the `Retry-After` header, seconds or HTTP-date, or
+    /// `retry-after-ms`) when given, its own backoff otherwise, and retries.
+    #[error("rate limited by the model provider{}", fmt_after(*.retry_after))]
+    RateLimited {
+        /// How long the provider asked us to wait, if it said.
+        retry_after: Option<Duration>,
+    },
+    /// HTTP 5xx (or 409, or an overload error inside a stream): the provider
+    /// failed. Retryable with backoff.
+    #[error("model provider failed with HTTP {status}: {body}")]
+    Server {
+        /// HTTP status (529 for Anthropic's in-stream `overloaded_error`).
+        status: u16,
+        /// The start of the response body, key redacted.
+        body: String,
+    },
+    /// No complete answer within the configured timeout (also HTTP 408).
+    /// Retryable.
+    #[error("model request timed out")]
+    Timeout,
+    /// Connecting, sending or receiving failed below HTTP (DNS, TCP, TLS,
+    /// connection reset mid-body). Retryable.
+    #[error("model transport error: {0}")]
+    Transport(String),
+    /// HTTP 401/403: the key is missing, wrong, or lacks permission. Not
+    /// retryable: the operator must fix the credentials; the session pauses.
+    #[error("model provider refused our credentials (HTTP {status}): {body}")]
+    Auth {
+        /// HTTP status.
+        status: u16,
+        /// The start of the response body, key redacted.
+        body: String,
+    },
+    /// Any other HTTP 4xx: the request itself is wrong (unknown model,
+    /// context too long, bad tool schema…). Not retryable: the same request
+    /// fails the same way; the loop must change the request (compact the
+    /// context) or fail the session.
+    #[error("model provider rejected the request (HTTP {status}): {body}")]
+    BadRequest {
+        /// HTTP status.
+        status: u16,
+        /// The start of the response body, key redacted.
+        body: String,
+    },
+    /// The provider answered 2xx but the answer could not be understood:
+    /// unparseable JSON, a truncated stream, an error event mid-stream.
+    /// Retryable once (the retry wrapper gives up on the second one), since
+    /// a server that sends garbage twice will likely keep doing so.
+    #[error("model provider sent a bad response: {0}")]
+    BadResponse(String),
+    /// Replay only: the run asked something the cassette did not record
+    /// (or asked past its end). Never retryable: the run is no longer the
+    /// recorded one, and the test or example that replays it must fail.
+    #[error(
+        "replay diverged at turn {turn}: the cassette expected {expected_excerpt:?}, the run sent {got_excerpt:?}"
+    )]
+    Diverged {
+        /// The turn the run was at (its number of assistant messages).
+        turn: usize,
+        /// What the cassette recorded there, or `cassette exhausted`.
+        expected_excerpt: String,
+        /// What the run sent.
+        got_excerpt: String,
+    },
+    /// Reading or writing a cassette file failed (recording only). Not
+    /// retryable: the answer cannot be kept, so the run must stop.
+    #[error("cassette error: {0}")]
+    Cassette(String),
+}
+
+fn fmt_after(d: Option<Duration>) -> String {
+    match d {
+        Some(d) => format!(" (retry after {:.3}s)", d.as_secs_f64()),
+        None => String::new(),
+    }
+}
+
+impl ModelError {
+    /// Whether sending the same request again may succeed.
+    ///
+    /// True for rate limits, server errors, timeouts, transport errors and
+    /// bad responses (the retry wrapper allows the last only once).
+    pub fn retryable(&self) -> bool {
+        match self {
+            ModelError::RateLimited { .. }
+            | ModelError::Server { .. }
+            | ModelError::Timeout
+            | ModelError::Transport(_)
+            | ModelError::BadResponse(_) => true,
+            ModelError::Auth { .. }
+            | ModelError::BadRequest { .. }
+            | ModelError::Diverged { .. }
+            | ModelError::Cassette(_) => false,
+        }
+    }
+
+    /// How long the provider asked us to wait before retrying, if it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ModelError::RateLimited { retry_after } => *retry_after,
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Model providers: the one place the brain talks to a language model.
+//!
+//! The agent loop builds a provider-neutral [`ModelRequest`], calls
+//! [`ModelProvider::complete`] (usually through [`complete_with_retry`]),
+//! records the [`ModelResponse`] in the session log, and carries on. This
+//! module owns:
+//!
+//! - [`types`]: the request/response types, stored in the event log;
+//! - [`ModelProvider`] and [`ModelError`] (whose docs say who acts on each
+//!   failure);
+//! - [`openai`]: any OpenAI-compatible chat-completions server (OpenAI,
+//!   Ollama, vLLM, llama.cpp, OpenRouter…);
+//! - [`anthropic`]: the Anthropic Messages API;
+//! - [`replay`]: cassettes — recording real answers and replaying them
+//!   offline, statelessly, for tests, examples and crash/resume checks;
+//! - [`retry`]: backoff with jitter that honours `Retry-After`.
+//!
+//! It must not touch the session store or the tool host: a provider turns
+//! one request into one answer or one error, and keeps nothing between
+//! calls (the recorder's cassette file is its only state). API keys are
+//! held in [`ApiKey`], which never prints, and are redacted from anything a
+//! server echoes into an error.
+
+pub mod anthropic;
+mod error;
+mod http;
+pub mod openai;
+pub mod replay;
+pub mod retry;
+mod sse;
+pub mod types;
+
+#[cfg(test)]
+mod testing;
+
+pub use anthropic::{AnthropicConfig, AnthropicProvider};
+pub use error::ModelError;
+pub use http::ApiKey;
+pub use openai::{OpenAiConfig, OpenAiProvider};
+pub use replay::{RecordingProvider, ReplayProvider};
+pub use retry::{RetryPolicy, complete_with_retry};
+pub use types::{
+    Message, ModelRequest, ModelResponse, StopReason, ToolCall, ToolDef, Usage, valid_tool_name,
+};
+
+/// A language model behind some API.
+///
+/// Implementations are stateless between calls (a call may be retried, or
+/// re-sent by another process after a crash) and safe to share between
+/// sessions.
+#[async_trait::async_trait]
+pub trait ModelProvider: Send + Sync {
+    /// The provider's name, for events and logs (`openai`, `anthropic`,
+    /// `replay`…).
+    fn name(&self) -> &str;
+
+    /// The model asked for, as the provider names it.
+    fn model(&self) -> &str;
+
+    /// Sends one request and waits for the whole answer. Streaming, if the
+    /// provider uses it, is an implementation detail: the answer is
+    /// assembled before it is returned.
+    async fn complete(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError>;
+}
+
+#[async_trait::async_trait]
+impl<T: ModelProvider + ?Sized> ModelProvider for Box<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn model(&self) -> &str {
+        (**self).model()
+    }
+
+    async fn complete(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        (**self).complete(req).await
+    }
+}
+
+#[async_trait::async_trait]
+impl<T: ModelProvider + ?Sized> ModelProvider for std::sync::Arc<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn model(&self) -> &str {
+        (**self).model()
+    }
+
+    async fn complete(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        (**self).complete(req).await
+    }
+}

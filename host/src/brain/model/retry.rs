@@ -1,0 +1,252 @@
+//! Retrying a model call: exponential backoff with jitter, honouring the
+//! provider's `Retry-After`.
+//!
+//! The wrapper keeps no state beyond one call and writes nothing: each
+//! failure is handed to the caller's `on_failure` hook, which is where the
+//! loop appends its `ModelFailed` event, so the log shows every attempt and
+//! how long we chose to wait.
+
+use std::time::Duration;
+
+use super::{ModelError, ModelProvider, ModelRequest, ModelResponse};
+
+/// How hard to retry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included. Default 5; 1 means no retry.
+    pub max_attempts: u32,
+    /// Backoff before the second attempt; doubled for each one after.
+    /// Default 1 s.
+    pub base_delay: Duration,
+    /// Cap on the backoff (before jitter). Default 60 s.
+    pub max_delay: Duration,
+    /// Cap on a wait the provider asked for with `Retry-After`: a server
+    /// asking for an hour should not park a session for an hour silently.
+    /// Default 10 min.
+    pub max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            base_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(60),
+            max_retry_after: Duration::from_secs(600),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait after failed attempt number `attempt` (1-based).
+    ///
+    /// With a `retry_after`, that (capped by `max_retry_after`) plus up to
+    /// 10 % jitter, never less: the server knows its own window. Otherwise
+    /// "equal jitter": half the exponential backoff plus a random part of
+    /// the other half, so sessions that failed together do not retry in
+    /// lockstep.
+    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        if let Some(after) = retry_after {
+            let after = after.min(self.max_retry_after);
+            return after + jitter(after / 10);
+        }
+        let exp = 2u32.saturating_pow(attempt.saturating_sub(1));
+        let backoff = self.base_delay.saturating_mul(exp).min(self.max_delay);
+        backoff / 2 + jitter(backoff / 2)
+    }
+}
+
+/// A uniformly random duration in `[0, max]`.
+fn jitter(max: Duration) -> Duration {
+    let nanos = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
+    if nanos == 0 {
+        return Duration::ZERO;
+    }
+    // Jitter needs no strong randomness, but getrandom is already here; if
+    // the OS source fails, no jitter is still a correct backoff.
+    let r = getrandom::u64().unwrap_or(0);
+    Duration::from_nanos(r % nanos.saturating_add(1))
+}
+
+/// Calls `provider.complete(req)` until it succeeds, fails with an error
+/// that is not [retryable](ModelError::retryable), or `policy.max_attempts`
+/// are spent; then returns the last error.
+///
+/// [`ModelError::BadResponse`] is retried once only: a server that garbles
+/// two answers in a row will likely keep doing so.
+///
+/// `on_failure(attempt, error, next_delay)` is called for every failed
+/// attempt (1-based), with the wait before the next one, or `None` when
+/// this error is the one returned.
+pub async fn complete_with_retry<P: ModelProvider + ?Sized>(
+    provider: &P,
+    req: &ModelRequest,
+    policy: &RetryPolicy,
+    mut on_failure: impl FnMut(u32, &ModelError, Option<Duration>),
+) -> Result<ModelResponse, ModelError> {
+    let mut attempt = 0;
+    let mut bad_responses = 0;
+    loop {
+        attempt += 1;
+        let err = match provider.complete(req).await {
+            Ok(r) => return Ok(r),
+            Err(e) => e,
+        };
+        if matches!(err, ModelError::BadResponse(_)) {
+            bad_responses += 1;
+        }
+        let give_up = !err.retryable() || attempt >= policy.max_attempts || bad_responses > 1;
+        if give_up {
+            on_failure(attempt, &err, None);
+            return Err(err);
+        }
+        let wait = policy.delay(attempt, err.retry_after());
+        on_failure(attempt, &err, Some(wait));
+        tracing::debug!(
+            provider = provider.name(),
+            attempt,
+            error = %err,
+            wait_ms = wait.as_millis() as u64,
+            "model call failed; retrying"
+        );
+        tokio::time::sleep(wait).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::brain::model::{StopReason, Usage};
+
+    /// Fails with the scripted errors, then answers.
+    struct Scripted(Mutex<Vec<ModelError>>);
+
+    #[async_trait::async_trait]
+    impl ModelProvider for Scripted {
+        fn name(&self) -> &str {
+            "scripted"
+        }
+        fn model(&self) -> &str {
+            "scripted"
+        }
+        async fn complete(&self, _: &ModelRequest) -> Result<ModelResponse, ModelError> {
+            let mut errs = self.0.lock().unwrap();
+            if errs.is_empty() {
+                Ok(ModelResponse {
+                    text: Some("ok".into()),
+                    tool_calls: vec![],
+                    stop_reason: StopReason::EndTurn,
+                    usage: Usage::default(),
+                })
+            } else {
+                Err(errs.remove(0))
+            }
+        }
+    }
+
+    fn fast() -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(4),
+            max_retry_after: Duration::from_millis(50),
+        }
+    }
+
+    fn req() -> ModelRequest {
+        ModelRequest {
+            system: String::new(),
+            messages: vec![],
+            tools: vec![],
+            max_tokens: 1,
+            temperature: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn gives_up_after_max_attempts_with_last_error() {
+        let p = Scripted(Mutex::new(vec![
+            ModelError::Timeout,
+            ModelError::Transport("reset".into()),
+            ModelError::Server {
+                status: 503,
+                body: String::new(),
+            },
+            ModelError::Timeout,
+        ]));
+        let mut seen = Vec::new();
+        let e = complete_with_retry(&p, &req(), &fast(), |n, e, d| {
+            seen.push((n, e.clone(), d.is_some()))
+        })
+        .await
+        .unwrap_err();
+        assert!(matches!(e, ModelError::Server { status: 503, .. }));
+        assert_eq!(seen.len(), 3);
+        assert_eq!(seen[0].0, 1);
+        assert!(seen[0].2 && seen[1].2 && !seen[2].2);
+    }
+
+    #[tokio::test]
+    async fn bad_response_is_retried_once() {
+        let p = Scripted(Mutex::new(vec![
+            ModelError::BadResponse("a".into()),
+            ModelError::BadResponse("b".into()),
+        ]));
+        let mut n = 0;
+        let e = complete_with_retry(
+            &p,
+            &req(),
+            &RetryPolicy {
+                max_attempts: 9,
+                ..fast()
+            },
+            |_, _, _| n += 1,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e, ModelError::BadResponse("b".into()));
+        assert_eq!(n, 2);
+
+        let p = Scripted(Mutex::new(vec![ModelError::BadResponse("a".into())]));
+        assert!(
+            complete_with_retry(&p, &req(), &fast(), |_, _, _| {})
+                .await
+                .is_ok()
+        );
+    }
+
+    #[tokio::test]
+    async fn not_retryable_stops_at_once() {
+        let p = Scripted(Mutex::new(vec![ModelError::Diverged {
+            turn: 0,
+            expected_excerpt: "a".into(),
+            got_excerpt: "b".into(),
+        }]));
+        let mut n = 0;
+        let e = complete_with_retry(&p, &req(), &fast(), |_, _, _| n += 1).await;
+        assert!(matches!(e, Err(ModelError::Diverged { .. })));
+        assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn delays() {
+        let p = RetryPolicy::default();
+        for attempt in 1..=10 {
+            let d = p.delay(attempt, None);
+            let full = p
+                .base_delay
+                .saturating_mul(2u32.pow(attempt - 1))
+                .min(p.max_delay);
+            assert!(d >= full / 2 && d <= full, "{attempt}: {d:?}");
+        }
+        let d = p.delay(1, Some(Duration::from_secs(3)));
+        assert!(d >= Duration::from_secs(3) && d <= Duration::from_millis(3300));
+        let d = p.delay(1, Some(Duration::from_secs(7200)));
+        assert!(d >= p.max_retry_after && d <= p.max_retry_after + p.max_retry_after / 10);
+        assert_eq!(p.delay(1, Some(Duration::ZERO)), Duration::ZERO);
+        // No overflow far out.
+        assert!(p.delay(u32::MAX, None) <= p.max_delay);
+    }
+}

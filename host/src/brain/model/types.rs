@@ -1,0 +1,199 @@
+//! Provider-neutral request and response types.
+//!
+//! These are what the agent loop builds and what the session log stores (as
+//! JSON blobs), so they are plain serde data with a stable, documented shape.
+//! Each provider translates them to and from its own wire format; nothing
+//! provider-specific leaks in here.
+
+use serde::{Deserialize, Serialize};
+
+/// One call to a model: the whole context, rebuilt by the loop every step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelRequest {
+    /// The system prompt. Empty means "none" (no system message is sent).
+    pub system: String,
+    /// The conversation, oldest first. Tool results answer the tool calls of
+    /// the assistant message before them, by `call_id`.
+    pub messages: Vec<Message>,
+    /// Tools the model may call. Empty means tools are not offered at all.
+    pub tools: Vec<ToolDef>,
+    /// Upper bound on the tokens the model may produce in this answer.
+    pub max_tokens: u32,
+    /// Sampling temperature; `None` leaves the provider's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+}
+
+/// A tool the model may call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDef {
+    /// The name the model calls the tool by.
+    ///
+    /// OpenAI and Anthropic both restrict tool names to
+    /// `^[a-zA-Z0-9_-]{1,64}$`: no dots, slashes, colons or spaces. The loop
+    /// therefore names a component's tool `<component>__<tool>` (for example
+    /// `fs__read`) and maps it back when dispatching. Providers send names
+    /// as given and do not rewrite them; see [`valid_tool_name`].
+    pub name: String,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// JSON Schema of the tool's input (an object schema).
+    pub input_schema: serde_json::Value,
+}
+
+/// Whether `name` is accepted as a tool name by the OpenAI and Anthropic
+/// APIs (`^[a-zA-Z0-9_-]{1,64}$`).
+pub fn valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// One message of the conversation.
+///
+/// Serialized with a `role` tag: `{"role":"user","text":…}`,
+/// `{"role":"assistant","text":…,"tool_calls":[…]}`,
+/// `{"role":"tool_result","call_id":…,"content":…,"is_error":…}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    /// Text from the user (or from the loop speaking for the operator).
+    User {
+        /// The text.
+        text: String,
+    },
+    /// A previous answer of the model, replayed as context.
+    Assistant {
+        /// Text the model wrote, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        /// Tool calls the model made, in order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The outcome of one tool call, sent back to the model.
+    ToolResult {
+        /// The [`ToolCall::id`] this answers.
+        call_id: String,
+        /// The tool's output, or the error the model should act on.
+        content: String,
+        /// Whether `content` describes a failure.
+        #[serde(default)]
+        is_error: bool,
+    },
+}
+
+/// A tool call as the model produced it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id for the call; tool results refer to it.
+    pub id: String,
+    /// The tool's name (see [`ToolDef::name`]).
+    pub name: String,
+    /// The arguments, as the raw text the model produced. It may be invalid
+    /// JSON: providers pass it through untouched and the loop parses it,
+    /// reporting a parse error back to the model as a tool result, because
+    /// the model can fix its own mistake and a provider error could not.
+    pub arguments: String,
+}
+
+/// A model's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelResponse {
+    /// Text the model wrote, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Tool calls, in the order the model made them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// Why the model stopped.
+    pub stop_reason: StopReason,
+    /// Tokens spent.
+    pub usage: Usage,
+}
+
+/// Why the model stopped producing output.
+///
+/// Serialized as `"end_turn"`, `"tool_use"`, `"max_tokens"` or
+/// `{"other":"<provider's reason>"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model finished its turn.
+    EndTurn,
+    /// The model wants its tool calls run.
+    ToolUse,
+    /// The answer hit `max_tokens` and is cut off.
+    MaxTokens,
+    /// Anything else, with the provider's own word for it (content filter,
+    /// stop sequence, refusal…).
+    Other(String),
+}
+
+/// Tokens spent by one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens, including any the provider served from its cache.
+    pub input_tokens: u64,
+    /// Tokens the model generated.
+    pub output_tokens: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names() {
+        assert!(valid_tool_name("fs__read"));
+        assert!(valid_tool_name("a-b_C9"));
+        assert!(!valid_tool_name(""));
+        assert!(!valid_tool_name("fs.read"));
+        assert!(!valid_tool_name("fs/read"));
+        assert!(!valid_tool_name(&"x".repeat(65)));
+    }
+
+    #[test]
+    fn serde_shape() {
+        let m = vec![
+            Message::User { text: "hi".into() },
+            Message::Assistant {
+                text: None,
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "fs__read".into(),
+                    arguments: "{\"path\":".into(),
+                }],
+            },
+            Message::ToolResult {
+                call_id: "c1".into(),
+                content: "bad json".into(),
+                is_error: true,
+            },
+        ];
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(v[0], serde_json::json!({"role":"user","text":"hi"}));
+        assert_eq!(v[1]["role"], "assistant");
+        assert_eq!(v[1]["tool_calls"][0]["arguments"], "{\"path\":");
+        assert_eq!(v[2]["role"], "tool_result");
+        let back: Vec<Message> = serde_json::from_value(v).unwrap();
+        assert_eq!(back, m);
+
+        let r = ModelResponse {
+            text: Some("x".into()),
+            tool_calls: vec![],
+            stop_reason: StopReason::Other("content_filter".into()),
+            usage: Usage {
+                input_tokens: 1,
+                output_tokens: 2,
+            },
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            v["stop_reason"],
+            serde_json::json!({"other":"content_filter"})
+        );
+        assert_eq!(serde_json::from_value::<ModelResponse>(v).unwrap(), r);
+    }
+}

@@ -1,0 +1,361 @@
+//! Session state: a pure fold over the event log.
+//!
+//! `wake` = latest snapshot (if any) + `apply` of every later event. Nothing
+//! here does I/O, reads a clock or calls a model: the same events always fold
+//! to the same state, which is what makes crash-resume exact. The loop
+//! (`agent.rs`) decides what to do next from this state alone.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::session::{BlobRef, Event, EventRecord, PauseReason, SessionStatus};
+
+/// One item of the conversation after the goal, in log order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HistoryItem {
+    /// A model answer (a serialized `ModelResponse`).
+    Assistant {
+        /// Event sequence number.
+        seq: u64,
+        /// Model turn.
+        step: u64,
+        /// The response blob.
+        response: BlobRef,
+    },
+    /// The result of a tool call, as the model will see it.
+    ToolResult {
+        /// Event sequence number.
+        seq: u64,
+        /// The model's id for the call.
+        call_id: String,
+        /// Whether the call succeeded.
+        ok: bool,
+        /// Output or error JSON; `None` when the outcome is unknown.
+        result: Option<BlobRef>,
+        /// Set when the outcome is unknown (crash mid-call of a non-idempotent tool).
+        note: Option<String>,
+    },
+}
+
+/// A tool call recorded as started and not (yet) finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenCall {
+    /// Model turn that asked for it.
+    pub step: u64,
+    /// Component label.
+    pub component: String,
+    /// Tool name within the component.
+    pub tool: String,
+    /// `read-only`, `idempotent` or `writes`.
+    pub effect: String,
+    /// Input blob.
+    pub input: BlobRef,
+}
+
+/// A model request with no response yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingRequest {
+    /// Model turn.
+    pub step: u64,
+    /// Request blob.
+    pub request: BlobRef,
+}
+
+/// Everything the loop needs, folded from events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionState {
+    /// Last event folded in.
+    pub last_seq: u64,
+    /// Agent name.
+    pub agent_name: String,
+    /// The frozen agent (see `agent::Frozen`).
+    pub agent: serde_json::Value,
+    /// Digest of the frozen agent.
+    pub config_digest: String,
+    /// The goal.
+    pub goal: Option<String>,
+    /// Lifecycle.
+    pub status: SessionStatus,
+    /// Why it is paused, while paused.
+    pub pause: Option<PauseReason>,
+    /// Final summary, once finished.
+    pub summary: Option<String>,
+    /// Error, once failed.
+    pub error: Option<String>,
+    /// Model answers received.
+    pub steps: u64,
+    /// A request sent without an answer.
+    pub pending_request: Option<PendingRequest>,
+    /// The conversation after the goal that still fits the context budget
+    /// (oldest whole turns are dropped first). Bounded, so snapshots and
+    /// wake time do not grow with the length of the log.
+    pub history: std::collections::VecDeque<HistoryItem>,
+    /// Estimated tokens of `history` (bytes / 4).
+    pub history_tokens: u64,
+    /// History items dropped from the front so far.
+    pub history_omitted: u64,
+    /// Context budget in tokens, from the frozen agent's limits.
+    pub context_tokens: u64,
+    /// Calls started and not finished, by call id.
+    pub open_calls: BTreeMap<String, OpenCall>,
+    /// Calls whose outcome is unknown, in order.
+    pub in_doubt: Vec<String>,
+    /// Input tokens, all turns.
+    pub input_tokens: u64,
+    /// Output tokens, all turns.
+    pub output_tokens: u64,
+    /// Tool calls finished (any outcome).
+    pub tool_calls: u64,
+    /// Time spent in model calls and tool calls, in milliseconds.
+    pub active_ms: u64,
+    /// Failed tool calls in a row.
+    pub consecutive_failures: u64,
+    /// Failures of the same call (tool + input digest) since the last resume.
+    pub repeated_failures: BTreeMap<String, u64>,
+    /// Limits raised by `resume --raise`.
+    pub raised: BTreeMap<String, u64>,
+    /// Events since the last snapshot.
+    pub since_snapshot: u64,
+}
+
+impl Default for SessionState {
+    fn default() -> Self {
+        Self {
+            last_seq: 0,
+            agent_name: String::new(),
+            agent: serde_json::Value::Null,
+            config_digest: String::new(),
+            goal: None,
+            status: SessionStatus::Created,
+            pause: None,
+            summary: None,
+            error: None,
+            steps: 0,
+            pending_request: None,
+            history: std::collections::VecDeque::new(),
+            history_tokens: 0,
+            history_omitted: 0,
+            context_tokens: DEFAULT_CONTEXT_TOKENS,
+            open_calls: BTreeMap::new(),
+            in_doubt: Vec::new(),
+            input_tokens: 0,
+            output_tokens: 0,
+            tool_calls: 0,
+            active_ms: 0,
+            consecutive_failures: 0,
+            repeated_failures: BTreeMap::new(),
+            raised: BTreeMap::new(),
+            since_snapshot: 0,
+        }
+    }
+}
+
+/// Budget used when the frozen agent names none.
+pub const DEFAULT_CONTEXT_TOKENS: u64 = 100_000;
+
+/// Most history items kept, whatever their size.
+pub const MAX_HISTORY_ITEMS: usize = 1024;
+
+/// Rough token estimate of a payload: four bytes a token.
+pub fn estimate_tokens(bytes: u64) -> u64 {
+    bytes.div_ceil(4) + 4
+}
+
+impl HistoryItem {
+    fn tokens(&self) -> u64 {
+        match self {
+            Self::Assistant { response, .. } => estimate_tokens(response.bytes),
+            Self::ToolResult { result, note, .. } => estimate_tokens(
+                result.as_ref().map(|r| r.bytes).unwrap_or(0)
+                    + note.as_ref().map(|n| n.len() as u64).unwrap_or(0),
+            ),
+        }
+    }
+}
+
+/// Key under which repeated failures of the same call are counted.
+pub fn failure_key(component: &str, tool: &str, input: &BlobRef) -> String {
+    format!("{component}/{tool}/{}", input.digest)
+}
+
+impl SessionState {
+    /// Fold a run of records (in order) into a fresh state.
+    pub fn fold(records: &[EventRecord]) -> Self {
+        let mut state = Self::default();
+        for r in records {
+            state.apply(r);
+        }
+        state
+    }
+
+    /// Apply one record. Records at or below `last_seq` are ignored, so a
+    /// snapshot plus an overlapping tail folds correctly.
+    pub fn apply(&mut self, record: &EventRecord) {
+        if record.seq <= self.last_seq && self.last_seq != 0 {
+            return;
+        }
+        self.last_seq = record.seq;
+        self.since_snapshot += 1;
+        if let Some(status) = record.event.status_after() {
+            self.status = status;
+        }
+        match &record.event {
+            Event::SessionCreated {
+                agent_name,
+                agent,
+                config_digest,
+            } => {
+                self.agent_name = agent_name.clone();
+                self.agent = agent.clone();
+                self.config_digest = config_digest.clone();
+                self.context_tokens = agent
+                    .pointer("/limits/context_tokens")
+                    .and_then(|v| v.as_u64())
+                    .unwrap_or(DEFAULT_CONTEXT_TOKENS);
+            }
+            Event::GoalSet { goal } => self.goal = Some(goal.clone()),
+            Event::ModelRequested { step, request, .. } => {
+                self.pending_request = Some(PendingRequest {
+                    step: *step,
+                    request: request.clone(),
+                });
+            }
+            Event::ModelResponded {
+                step,
+                response,
+                input_tokens,
+                output_tokens,
+                latency_ms,
+                ..
+            } => {
+                self.pending_request = None;
+                self.steps = self.steps.max(*step);
+                self.input_tokens += input_tokens;
+                self.output_tokens += output_tokens;
+                self.active_ms += latency_ms;
+                self.push_history(HistoryItem::Assistant {
+                    seq: record.seq,
+                    step: *step,
+                    response: response.clone(),
+                });
+            }
+            Event::ModelFailed { .. } | Event::Error { .. } => {}
+            Event::ToolStarted {
+                step,
+                call_id,
+                component,
+                tool,
+                effect,
+                input,
+                ..
+            } => {
+                self.open_calls.insert(
+                    call_id.clone(),
+                    OpenCall {
+                        step: *step,
+                        component: component.clone(),
+                        tool: tool.clone(),
+                        effect: effect.clone(),
+                        input: input.clone(),
+                    },
+                );
+            }
+            Event::ToolFinished {
+                call_id,
+                ok,
+                result,
+                receipt,
+                ..
+            } => {
+                let open = self.open_calls.remove(call_id);
+                self.tool_calls += 1;
+                self.active_ms += receipt.get("wall_us").and_then(|v| v.as_u64()).unwrap_or(0) / 1000;
+                if *ok {
+                    self.consecutive_failures = 0;
+                } else {
+                    self.consecutive_failures += 1;
+                    if let Some(open) = &open {
+                        *self
+                            .repeated_failures
+                            .entry(failure_key(&open.component, &open.tool, &open.input))
+                            .or_default() += 1;
+                    }
+                }
+                self.push_history(HistoryItem::ToolResult {
+                    seq: record.seq,
+                    call_id: call_id.clone(),
+                    ok: *ok,
+                    result: Some(result.clone()),
+                    note: None,
+                });
+            }
+            Event::ToolInDoubt {
+                call_id, reason, ..
+            } => {
+                self.open_calls.remove(call_id);
+                self.in_doubt.push(call_id.clone());
+                self.tool_calls += 1;
+                self.push_history(HistoryItem::ToolResult {
+                    seq: record.seq,
+                    call_id: call_id.clone(),
+                    ok: false,
+                    result: None,
+                    note: Some(reason.clone()),
+                });
+            }
+            Event::Paused { reason } => self.pause = Some(reason.clone()),
+            Event::Resumed { raised, .. } => {
+                self.pause = None;
+                for (k, v) in raised {
+                    self.raised.insert(k.clone(), *v);
+                }
+                // A person looked at it: the breaker starts counting afresh.
+                self.consecutive_failures = 0;
+                self.repeated_failures.clear();
+            }
+            Event::Finished { summary } => {
+                self.pause = None;
+                self.summary = summary.clone();
+            }
+            Event::Failed { error } => self.error = Some(error.clone()),
+            Event::Snapshot { .. } => self.since_snapshot = 0,
+        }
+    }
+
+    fn push_history(&mut self, item: HistoryItem) {
+        self.history_tokens += item.tokens();
+        self.history.push_back(item);
+        // Drop whole turns from the front: an assistant answer goes with the
+        // tool results that follow it, so no result is left without its call.
+        // The newest turn always stays, whatever its size.
+        while (self.history_tokens > self.context_tokens || self.history.len() > MAX_HISTORY_ITEMS)
+            && self.first_turn_len() < self.history.len()
+        {
+            for _ in 0..self.first_turn_len() {
+                if let Some(old) = self.history.pop_front() {
+                    self.history_tokens = self.history_tokens.saturating_sub(old.tokens());
+                    self.history_omitted += 1;
+                }
+            }
+        }
+    }
+
+    /// Items in the first turn of `history`.
+    fn first_turn_len(&self) -> usize {
+        let mut n = 0;
+        for (i, item) in self.history.iter().enumerate() {
+            if i > 0 && matches!(item, HistoryItem::Assistant { .. }) {
+                break;
+            }
+            n += 1;
+        }
+        n.max(1)
+    }
+
+    /// Whether the session can make no more progress on its own.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.status, SessionStatus::Finished | SessionStatus::Failed)
+    }
+}

@@ -1,0 +1,574 @@
+//! `longhand run | resume | sessions | log`: the session commands.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, anyhow};
+
+use super::settings::{data_dir, hands_config};
+use super::{Failure, exit};
+use crate::brain::agent::{self, Frozen, RunEnd, Runner};
+use crate::brain::config::{AgentConfig, ModelConfig, SessionLimits};
+use crate::brain::model::{
+    AnthropicConfig, AnthropicProvider, ApiKey, ModelProvider, OpenAiConfig, OpenAiProvider,
+    RecordingProvider, ReplayProvider,
+};
+use crate::brain::script::ScriptProvider;
+use crate::brain::state::SessionState;
+use crate::hands::Hands;
+use crate::session::{BlobRef, Event, EventRecord, SessionId, SessionStatus, SqliteStore, Store};
+
+/// `longhand run` flags.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// An agent file (`agent.toml`) or a directory holding one.
+    pub agent: PathBuf,
+    /// The goal; default the agent file's `goal`.
+    #[arg(long)]
+    pub goal: Option<String>,
+    /// Use another model: PROVIDER:MODEL[@BASE_URL], e.g. `openai:gpt-4o-mini`,
+    /// `anthropic:claude-sonnet-4-5`, `openai:llama3.1@http://127.0.0.1:11434/v1`.
+    /// Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY (or the agent's api_key_env).
+    #[arg(long, value_name = "PROVIDER:MODEL")]
+    pub model: Option<String>,
+    /// Replay model answers from this cassette instead of calling a model.
+    #[arg(long, value_name = "FILE")]
+    pub cassette: Option<PathBuf>,
+    /// Answer turn k with the k-th response of a script file
+    /// (`{"responses": [...]}`) without checking the conversation; for
+    /// producing cassettes, benchmarks and tests.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["cassette", "model"])]
+    pub script: Option<PathBuf>,
+    /// Record the model's answers into this cassette file.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Print every event as one JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `longhand resume` flags.
+#[derive(Debug, clap::Args)]
+pub struct ResumeArgs {
+    /// The session to continue.
+    pub session: String,
+    /// Raise a limit before continuing, e.g. `--raise max_steps=100`.
+    #[arg(long = "raise", value_name = "LIMIT=VALUE")]
+    pub raise: Vec<String>,
+    /// Print every event as one JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `longhand log` flags.
+#[derive(Debug, clap::Args)]
+pub struct LogArgs {
+    /// The session.
+    pub session: String,
+    /// One event per line, as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep printing new events until the session stops running.
+    #[arg(long)]
+    pub follow: bool,
+}
+
+async fn open_store() -> Result<Arc<dyn Store>, Failure> {
+    let dir = data_dir().ok_or_else(|| {
+        Failure::usage(anyhow!(
+            "cannot find a data directory: set LONGHAND_HOME (or HOME / XDG_DATA_HOME)"
+        ))
+    })?;
+    let store = SqliteStore::open(&dir)
+        .await
+        .with_context(|| format!("opening the session store in {}", dir.display()))
+        .map_err(Failure::usage)?;
+    Ok(Arc::new(store))
+}
+
+fn owner() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "local".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Build the provider a frozen (or overridden) model config names.
+fn provider_for(model: &ModelConfig) -> Result<Arc<dyn ModelProvider>, Failure> {
+    let key = |default_var: &str| -> Option<ApiKey> {
+        let var = model.api_key_env.clone().unwrap_or_else(|| default_var.to_owned());
+        env(&var).filter(|v| !v.is_empty()).map(ApiKey::new)
+    };
+    let fail = |e: crate::brain::model::ModelError| Failure::usage(anyhow!("model: {e}"));
+    Ok(match model.provider.as_str() {
+        "openai" => {
+            let mut cfg = OpenAiConfig::new(&model.model);
+            if let Some(url) = &model.base_url {
+                cfg.base_url = url.clone();
+            }
+            cfg.api_key = key("OPENAI_API_KEY");
+            cfg.stream = model.stream;
+            cfg.timeout = model.request_timeout;
+            Arc::new(OpenAiProvider::new(cfg).map_err(fail)?)
+        }
+        "anthropic" => {
+            let mut cfg = AnthropicConfig::new(&model.model);
+            if let Some(url) = &model.base_url {
+                cfg.base_url = url.clone();
+            }
+            cfg.api_key = key("ANTHROPIC_API_KEY");
+            if cfg.api_key.is_none() {
+                return Err(Failure::usage(anyhow!(
+                    "the anthropic provider needs an API key: export ANTHROPIC_API_KEY (or set model.api_key_env)"
+                )));
+            }
+            cfg.stream = model.stream;
+            cfg.timeout = model.request_timeout;
+            Arc::new(AnthropicProvider::new(cfg).map_err(fail)?)
+        }
+        "replay" => {
+            let path = model.cassette.as_ref().ok_or_else(|| {
+                Failure::usage(anyhow!("model.provider = \"replay\" needs a cassette"))
+            })?;
+            Arc::new(ReplayProvider::open(path).map_err(|e| Failure::usage(anyhow!("{e}")))?)
+        }
+        "script" => {
+            let path = model
+                .cassette
+                .as_ref()
+                .ok_or_else(|| Failure::usage(anyhow!("the script provider needs a file")))?;
+            Arc::new(ScriptProvider::open(path).map_err(|e| Failure::usage(anyhow!(e)))?)
+        }
+        other => return Err(Failure::usage(anyhow!("unknown model provider `{other}`"))),
+    })
+}
+
+fn apply_model_flag(model: &mut ModelConfig, flag: &str) -> Result<(), Failure> {
+    let (provider, rest) = flag.split_once(':').ok_or_else(|| {
+        Failure::usage(anyhow!("--model takes PROVIDER:MODEL, e.g. openai:gpt-4o-mini"))
+    })?;
+    if !matches!(provider, "openai" | "anthropic") {
+        return Err(Failure::usage(anyhow!(
+            "--model provider `{provider}` is not openai or anthropic (use --cassette to replay)"
+        )));
+    }
+    let (name, base) = match rest.split_once('@') {
+        Some((n, b)) => (n, Some(b.to_owned())),
+        None => (rest, None),
+    };
+    if name.is_empty() {
+        return Err(Failure::usage(anyhow!("--model needs a model name after `{provider}:`")));
+    }
+    if model.provider != provider {
+        model.api_key_env = None;
+    }
+    model.provider = provider.to_owned();
+    model.model = name.to_owned();
+    model.base_url = base;
+    model.cassette = None;
+    Ok(())
+}
+
+/// `longhand run`.
+pub async fn run(args: RunArgs) -> Result<u8, Failure> {
+    let (config, base) = AgentConfig::load(&args.agent).map_err(Failure::usage)?;
+    let goal = args
+        .goal
+        .clone()
+        .or_else(|| config.goal.clone())
+        .ok_or_else(|| Failure::usage(anyhow!("no goal: pass --goal or set `goal` in the agent file")))?;
+    let hands = Hands::new(hands_config()).map_err(Failure::usage)?;
+    let mut frozen = agent::freeze(&hands, &config, &base, env)
+        .await
+        .map_err(|e| Failure::usage(anyhow!(e)))?;
+    if let Some(flag) = &args.model {
+        apply_model_flag(&mut frozen.model, flag)?;
+    }
+    if let Some(cassette) = &args.cassette {
+        frozen.model.provider = "replay".to_owned();
+        frozen.model.cassette = Some(std::fs::canonicalize(cassette).unwrap_or_else(|_| cassette.clone()));
+    }
+    if let Some(script) = &args.script {
+        frozen.model.provider = "script".to_owned();
+        frozen.model.cassette = Some(std::fs::canonicalize(script).unwrap_or_else(|_| script.clone()));
+    }
+    let mut provider = provider_for(&frozen.model)?;
+    if let Some(path) = &args.record {
+        provider = Arc::new(
+            RecordingProvider::open(Shared(provider), path)
+                .map_err(|e| Failure::usage(anyhow!("--record {}: {e}", path.display())))?,
+        );
+    }
+    let store = open_store().await?;
+    let bound = agent::bind(&hands, frozen, env)
+        .await
+        .map_err(|e| Failure::usage(anyhow!(e)))?;
+    let mut runner = Runner::start(store, &hands, bound, provider, &goal, &owner())
+        .await
+        .map_err(|e| Failure::usage(anyhow!(e)))?;
+    drive(&mut runner, args.json).await
+}
+
+/// `longhand resume`.
+pub async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
+    let session = parse_session(&args.session)?;
+    let mut raised = BTreeMap::new();
+    for spec in &args.raise {
+        let (name, value) = spec
+            .split_once('=')
+            .ok_or_else(|| Failure::usage(anyhow!("--raise takes LIMIT=VALUE, e.g. max_steps=100")))?;
+        let value: u64 = value
+            .parse()
+            .map_err(|_| Failure::usage(anyhow!("--raise {name}: `{value}` is not a whole number")))?;
+        SessionLimits::default()
+            .set(name, value)
+            .map_err(|e| Failure::usage(anyhow!("--raise: {e}")))?;
+        raised.insert(name.to_owned(), value);
+    }
+    let store = open_store().await?;
+    let frozen: Frozen = Runner::frozen_of(store.as_ref(), &session)
+        .await
+        .map_err(|e| Failure::usage(anyhow!(e)))?;
+    let hands = Hands::new(hands_config()).map_err(Failure::usage)?;
+    let provider = provider_for(&frozen.model)?;
+    let bound = agent::bind(&hands, frozen, env)
+        .await
+        .map_err(|e| Failure::usage(anyhow!(e)))?;
+    let mut runner = Runner::wake(store, &hands, bound, provider, session, &owner())
+        .await
+        .map_err(|e| Failure {
+            code: exit::DENIED,
+            error: anyhow!(e),
+        })?;
+    if runner.state().is_terminal() {
+        println!(
+            "session {} is already {}",
+            runner.session(),
+            runner.state().status
+        );
+        return Ok(exit::OK);
+    }
+    runner
+        .resume(raised)
+        .await
+        .map_err(|e| Failure::usage(anyhow!(e)))?;
+    drive(&mut runner, args.json).await
+}
+
+/// Lets a boxed provider be wrapped by the recorder.
+struct Shared(Arc<dyn ModelProvider>);
+
+#[async_trait::async_trait]
+impl ModelProvider for Shared {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn model(&self) -> &str {
+        self.0.model()
+    }
+
+    async fn complete(
+        &self,
+        req: &crate::brain::model::ModelRequest,
+    ) -> Result<crate::brain::model::ModelResponse, crate::brain::model::ModelError> {
+        self.0.complete(req).await
+    }
+}
+
+fn parse_session(text: &str) -> Result<SessionId, Failure> {
+    text.parse::<SessionId>()
+        .map_err(|e| Failure::usage(anyhow!("`{text}` is not a session id: {e}")))
+}
+
+/// Run to the end, printing progress; map the end to an exit code.
+async fn drive(runner: &mut Runner<'_>, json: bool) -> Result<u8, Failure> {
+    let id = runner.session().clone();
+    if json {
+        println!("{}", serde_json::json!({"session": id.as_str()}));
+    } else {
+        println!("session {id}");
+    }
+    let tty = !json && std::io::stderr().is_terminal();
+    let started = Instant::now();
+    runner.observe(Box::new(move |record: &EventRecord, state: &SessionState| {
+        if json {
+            if let Ok(line) = serde_json::to_string(record) {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{line}");
+            }
+            return;
+        }
+        let status = format!(
+            "step {} · tool calls {} · tokens {} in / {} out · {:.1}s",
+            state.steps,
+            state.tool_calls,
+            state.input_tokens,
+            state.output_tokens,
+            started.elapsed().as_secs_f64()
+        );
+        let mut err = std::io::stderr().lock();
+        if tty {
+            let _ = write!(err, "\r\x1b[2K{status} · {}", record.event.kind());
+        } else if let Some(line) = progress_line(&record.event) {
+            let _ = writeln!(err, "{line} [{status}]");
+        }
+    }));
+    let end = runner.run().await;
+    if tty {
+        eprintln!();
+    }
+    let end: RunEnd = end.map_err(|e| Failure {
+        code: exit::DENIED,
+        error: anyhow!(e),
+    })?;
+    let detail = end.detail.unwrap_or_default();
+    if !json {
+        match end.status {
+            SessionStatus::Finished => println!("finished: {detail}"),
+            SessionStatus::Paused => println!("paused: {detail}\nresume with: longhand resume {id}"),
+            SessionStatus::Failed => println!("failed: {detail}"),
+            other => println!("{other}"),
+        }
+    }
+    Ok(match end.status {
+        SessionStatus::Finished => exit::OK,
+        SessionStatus::Paused => exit::DENIED,
+        _ => exit::TOOL_ERROR,
+    })
+}
+
+/// One plain line per interesting event, for non-TTY progress.
+fn progress_line(event: &Event) -> Option<String> {
+    Some(match event {
+        Event::ModelResponded {
+            step,
+            input_tokens,
+            output_tokens,
+            latency_ms,
+            ..
+        } => format!("step {step}: model answered ({input_tokens}/{output_tokens} tokens, {latency_ms} ms)"),
+        Event::ToolFinished { step, call_id, ok, .. } => {
+            format!("step {step}: tool call {call_id} {}", if *ok { "ok" } else { "failed" })
+        }
+        Event::ToolInDoubt { call_id, .. } => format!("tool call {call_id}: outcome unknown"),
+        Event::ModelFailed { step, attempt, error, .. } => {
+            format!("step {step}: model call failed (attempt {attempt}): {error}")
+        }
+        Event::Paused { reason } => format!("paused: {}", reason.detail),
+        Event::Finished { .. } => "finished".to_owned(),
+        Event::Failed { error } => format!("failed: {error}"),
+        _ => return None,
+    })
+}
+
+/// `longhand sessions`.
+pub async fn sessions(json: bool) -> Result<u8, Failure> {
+    let store = open_store().await?;
+    let list = store.list().await.map_err(|e| Failure::usage(anyhow!(e)))?;
+    let mut out = std::io::stdout().lock();
+    for s in &list {
+        let line = if json {
+            serde_json::to_string(s).unwrap_or_default()
+        } else {
+            format!(
+                "{}  {:<9} {:>6} events  {}",
+                s.id, s.status, s.last_seq, s.agent_name
+            )
+        };
+        writeln!(out, "{line}").map_err(|e| Failure::usage(anyhow!(e)))?;
+    }
+    if list.is_empty() && !json {
+        writeln!(out, "no sessions yet; start one with `longhand run <agent>`")
+            .map_err(|e| Failure::usage(anyhow!(e)))?;
+    }
+    Ok(exit::OK)
+}
+
+/// `longhand log`.
+pub async fn log(args: LogArgs) -> Result<u8, Failure> {
+    let session = parse_session(&args.session)?;
+    let store = open_store().await?;
+    let mut next = 1;
+    loop {
+        let records = store
+            .read(&session, next)
+            .await
+            .map_err(|e| Failure::usage(anyhow!(e)))?;
+        if next == 1 && records.is_empty() {
+            return Err(Failure::usage(anyhow!("no session {session}")));
+        }
+        let mut running = true;
+        for record in &records {
+            next = record.seq + 1;
+            if args.json {
+                println!("{}", serde_json::to_string(record).unwrap_or_default());
+            } else {
+                println!("{}", render(store.as_ref(), record).await);
+            }
+            if let Some(status) = record.event.status_after() {
+                running = !matches!(
+                    status,
+                    SessionStatus::Finished | SessionStatus::Failed | SessionStatus::Paused
+                );
+            }
+        }
+        if !args.follow {
+            return Ok(exit::OK);
+        }
+        if !running && !records.is_empty() {
+            return Ok(exit::OK);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+}
+
+async fn excerpt(store: &dyn Store, blob: &BlobRef, max: usize) -> String {
+    match store.get_blob(blob).await {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes).replace('\n', " ");
+            if text.chars().count() > max {
+                format!("{}…", text.chars().take(max).collect::<String>())
+            } else {
+                text
+            }
+        }
+        Err(e) => format!("<{e}>"),
+    }
+}
+
+async fn render(store: &dyn Store, r: &EventRecord) -> String {
+    let head = format!("#{:<5}", r.seq);
+    let body = match &r.event {
+        Event::SessionCreated {
+            agent_name,
+            config_digest,
+            ..
+        } => format!("session created: agent {agent_name} (config {config_digest})"),
+        Event::GoalSet { goal } => format!("goal: {goal}"),
+        Event::ModelRequested {
+            step,
+            provider,
+            model,
+            attempt,
+            ..
+        } => format!("step {step} → model {provider}/{model} (attempt {attempt})"),
+        Event::ModelResponded {
+            step,
+            response,
+            input_tokens,
+            output_tokens,
+            latency_ms,
+            stop_reason,
+        } => {
+            let text = match store.get_blob(response).await {
+                Ok(bytes) => describe_response(&bytes),
+                Err(e) => format!("<{e}>"),
+            };
+            format!(
+                "step {step} ← model ({input_tokens} in / {output_tokens} out tokens, {latency_ms} ms, {stop_reason}): {text}"
+            )
+        }
+        Event::ModelFailed {
+            step,
+            attempt,
+            error,
+            retry_after_ms,
+            ..
+        } => format!(
+            "step {step} ✗ model call failed (attempt {attempt}{}): {error}",
+            retry_after_ms.map(|ms| format!(", retry after {ms} ms")).unwrap_or_default()
+        ),
+        Event::ToolStarted {
+            step,
+            call_id,
+            component,
+            tool,
+            effect,
+            input,
+            ..
+        } => format!(
+            "step {step}   tool {component}/{tool} [{effect}] started ({call_id}): {}",
+            excerpt(store, input, 200).await
+        ),
+        Event::ToolFinished {
+            step,
+            call_id,
+            ok,
+            result,
+            receipt,
+        } => {
+            let wall = receipt.get("wall_us").and_then(|v| v.as_u64()).unwrap_or(0);
+            let fuel = receipt.get("fuel_used").and_then(|v| v.as_u64()).unwrap_or(0);
+            format!(
+                "step {step}   tool {} ({call_id}, {:.2} ms, fuel {fuel}): {}",
+                if *ok { "ok" } else { "error" },
+                wall as f64 / 1000.0,
+                excerpt(store, result, 300).await
+            )
+        }
+        Event::ToolInDoubt {
+            step,
+            call_id,
+            reason,
+        } => format!("step {step}   tool outcome unknown ({call_id}): {reason}"),
+        Event::Paused { reason } => format!("paused ({:?}): {}", reason.kind, reason.detail),
+        Event::Resumed { raised, note } => format!(
+            "resumed{}{}",
+            if raised.is_empty() {
+                String::new()
+            } else {
+                format!(" with {raised:?}")
+            },
+            note.as_ref().map(|n| format!(": {n}")).unwrap_or_default()
+        ),
+        Event::Finished { summary } => format!("finished: {}", summary.clone().unwrap_or_default()),
+        Event::Failed { error } => format!("failed: {error}"),
+        Event::Snapshot { through_seq, .. } => format!("snapshot through #{through_seq}"),
+        Event::Error { step, message } => format!(
+            "{}error: {message}",
+            step.map(|s| format!("step {s} ")).unwrap_or_default()
+        ),
+    };
+    format!("{head} {body}")
+}
+
+fn describe_response(bytes: &[u8]) -> String {
+    let Ok(r) = serde_json::from_slice::<crate::brain::model::ModelResponse>(bytes) else {
+        return String::from_utf8_lossy(bytes).chars().take(200).collect();
+    };
+    let mut parts = Vec::new();
+    if let Some(text) = r.text.filter(|t| !t.is_empty()) {
+        let t: String = text.replace('\n', " ").chars().take(200).collect();
+        parts.push(format!("\"{t}\""));
+    }
+    for c in &r.tool_calls {
+        let args: String = c.arguments.chars().take(120).collect();
+        parts.push(format!("calls {} {args}", c.name));
+    }
+    parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_flag_parses_provider_model_and_base() {
+        let mut m: ModelConfig = toml::from_str("provider = \"replay\"\nmodel = \"x\"\ncassette = \"c.json\"").unwrap();
+        apply_model_flag(&mut m, "openai:llama3.1@http://127.0.0.1:11434/v1").unwrap();
+        assert_eq!(m.provider, "openai");
+        assert_eq!(m.model, "llama3.1");
+        assert_eq!(m.base_url.as_deref(), Some("http://127.0.0.1:11434/v1"));
+        assert!(m.cassette.is_none());
+        assert!(apply_model_flag(&mut m, "gpt-4o").is_err());
+        assert!(apply_model_flag(&mut m, "bedrock:x").is_err());
+    }
+}

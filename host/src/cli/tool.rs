@@ -1,0 +1,270 @@
+//! `longhand tool list | describe | call`.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use serde_json::json;
+
+use super::settings::{GrantFlags, hands_config};
+use super::{Failure, exit};
+use crate::hands::{CallError, Hands, LoadError, LoadedTool, Receipt, ToolSource, builtin};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ToolCommand {
+    /// List the built-in tool components and their tools.
+    List {
+        /// One JSON object per component.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show what a component offers and asks for.
+    Describe {
+        /// A built-in name (see `longhand tool list`) or a path to a .wasm component.
+        component: String,
+        /// Print the description as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call one tool in a fresh sandboxed instance.
+    Call {
+        /// A built-in name or a path to a .wasm component.
+        component: String,
+        /// The tool to call (see `describe`).
+        tool: String,
+        /// Input JSON; `@FILE` reads it from a file, `-` from stdin.
+        #[arg(long, value_name = "JSON")]
+        input: String,
+        #[command(flatten)]
+        grants: GrantFlags,
+        /// Print `{ok, output|error, receipt}` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn run(cmd: ToolCommand) -> Result<u8, Failure> {
+    match cmd {
+        ToolCommand::List { json } => list(json).await,
+        ToolCommand::Describe { component, json } => describe(&component, json).await,
+        ToolCommand::Call {
+            component,
+            tool,
+            input,
+            grants,
+            json,
+        } => call(&component, &tool, &input, &grants, json).await,
+    }
+}
+
+fn hands() -> Result<Hands, Failure> {
+    Hands::new(hands_config())
+        .context("cannot start the tool host")
+        .map_err(Failure::usage)
+}
+
+/// A name with a path separator or a `.wasm` suffix is a file; anything else
+/// is a built-in.
+async fn load(hands: &Hands, component: &str) -> Result<LoadedTool, Failure> {
+    let source = if component.ends_with(".wasm") || component.contains('/') {
+        ToolSource::File(Path::new(component))
+    } else {
+        ToolSource::Builtin(component)
+    };
+    hands.load(source).await.map_err(|err| Failure {
+        code: match err {
+            LoadError::Unsupported { .. } => exit::DENIED,
+            _ => exit::USAGE,
+        },
+        error: err.into(),
+    })
+}
+
+async fn list(json: bool) -> Result<u8, Failure> {
+    let hands = hands()?;
+    let mut out = std::io::stdout().lock();
+    for b in builtin::BUILTINS {
+        let tool = load(&hands, b.name).await?;
+        let info = tool.info();
+        if json {
+            let line = json!({
+                "name": b.name,
+                "digest": tool.digest(),
+                "version": info.version,
+                "description": info.description,
+                "tools": info.tools.iter().map(|t| json!({
+                    "name": t.name, "effect": t.effect, "description": t.description,
+                })).collect::<Vec<_>>(),
+            });
+            writeln!(out, "{line}").map_err(|e| Failure::usage(anyhow::Error::from(e)))?;
+        } else {
+            let tools: Vec<&str> = info.tools.iter().map(|t| t.name.as_str()).collect();
+            writeln!(
+                out,
+                "{:<6} {:<8} {}  [{}]",
+                b.name,
+                info.version,
+                first_line(&info.description),
+                tools.join(", ")
+            )
+            .map_err(|e| Failure::usage(anyhow::Error::from(e)))?;
+        }
+    }
+    Ok(exit::OK)
+}
+
+async fn describe(component: &str, json: bool) -> Result<u8, Failure> {
+    let hands = hands()?;
+    let tool = load(&hands, component).await?;
+    let info = tool.info();
+    if json {
+        let value = json!({
+            "component": tool.label(),
+            "digest": tool.digest(),
+            "imports": tool.capabilities(),
+            "info": info,
+        });
+        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+        return Ok(exit::OK);
+    }
+    println!("{} {} — {}", info.name, info.version, info.description);
+    println!("digest:  {}", tool.digest());
+    println!("imports: {}", tool.capabilities().join(", "));
+    let req = &info.requests;
+    println!("asks for (nothing is granted unless you grant it):");
+    if req.dirs.is_empty() && req.hosts.is_empty() && req.env.is_empty() && req.secrets.is_empty() {
+        println!("  nothing");
+    }
+    for d in &req.dirs {
+        let access = match d.access {
+            crate::hands::Access::ReadOnly => "ro",
+            crate::hands::Access::ReadWrite => "rw",
+        };
+        println!("  dir    {} ({access}): {}", d.guest_path, d.why);
+    }
+    for h in &req.hosts {
+        println!("  host   {h}");
+    }
+    for e in &req.env {
+        println!("  env    {e}");
+    }
+    for s in &req.secrets {
+        println!("  secret {s}");
+    }
+    println!("tools:");
+    for t in &info.tools {
+        println!("  {} ({:?}): {}", t.name, t.effect, first_line(&t.description));
+        if let Some(props) = t.input_schema.get("properties").and_then(|p| p.as_object()) {
+            let required: Vec<&str> = t
+                .input_schema
+                .get("required")
+                .and_then(|r| r.as_array())
+                .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+                .unwrap_or_default();
+            for (name, schema) in props {
+                let ty = schema
+                    .get("type")
+                    .map(|t| match t {
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .unwrap_or_else(|| "any".to_owned());
+                let req = if required.contains(&name.as_str()) { ", required" } else { "" };
+                let desc = schema.get("description").and_then(|d| d.as_str()).unwrap_or("");
+                println!("      {name} ({ty}{req}) {}", first_line(desc));
+            }
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
+fn read_input(input: &str) -> anyhow::Result<serde_json::Value> {
+    let text = if input == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading --input from stdin")?
+    } else if let Some(path) = input.strip_prefix('@') {
+        std::fs::read_to_string(path).with_context(|| format!("reading --input file {path}"))?
+    } else {
+        input.to_owned()
+    };
+    serde_json::from_str(&text).with_context(|| {
+        format!("--input is not valid JSON; pass an object like '{{\"path\": \"README.md\"}}'")
+    })
+}
+
+async fn call(
+    component: &str,
+    tool_name: &str,
+    input: &str,
+    flags: &GrantFlags,
+    json: bool,
+) -> Result<u8, Failure> {
+    let input = read_input(input).map_err(Failure::usage)?;
+    let grants = flags.resolve().map_err(Failure::usage)?;
+    let hands = hands()?;
+    let tool = load(&hands, component).await?;
+    if tool.tool(tool_name).is_none() {
+        let names: Vec<&str> = tool.info().tools.iter().map(|t| t.name.as_str()).collect();
+        return Err(Failure::usage(anyhow::anyhow!(
+            "{component} has no tool `{tool_name}`; it offers: {}",
+            names.join(", ")
+        )));
+    }
+    let outcome = hands.call(&tool, &grants, tool_name, &input).await;
+    let code = match &outcome.result {
+        Ok(_) => exit::OK,
+        Err(e) if e.is_denial_or_limit() => exit::DENIED,
+        Err(_) => exit::TOOL_ERROR,
+    };
+    if json {
+        let value = match &outcome.result {
+            Ok(output) => json!({"ok": true, "output": output, "receipt": outcome.receipt}),
+            Err(error) => json!({"ok": false, "error": error, "receipt": outcome.receipt}),
+        };
+        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+        return Ok(code);
+    }
+    match &outcome.result {
+        Ok(output) => {
+            println!("{}", serde_json::to_string_pretty(output).unwrap_or_default());
+        }
+        Err(error) => eprintln!("error: {}", describe_error(error)),
+    }
+    eprintln!("{}", summarize(&outcome.receipt));
+    Ok(code)
+}
+
+fn describe_error(error: &CallError) -> String {
+    error.to_string()
+}
+
+/// One line for people; `--json` has everything.
+fn summarize(r: &Receipt) -> String {
+    let mut line = format!(
+        "receipt: {:.2} ms, fuel {}, peak memory {:.1} MiB, in {} B, out {} B",
+        r.wall_us as f64 / 1000.0,
+        r.fuel_used,
+        r.peak_memory_bytes as f64 / (1 << 20) as f64,
+        r.input_bytes,
+        r.output_bytes
+    );
+    for u in &r.used {
+        line.push_str(&format!("\n  used   {} {}: {}", u.capability, u.resource, u.detail));
+    }
+    for d in &r.denied {
+        line.push_str(&format!("\n  denied {} {}: {}", d.capability, d.resource, d.reason));
+    }
+    for l in &r.limits_hit {
+        line.push_str(&format!("\n  limit  {l}"));
+    }
+    if r.stdout.dropped_bytes > 0 || r.stderr.dropped_bytes > 0 {
+        line.push_str(&format!(
+            "\n  stdio  dropped {} B of stdout and {} B of stderr past the cap",
+            r.stdout.dropped_bytes, r.stderr.dropped_bytes
+        ));
+    }
+    line
+}

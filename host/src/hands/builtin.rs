@@ -1,0 +1,79 @@
+//! The tool components that ship inside the `longhand` binary: `fs`, `http`
+//! and `json` (sources in `tools/`).
+//!
+//! `host/build.rs` builds them for `wasm32-wasip2` and leaves the `.wasm`
+//! files in `OUT_DIR`; this module only names the bytes. It must not treat
+//! them specially: a built-in is loaded, checked and granted exactly like a
+//! component from disk, so that what the operator sees in `describe` is the
+//! whole truth about it.
+
+use std::fmt;
+
+/// A tool component compiled into the binary.
+#[derive(Clone, Copy)]
+pub struct Builtin {
+    /// The component's name, the same as its `describe` reports.
+    pub name: &'static str,
+    /// The component binary (a WASI Preview 2 component).
+    pub wasm: &'static [u8],
+}
+
+impl fmt::Debug for Builtin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A megabyte of bytes helps nobody in a log line.
+        f.debug_struct("Builtin")
+            .field("name", &self.name)
+            .field("wasm_bytes", &self.wasm.len())
+            .finish()
+    }
+}
+
+/// Every built-in component, in name order.
+pub const BUILTINS: &[Builtin] = &[
+    Builtin {
+        name: "fs",
+        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/fs.wasm")),
+    },
+    Builtin {
+        name: "http",
+        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/http.wasm")),
+    },
+    Builtin {
+        name: "json",
+        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/json.wasm")),
+    },
+];
+
+/// The built-in component called `name`, if there is one.
+pub fn builtin(name: &str) -> Option<&'static Builtin> {
+    BUILTINS.iter().find(|b| b.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Magic, then version 0x0d and layer 1: a component, not a core module.
+    const COMPONENT_HEADER: &[u8] = b"\0asm\x0d\0\x01\0";
+
+    #[test]
+    fn every_builtin_is_a_component() {
+        for b in BUILTINS {
+            assert!(
+                b.wasm.starts_with(COMPONENT_HEADER),
+                "{} is not a component",
+                b.name
+            );
+        }
+    }
+
+    #[test]
+    fn looks_up_by_name() {
+        assert_eq!(builtin("json").map(|b| b.name), Some("json"));
+        assert!(builtin("nope").is_none());
+        let mut names: Vec<_> = BUILTINS.iter().map(|b| b.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), BUILTINS.len(), "names are unique");
+    }
+}

@@ -1,0 +1,362 @@
+//! The state of one call: a fresh WASI context, HTTP policy, resource
+//! limiter and journal, built from the grants and dropped when the call ends.
+//!
+//! Nothing in a [`CallState`] outlives its call, and nothing is shared
+//! between two calls except the engine and the compiled component. This
+//! module owns the store's data type and the `longhand:tool/host` interface;
+//! it does not decide policy (that is [`super::caps`] and [`super::net`]).
+
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpHooks, WasiHttpView};
+
+use super::bindings::longhand::tool::host::{self as host_api, LogLevel};
+use super::grants::Grants;
+use super::net::HttpPolicy;
+use super::receipt::{Captured, Journal, Progress};
+
+/// Store data of one call.
+pub(crate) struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    http: WasiHttpCtx,
+    hooks: Hooks,
+    pub(crate) limiter: Limiter,
+    pub(crate) journal: Arc<Mutex<Journal>>,
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl wasmtime_wasi_io::IoView for CallState {
+    fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            hooks: &mut self.hooks,
+            table: &mut self.table,
+            ctx: &mut self.http,
+        }
+    }
+}
+
+/// Routes `send_request` to the call's [`HttpPolicy`].
+struct Hooks {
+    policy: Arc<HttpPolicy>,
+}
+
+impl WasiHttpHooks for Hooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<wasmtime_wasi_http::WasiBody>,
+        _options: Option<wasmtime_wasi_http::RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+    ) -> Box<
+        dyn Future<
+                Output = Result<
+                    (
+                        http::Response<wasmtime_wasi_http::WasiBody>,
+                        Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+                    ),
+                    wasmtime_wasi_http::Error,
+                >,
+            > + Send,
+    > {
+        let policy = self.policy.clone();
+        Box::new(async move {
+            let response = policy.send(request).await?;
+            let done: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send> =
+                Box::new(async { Ok(()) });
+            Ok((response, done))
+        })
+    }
+}
+
+/// Memory and table limits of one call, with peak tracking.
+pub(crate) struct Limiter {
+    memory_limit: u64,
+    memory_total: u64,
+    pub(crate) peak_memory: u64,
+    pub(crate) memory_limit_hit: bool,
+}
+
+/// Most table elements an instance may have; tables hold function
+/// references and stay small in real tools.
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+impl wasmtime::ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let grow = (desired.saturating_sub(current)) as u64;
+        let next = self.memory_total.saturating_add(grow);
+        if next > self.memory_limit {
+            self.memory_limit_hit = true;
+            return Ok(false);
+        }
+        self.memory_total = next;
+        self.peak_memory = self.peak_memory.max(next);
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+/// Collects the pieces of a [`CallState`] while capabilities prepare them.
+pub(crate) struct CallBuilder {
+    pub(crate) wasi: WasiCtxBuilder,
+    journal: Arc<Mutex<Journal>>,
+    stdout: Option<CappedPipe>,
+    stderr: Option<CappedPipe>,
+    policy: Option<Arc<HttpPolicy>>,
+    memory_limit: u64,
+}
+
+impl CallBuilder {
+    pub(crate) fn new(memory_limit: u64) -> Self {
+        let mut wasi = WasiCtxBuilder::new();
+        // Nothing ambient: no args, no inherited env, no network, and the
+        // socket checks refuse everything even though sockets are never linked.
+        wasi.allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .socket_addr_check(|_, _| Box::pin(async { false }));
+        Self {
+            wasi,
+            journal: Arc::new(Mutex::new(Journal::default())),
+            stdout: None,
+            stderr: None,
+            policy: None,
+            memory_limit,
+        }
+    }
+
+    pub(crate) fn capture_stdio(&mut self, cap: u64) {
+        let out = CappedPipe::new(cap);
+        let err = CappedPipe::new(cap);
+        self.wasi.stdout(out.clone()).stderr(err.clone());
+        self.stdout = Some(out);
+        self.stderr = Some(err);
+    }
+
+    pub(crate) fn http_policy(&mut self, grants: &Grants) {
+        self.policy = Some(Arc::new(HttpPolicy {
+            hosts: grants.hosts.clone(),
+            secrets: grants.secrets.clone(),
+            max_response_bytes: grants.limits.max_http_response_bytes,
+            max_requests: grants.limits.max_http_requests,
+            journal: self.journal.clone(),
+        }));
+    }
+
+    pub(crate) fn build(mut self) -> (CallState, Stdio) {
+        let policy = self.policy.take().unwrap_or_else(|| {
+            Arc::new(HttpPolicy {
+                hosts: Vec::new(),
+                secrets: Vec::new(),
+                max_response_bytes: 0,
+                max_requests: 0,
+                journal: self.journal.clone(),
+            })
+        });
+        let stdio = Stdio {
+            stdout: self.stdout.take(),
+            stderr: self.stderr.take(),
+        };
+        let state = CallState {
+            wasi: self.wasi.build(),
+            table: ResourceTable::new(),
+            http: WasiHttpCtx::new(),
+            hooks: Hooks { policy },
+            limiter: Limiter {
+                memory_limit: self.memory_limit,
+                memory_total: 0,
+                peak_memory: 0,
+                memory_limit_hit: false,
+            },
+            journal: self.journal,
+        };
+        (state, stdio)
+    }
+}
+
+/// Handles to a call's captured stdout and stderr.
+pub(crate) struct Stdio {
+    stdout: Option<CappedPipe>,
+    stderr: Option<CappedPipe>,
+}
+
+impl Stdio {
+    pub(crate) fn take(&self) -> (Captured, Captured) {
+        let grab = |p: &Option<CappedPipe>| p.as_ref().map(CappedPipe::captured).unwrap_or_default();
+        (grab(&self.stdout), grab(&self.stderr))
+    }
+}
+
+#[derive(Default)]
+struct PipeInner {
+    kept: Vec<u8>,
+    dropped: u64,
+}
+
+/// An output stream that keeps the first `cap` bytes and counts the rest.
+///
+/// Unlike a pipe that fails when full, the guest never sees an error: a
+/// tool that floods stdout keeps running (until its own limits stop it) and
+/// the receipt says how much was dropped.
+#[derive(Clone)]
+struct CappedPipe {
+    cap: u64,
+    inner: Arc<Mutex<PipeInner>>,
+}
+
+impl CappedPipe {
+    fn new(cap: u64) -> Self {
+        Self {
+            cap,
+            inner: Arc::new(Mutex::new(PipeInner::default())),
+        }
+    }
+
+    fn push(&self, bytes: &[u8]) {
+        if let Ok(mut inner) = self.inner.lock() {
+            let room = (self.cap as usize).saturating_sub(inner.kept.len());
+            let take = room.min(bytes.len());
+            inner.kept.extend_from_slice(&bytes[..take]);
+            inner.dropped += (bytes.len() - take) as u64;
+        }
+    }
+
+    fn captured(&self) -> Captured {
+        self.inner
+            .lock()
+            .map(|inner| Captured {
+                text: String::from_utf8_lossy(&inner.kept).into_owned(),
+                dropped_bytes: inner.dropped,
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl IsTerminal for CappedPipe {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for CappedPipe {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl OutputStream for CappedPipe {
+    fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
+        self.push(&bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), StreamError> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> Result<usize, StreamError> {
+        Ok(64 * 1024)
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for CappedPipe {
+    async fn ready(&mut self) {}
+}
+
+impl tokio::io::AsyncWrite for CappedPipe {
+    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.push(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl host_api::Host for CallState {
+    fn log(&mut self, level: LogLevel, message: String) {
+        let level = match level {
+            LogLevel::Trace => "trace",
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        };
+        if let Ok(mut journal) = self.journal.lock() {
+            journal.log(level, &message);
+        }
+    }
+
+    fn progress(&mut self, done: u64, total: Option<u64>, message: String) {
+        if let Ok(mut journal) = self.journal.lock() {
+            let mut end = message.len().min(super::receipt::MAX_LOG_LINE_BYTES);
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            let mut message = message;
+            message.truncate(end);
+            journal.progress = Some(Progress {
+                done,
+                total,
+                message,
+            });
+        }
+    }
+}
+
+impl super::bindings::longhand::tool::types::Host for CallState {}
+
+/// Link `longhand:tool/host` and `longhand:tool/types`.
+pub(crate) fn link_host_interface(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    host_api::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
+    super::bindings::longhand::tool::types::add_to_linker::<CallState, HasSelf<CallState>>(
+        linker,
+        |s| s,
+    )?;
+    Ok(())
+}

@@ -1,0 +1,311 @@
+//! Capabilities: each thing a tool can be granted, in one shape.
+//!
+//! A capability is one [`Capability`] implementation: it names itself, lists
+//! the WIT interfaces it unlocks (the [`CAPABILITIES`] table, which lets a
+//! component's imports be judged before it is instantiated), adds those
+//! interfaces to the linker, and turns the operator's grant into per-call
+//! state. Linking happens once per engine; per-call state is built fresh for
+//! every call so nothing crosses calls.
+//!
+//! Linking an interface gives the guest *nothing* by itself: a linked
+//! `wasi:filesystem` with no preopened directory sees no files, a linked
+//! `wasi:http` with no host pattern has every request denied. Interfaces that
+//! are not in the table (raw sockets above all) are never linked, and a
+//! component importing them is refused at load by [`check_imports`].
+
+use wasmtime::component::{Linker, types::ComponentItem};
+
+use super::call::{CallBuilder, CallState};
+use super::grants::{Access, Grants};
+
+/// One grantable capability.
+pub(crate) trait Capability {
+    /// Name used in receipts and in [`CAPABILITIES`].
+    const NAME: &'static str;
+
+    /// Add this capability's interfaces to the linker (once per engine).
+    fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()>;
+
+    /// Build this capability's part of one call's state from the grants.
+    /// Grants were validated by [`Grants::validate`] already; what can still
+    /// fail here is the world changing under us (a directory removed).
+    fn prepare(grants: &Grants, call: &mut CallBuilder) -> wasmtime::Result<()>;
+}
+
+/// A row of the capability table.
+#[derive(Debug, Clone, Copy)]
+pub struct CapabilityInfo {
+    /// Capability name.
+    pub name: &'static str,
+    /// WIT interfaces (`namespace:package/interface`, any version) it unlocks.
+    pub interfaces: &'static [&'static str],
+    /// What granting it means, for `longhand tool describe`.
+    pub grant: &'static str,
+}
+
+/// Every interface a tool component may import, by the capability that
+/// governs it. Anything else is refused at load.
+pub const CAPABILITIES: &[CapabilityInfo] = &[
+    CapabilityInfo {
+        name: "core",
+        interfaces: &[
+            "wasi:io/error",
+            "wasi:io/poll",
+            "wasi:io/streams",
+            "wasi:clocks/monotonic-clock",
+            "wasi:clocks/wall-clock",
+            "wasi:random/random",
+            "wasi:random/insecure",
+            "wasi:random/insecure-seed",
+            "wasi:cli/exit",
+            "longhand:tool/host",
+            "longhand:tool/types",
+        ],
+        grant: "always available: streams, clocks, randomness, exit, host log/progress",
+    },
+    CapabilityInfo {
+        name: "stdio",
+        interfaces: &[
+            "wasi:cli/stdin",
+            "wasi:cli/stdout",
+            "wasi:cli/stderr",
+            "wasi:cli/terminal-input",
+            "wasi:cli/terminal-output",
+            "wasi:cli/terminal-stdin",
+            "wasi:cli/terminal-stdout",
+            "wasi:cli/terminal-stderr",
+        ],
+        grant: "always available: empty stdin; stdout/stderr captured and capped",
+    },
+    CapabilityInfo {
+        name: "env",
+        interfaces: &["wasi:cli/environment"],
+        grant: "only the variables named by --env",
+    },
+    CapabilityInfo {
+        name: "filesystem",
+        interfaces: &["wasi:filesystem/types", "wasi:filesystem/preopens"],
+        grant: "only the directories granted by --dir",
+    },
+    CapabilityInfo {
+        name: "http",
+        interfaces: &["wasi:http/types", "wasi:http/outgoing-handler"],
+        grant: "only hosts granted by --allow-host; secrets added by the host",
+    },
+];
+
+/// Find the capability governing an import like `wasi:http/types@0.2.6`.
+pub fn capability_for_import(import: &str) -> Option<&'static CapabilityInfo> {
+    let bare = import.split('@').next().unwrap_or(import);
+    CAPABILITIES
+        .iter()
+        .find(|cap| cap.interfaces.contains(&bare))
+}
+
+/// A component import outside [`CAPABILITIES`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the component imports `{import}`, which Longhand does not provide{hint}")]
+pub struct UnsupportedImport {
+    /// The full import name.
+    pub import: String,
+    /// Extra advice, e.g. for raw sockets.
+    pub hint: String,
+}
+
+/// Check every import of a component against the table; returns the
+/// capability names it may use, or the first unsupported import.
+pub(crate) fn check_imports(
+    component: &wasmtime::component::Component,
+    engine: &wasmtime::Engine,
+) -> Result<Vec<&'static str>, UnsupportedImport> {
+    let ty = component.component_type();
+    let mut used = Vec::new();
+    for (name, item) in ty.imports(engine) {
+        let is_instance = matches!(item.ty, ComponentItem::ComponentInstance(_));
+        match capability_for_import(name) {
+            Some(cap) if is_instance => {
+                if !used.contains(&cap.name) {
+                    used.push(cap.name);
+                }
+            }
+            _ => {
+                let hint = if name.starts_with("wasi:sockets/") {
+                    "; raw TCP, UDP and DNS are never available to tools: use wasi:http (e.g. \
+                     the SDK's http::fetch) with an --allow-host grant"
+                        .to_owned()
+                } else {
+                    format!(
+                        "; tools may import only: {}",
+                        CAPABILITIES
+                            .iter()
+                            .flat_map(|c| c.interfaces.iter())
+                            .copied()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                };
+                return Err(UnsupportedImport {
+                    import: name.to_owned(),
+                    hint,
+                });
+            }
+        }
+    }
+    Ok(used)
+}
+
+/// Always-on interfaces: io, clocks, random, exit, stdio and our own `host`.
+pub(crate) struct Core;
+
+impl Capability for Core {
+    const NAME: &'static str = "core";
+
+    fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        use wasmtime_wasi::cli::{WasiCli, WasiCliView};
+        use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
+        use wasmtime_wasi::p2::bindings::{cli, clocks, random};
+        use wasmtime_wasi::random::{WasiRandom, WasiRandomView};
+
+        let l = linker;
+        wasmtime_wasi_io::add_to_linker_async(l)?;
+        clocks::wall_clock::add_to_linker::<CallState, WasiClocks>(l, CallState::clocks)?;
+        clocks::monotonic_clock::add_to_linker::<CallState, WasiClocks>(l, CallState::clocks)?;
+        random::random::add_to_linker::<CallState, WasiRandom>(l, |t| t.random())?;
+        random::insecure::add_to_linker::<CallState, WasiRandom>(l, |t| t.random())?;
+        random::insecure_seed::add_to_linker::<CallState, WasiRandom>(l, |t| t.random())?;
+        cli::exit::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+        cli::stdin::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+        cli::stdout::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+        cli::stderr::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+        cli::terminal_input::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+        cli::terminal_output::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+        cli::terminal_stdin::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+        cli::terminal_stdout::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+        cli::terminal_stderr::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+        super::call::link_host_interface(l)?;
+        Ok(())
+    }
+
+    fn prepare(grants: &Grants, call: &mut CallBuilder) -> wasmtime::Result<()> {
+        call.capture_stdio(grants.limits.max_stdio_bytes);
+        Ok(())
+    }
+}
+
+/// `wasi:cli/environment`: only granted variables; no arguments; `/` as cwd.
+pub(crate) struct Env;
+
+impl Capability for Env {
+    const NAME: &'static str = "env";
+
+    fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        use wasmtime_wasi::cli::{WasiCli, WasiCliView};
+        wasmtime_wasi::p2::bindings::cli::environment::add_to_linker::<CallState, WasiCli>(
+            linker,
+            CallState::cli,
+        )
+    }
+
+    fn prepare(grants: &Grants, call: &mut CallBuilder) -> wasmtime::Result<()> {
+        for (name, value) in &grants.env {
+            call.wasi.env(name, value);
+        }
+        Ok(())
+    }
+}
+
+/// `wasi:filesystem`: only granted directories, with their access.
+pub(crate) struct Filesystem;
+
+impl Capability for Filesystem {
+    const NAME: &'static str = "filesystem";
+
+    fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
+        use wasmtime_wasi::p2::bindings::filesystem;
+        filesystem::types::add_to_linker::<CallState, WasiFilesystem>(linker, CallState::filesystem)?;
+        filesystem::preopens::add_to_linker::<CallState, WasiFilesystem>(
+            linker,
+            CallState::filesystem,
+        )
+    }
+
+    fn prepare(grants: &Grants, call: &mut CallBuilder) -> wasmtime::Result<()> {
+        for dir in &grants.dirs {
+            let perms = match dir.access {
+                Access::ReadOnly => wasmtime_wasi::FsPerms::ReadOnly,
+                Access::ReadWrite => wasmtime_wasi::FsPerms::ReadWrite,
+            };
+            call.wasi
+                .preopened_dir(&dir.host_path, &dir.guest_path, perms)
+                .map_err(|e| {
+                    wasmtime::Error::msg(format!(
+                        "cannot open granted directory {}: {e}",
+                        dir.host_path.display()
+                    ))
+                })?;
+        }
+        Ok(())
+    }
+}
+
+/// `wasi:http`: requests go through [`super::net::HttpPolicy`].
+pub(crate) struct Http;
+
+impl Capability for Http {
+    const NAME: &'static str = "http";
+
+    fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+    }
+
+    fn prepare(grants: &Grants, call: &mut CallBuilder) -> wasmtime::Result<()> {
+        call.http_policy(grants);
+        Ok(())
+    }
+}
+
+/// Link every capability into `linker`.
+pub(crate) fn link_all(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    Core::link(linker)?;
+    Env::link(linker)?;
+    Filesystem::link(linker)?;
+    Http::link(linker)?;
+    Ok(())
+}
+
+/// Build every capability's per-call state.
+pub(crate) fn prepare_all(grants: &Grants, call: &mut CallBuilder) -> wasmtime::Result<()> {
+    fn named<C: Capability>(grants: &Grants, call: &mut CallBuilder) -> wasmtime::Result<()> {
+        C::prepare(grants, call).map_err(|e| e.context(format!("capability `{}`", C::NAME)))
+    }
+    named::<Core>(grants, call)?;
+    named::<Env>(grants, call)?;
+    named::<Filesystem>(grants, call)?;
+    named::<Http>(grants, call)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn imports_map_to_capabilities_ignoring_versions() {
+        assert_eq!(capability_for_import("wasi:http/types@0.2.6").map(|c| c.name), Some("http"));
+        assert_eq!(
+            capability_for_import("wasi:filesystem/preopens@0.2.0").map(|c| c.name),
+            Some("filesystem")
+        );
+        assert!(capability_for_import("wasi:sockets/tcp@0.2.0").is_none());
+        assert!(capability_for_import("evil:backdoor/api").is_none());
+    }
+
+    #[test]
+    fn capability_names_match_their_modules() {
+        let names: Vec<_> = CAPABILITIES.iter().map(|c| c.name).collect();
+        for name in [Core::NAME, Env::NAME, Filesystem::NAME, Http::NAME] {
+            assert!(names.contains(&name), "{name} missing from the table");
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! Loading a tool component: bytes → digest → compiled component (from the
+//! on-disk cache when possible) → import check → pre-linked instance →
+//! `describe`, validated.
+//!
+//! A loaded tool is immutable and shared by every call; it holds no guest
+//! state, only compiled code and the validated description.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use super::bindings::ToolPre;
+use super::call::CallState;
+use super::caps::{UnsupportedImport, check_imports};
+use super::grants::Access;
+
+/// What running a tool does to the world; decides what is re-run after a crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Effect {
+    /// Only reads: safe to re-run.
+    ReadOnly,
+    /// Writes, but twice is the same as once: safe to re-run.
+    Idempotent,
+    /// Writes that must not be repeated: an unfinished call is "outcome unknown".
+    Writes,
+}
+
+impl Effect {
+    /// Whether a call that was started but not finished may simply run again.
+    pub fn safe_to_retry(self) -> bool {
+        matches!(self, Self::ReadOnly | Self::Idempotent)
+    }
+}
+
+/// One tool of a component, as `describe` reported it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Name, unique within the component.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of the input.
+    pub input_schema: serde_json::Value,
+    /// What a call does to the world.
+    pub effect: Effect,
+}
+
+/// A directory the component asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirRequest {
+    /// Guest path it expects.
+    pub guest_path: String,
+    /// Access it wants.
+    pub access: Access,
+    /// Why.
+    pub why: String,
+}
+
+/// What the component asks the operator to grant. Information only.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapabilityRequests {
+    /// Directories.
+    pub dirs: Vec<DirRequest>,
+    /// Outbound host patterns.
+    pub hosts: Vec<String>,
+    /// Environment variable names.
+    pub env: Vec<String>,
+    /// Secret names.
+    pub secrets: Vec<String>,
+}
+
+/// Everything `describe` reported, validated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComponentInfo {
+    /// Component name.
+    pub name: String,
+    /// Component version.
+    pub version: String,
+    /// What the component is for.
+    pub description: String,
+    /// Its tools.
+    pub tools: Vec<ToolSpec>,
+    /// What it asks for.
+    pub requests: CapabilityRequests,
+}
+
+/// A compiled, checked, described component, ready for calls.
+pub struct LoadedTool {
+    pub(crate) label: String,
+    pub(crate) digest: String,
+    pub(crate) info: ComponentInfo,
+    pub(crate) capabilities: Vec<&'static str>,
+    pub(crate) pre: ToolPre<CallState>,
+    pub(crate) validators: HashMap<String, jsonschema::Validator>,
+}
+
+impl LoadedTool {
+    /// Where it came from: a built-in name or a file path.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// `sha256:<hex>` of the component bytes.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// What `describe` reported.
+    pub fn info(&self) -> &ComponentInfo {
+        &self.info
+    }
+
+    /// Capability names the component's imports fall under (see
+    /// [`super::caps::CAPABILITIES`]). A tool without `http` here cannot make
+    /// a request whatever it is granted.
+    pub fn capabilities(&self) -> &[&'static str] {
+        &self.capabilities
+    }
+
+    /// The spec of tool `name`.
+    pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
+        self.info.tools.iter().find(|t| t.name == name)
+    }
+}
+
+impl std::fmt::Debug for LoadedTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedTool")
+            .field("label", &self.label)
+            .field("digest", &self.digest)
+            .field("tools", &self.info.tools.iter().map(|t| &t.name).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Why a component could not be loaded. The operator fixes the component
+/// or its path; retrying the same bytes fails the same way.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// No built-in tool has this name.
+    #[error("no built-in tool named `{name}` (built-ins: {known}); to load a file give a path ending in .wasm")]
+    UnknownBuiltin {
+        /// The name asked for.
+        name: String,
+        /// The built-in names.
+        known: String,
+    },
+    /// The file could not be read.
+    #[error("cannot read {path}: {cause}")]
+    Read {
+        /// The path.
+        path: PathBuf,
+        /// The I/O error.
+        cause: std::io::Error,
+    },
+    /// The bytes are not a WebAssembly component.
+    #[error("{label} is not a usable WebAssembly component: {reason}")]
+    NotComponent {
+        /// Where it came from.
+        label: String,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
+    /// It imports something the host refuses to provide.
+    #[error("{label} was refused: {cause}")]
+    Unsupported {
+        /// Where it came from.
+        label: String,
+        /// The offending import.
+        cause: UnsupportedImport,
+    },
+    /// It does not export the `longhand:tool/tools` interface, or linking failed.
+    #[error("{label} does not fit the longhand:tool world: {reason}")]
+    Link {
+        /// Where it came from.
+        label: String,
+        /// Why.
+        reason: String,
+    },
+    /// `describe` failed or returned something unusable.
+    #[error("{label}: describe failed: {reason}")]
+    Describe {
+        /// Where it came from.
+        label: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// `sha256:<hex>` of some bytes.
+pub fn digest_of(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// Compile `bytes`, or load the compiled form from `cache_dir`.
+///
+/// The cache key is the content digest plus a hash of everything in the
+/// engine configuration that affects compiled code, so a changed binary or
+/// a changed engine never reuses stale code. Cache entries are written to a
+/// temporary file and renamed into place, so a crash leaves no torn entry.
+pub(crate) fn compile(
+    engine: &Engine,
+    cache_dir: Option<&Path>,
+    label: &str,
+    bytes: &[u8],
+    digest: &str,
+) -> Result<Component, LoadError> {
+    let not_component = |reason: String| LoadError::NotComponent {
+        label: label.to_owned(),
+        reason,
+    };
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(not_component(
+            "it does not start with the WebAssembly magic bytes (is it a .wasm file?)".to_owned(),
+        ));
+    }
+    if bytes[4..8] == [1, 0, 0, 0] {
+        return Err(not_component(
+            "it is a core WebAssembly module, not a component; build it with \
+             `cargo build --target wasm32-wasip2` (or wrap it with `wasm-tools component new`)"
+                .to_owned(),
+        ));
+    }
+
+    let cache_path = cache_dir.map(|dir| {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        let hex = digest.trim_start_matches("sha256:");
+        dir.join(format!("{hex}-{:016x}.cwasm", hasher.finish()))
+    });
+    if let Some(path) = &cache_path
+        && path.exists()
+    {
+        // SAFETY: the cache directory is private to this user (created 0700)
+        // and entries are only ever written by `Component::serialize` below,
+        // under a name derived from the digest of the source bytes.
+        match unsafe { Component::deserialize_file(engine, path) } {
+            Ok(component) => return Ok(component),
+            Err(err) => {
+                tracing::warn!(path = %path.display(), %err, "ignoring unusable cache entry");
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+
+    let component = Component::new(engine, bytes).map_err(|e| not_component(format!("{e:#}")))?;
+    if let Some(path) = &cache_path
+        && let Err(err) = write_cache(path, &component)
+    {
+        tracing::warn!(path = %path.display(), %err, "could not write the compile cache");
+    }
+    Ok(component)
+}
+
+fn write_cache(path: &Path, component: &Component) -> anyhow::Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| anyhow::anyhow!("cache path has no parent"))?;
+    create_private_dir(dir)?;
+    let bytes = component.serialize()?;
+    let tmp = dir.join(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("entry")
+    ));
+    {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(&bytes)?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::create_dir_all(dir)
+    }
+}
+
+/// Check what `describe` returned and compile the input schemas.
+pub(crate) fn validate_info(
+    label: &str,
+    raw: super::bindings::longhand::tool::types::ComponentInfo,
+) -> Result<(ComponentInfo, HashMap<String, jsonschema::Validator>), LoadError> {
+    use super::bindings::longhand::tool::types as wit;
+    let bad = |reason: String| LoadError::Describe {
+        label: label.to_owned(),
+        reason,
+    };
+    let mut tools = Vec::with_capacity(raw.tools.len());
+    let mut validators = HashMap::new();
+    if raw.tools.is_empty() {
+        return Err(bad("the component offers no tools".to_owned()));
+    }
+    for t in raw.tools {
+        let name_ok = !t.name.is_empty()
+            && t.name.len() <= 64
+            && t
+                .name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+        if !name_ok {
+            return Err(bad(format!(
+                "tool name `{}` must be 1-64 characters of a-z, 0-9, `-` or `_`",
+                t.name
+            )));
+        }
+        if validators.contains_key(&t.name) {
+            return Err(bad(format!("tool `{}` is declared twice", t.name)));
+        }
+        let schema: serde_json::Value = serde_json::from_str(&t.input_schema)
+            .map_err(|e| bad(format!("tool `{}`: input schema is not JSON: {e}", t.name)))?;
+        let validator = jsonschema::validator_for(&schema)
+            .map_err(|e| bad(format!("tool `{}`: input schema is invalid: {e}", t.name)))?;
+        validators.insert(t.name.clone(), validator);
+        tools.push(ToolSpec {
+            name: t.name,
+            description: t.description,
+            input_schema: schema,
+            effect: match t.effect {
+                wit::Effect::ReadOnly => Effect::ReadOnly,
+                wit::Effect::Idempotent => Effect::Idempotent,
+                wit::Effect::Writes => Effect::Writes,
+            },
+        });
+    }
+    let requests = CapabilityRequests {
+        dirs: raw
+            .requests
+            .dirs
+            .into_iter()
+            .map(|d| DirRequest {
+                guest_path: d.guest_path,
+                access: match d.access {
+                    wit::DirAccess::ReadOnly => Access::ReadOnly,
+                    wit::DirAccess::ReadWrite => Access::ReadWrite,
+                },
+                why: d.why,
+            })
+            .collect(),
+        hosts: raw.requests.hosts,
+        env: raw.requests.env,
+        secrets: raw.requests.secrets,
+    };
+    Ok((
+        ComponentInfo {
+            name: raw.name,
+            version: raw.version,
+            description: raw.description,
+            tools,
+            requests,
+        },
+        validators,
+    ))
+}
+
+/// Reject a component whose imports fall outside the capability table.
+pub(crate) fn check(
+    engine: &Engine,
+    label: &str,
+    component: &Component,
+) -> Result<Vec<&'static str>, LoadError> {
+    check_imports(component, engine).map_err(|cause| LoadError::Unsupported {
+        label: label.to_owned(),
+        cause,
+    })
+}

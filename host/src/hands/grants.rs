@@ -1,0 +1,634 @@
+//! Grants: what the operator lets one tool component use.
+//!
+//! Everything here is *deny by default*: [`Grants::default()`] gives a tool no
+//! directory, no host, no environment variable and no secret, and the
+//! [`Limits::default()`] values below. A grant is a typed value validated once
+//! ([`Grants::validate`]) before any call is made with it; the capability
+//! modules in [`super::caps`] turn a validated grant into per-call state.
+//!
+//! This module owns parsing and validation only. It never opens a file or a
+//! socket.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Access to a granted directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Access {
+    /// Read files and list directories. The default.
+    ReadOnly,
+    /// Also create, write, rename and delete inside the directory.
+    ReadWrite,
+}
+
+impl Default for Access {
+    fn default() -> Self {
+        Self::ReadOnly
+    }
+}
+
+/// A host directory mapped into the guest.
+///
+/// The guest sees `guest_path` and nothing above it: `..`, absolute paths and
+/// symlinks that point outside `host_path` fail inside the guest with "not
+/// permitted" (enforced by cap-std, which resolves every path relative to the
+/// opened directory handle).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirGrant {
+    /// Directory on the host. Must exist and be a directory.
+    pub host_path: PathBuf,
+    /// Where the guest sees it, e.g. `/workspace`. Must be absolute.
+    pub guest_path: String,
+    /// Default [`Access::ReadOnly`].
+    #[serde(default)]
+    pub access: Access,
+}
+
+impl DirGrant {
+    /// Parse the CLI form `HOST_PATH[:GUEST_PATH][:ro|:rw]`.
+    ///
+    /// Without a guest path the directory appears as `/workspace`; without an
+    /// access suffix it is read-only.
+    pub fn parse(spec: &str) -> Result<Self, GrantError> {
+        let mut parts: Vec<&str> = spec.split(':').collect();
+        let mut access = Access::ReadOnly;
+        if let Some(last) = parts.last().copied()
+            && parts.len() > 1
+        {
+            match last {
+                "ro" => {
+                    access = Access::ReadOnly;
+                    parts.pop();
+                }
+                "rw" => {
+                    access = Access::ReadWrite;
+                    parts.pop();
+                }
+                _ => {}
+            }
+        }
+        let (host, guest) = match parts.as_slice() {
+            [host] => (*host, DEFAULT_GUEST_DIR),
+            [host, guest] => (*host, *guest),
+            _ => {
+                return Err(GrantError::Dir {
+                    spec: spec.to_owned(),
+                    reason: "expected HOST_PATH[:GUEST_PATH][:ro|:rw]".to_owned(),
+                });
+            }
+        };
+        if host.is_empty() {
+            return Err(GrantError::Dir {
+                spec: spec.to_owned(),
+                reason: "the host path is empty".to_owned(),
+            });
+        }
+        Ok(Self {
+            host_path: PathBuf::from(host),
+            guest_path: guest.to_owned(),
+            access,
+        })
+    }
+}
+
+/// Guest path used when a directory grant does not name one.
+pub const DEFAULT_GUEST_DIR: &str = "/workspace";
+
+/// An outbound host pattern: `host[:port]`, where host may start with `*.`
+/// to match any subdomain (but not the bare domain), or be `*` alone.
+///
+/// Without a port the pattern matches ports 80 and 443 only, so granting
+/// `api.example.com` does not open `api.example.com:22`.
+///
+/// Matching a pattern is necessary but not sufficient: a host whose address
+/// resolves to loopback, private, link-local or cloud-metadata space is still
+/// denied unless the pattern names that address literally (see
+/// [`HostPattern::names_ip`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct HostPattern {
+    host: HostMatch,
+    port: Option<u16>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HostMatch {
+    /// `*`: any host name. Private addresses still need a literal grant.
+    Any,
+    /// `*.example.com`: stored as `.example.com`.
+    Suffix(String),
+    /// An exact lowercase host name.
+    Exact(String),
+    /// A literal IP address.
+    Ip(IpAddr),
+}
+
+impl HostPattern {
+    /// Parse `host[:port]`, `*.domain[:port]`, `[v6]:port` or `*`.
+    pub fn parse(spec: &str) -> Result<Self, GrantError> {
+        let bad = |reason: &str| GrantError::Host {
+            spec: spec.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let spec_trim = spec.trim();
+        if spec_trim.is_empty() {
+            return Err(bad("the pattern is empty"));
+        }
+        if spec_trim.contains("://") || spec_trim.contains('/') {
+            return Err(bad(
+                "give a host, not a URL: e.g. api.example.com or api.example.com:8443",
+            ));
+        }
+        let (host, port) = split_host_port(spec_trim).map_err(|r| bad(&r))?;
+        let host = host.to_ascii_lowercase();
+        let matcher = if host == "*" {
+            HostMatch::Any
+        } else if let Some(rest) = host.strip_prefix("*.") {
+            if rest.is_empty() || rest.contains('*') {
+                return Err(bad("a wildcard must look like *.example.com"));
+            }
+            HostMatch::Suffix(format!(".{rest}"))
+        } else if host.contains('*') {
+            return Err(bad("`*` is allowed only as a leading `*.`"));
+        } else if let Ok(ip) = host.parse::<IpAddr>() {
+            HostMatch::Ip(ip)
+        } else {
+            if !host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+            {
+                return Err(bad("a host name may hold only letters, digits, `-` and `.`"));
+            }
+            HostMatch::Exact(host)
+        };
+        Ok(Self {
+            host: matcher,
+            port,
+        })
+    }
+
+    /// Whether a request to `host:port` matches this pattern by name.
+    pub fn matches(&self, host: &str, port: u16) -> bool {
+        let port_ok = match self.port {
+            Some(p) => p == port,
+            None => port == 80 || port == 443,
+        };
+        if !port_ok {
+            return false;
+        }
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        match &self.host {
+            HostMatch::Any => true,
+            HostMatch::Suffix(suffix) => host.ends_with(suffix.as_str()) && host.len() > suffix.len(),
+            HostMatch::Exact(name) => host == name,
+            HostMatch::Ip(ip) => host.parse::<IpAddr>().is_ok_and(|h| h == *ip),
+        }
+    }
+
+    /// Whether this pattern names `ip` literally, which is what it takes to
+    /// reach a loopback, private or link-local address.
+    pub fn names_ip(&self, ip: IpAddr) -> bool {
+        matches!(&self.host, HostMatch::Ip(granted) if *granted == ip)
+    }
+
+    /// Whether this pattern names `localhost` literally; a grant for
+    /// `localhost:PORT` may then reach loopback addresses on that port.
+    pub fn names_localhost(&self) -> bool {
+        matches!(&self.host, HostMatch::Exact(name) if name == "localhost")
+    }
+}
+
+fn split_host_port(spec: &str) -> Result<(&str, Option<u16>), String> {
+    let parse_port = |p: &str| {
+        p.parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("`{p}` is not a port number (1-65535)"))
+    };
+    if let Some(rest) = spec.strip_prefix('[') {
+        let (ip, after) = rest
+            .split_once(']')
+            .ok_or_else(|| "missing `]` after an IPv6 address".to_owned())?;
+        return match after.strip_prefix(':') {
+            Some(p) => Ok((ip, Some(parse_port(p)?))),
+            None if after.is_empty() => Ok((ip, None)),
+            None => Err("unexpected text after `]`".to_owned()),
+        };
+    }
+    if spec.matches(':').count() > 1 {
+        // A bare IPv6 address without port.
+        return Ok((spec, None));
+    }
+    match spec.split_once(':') {
+        Some((host, port)) => Ok((host, Some(parse_port(port)?))),
+        None => Ok((spec, None)),
+    }
+}
+
+impl fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.host {
+            HostMatch::Any => write!(f, "*")?,
+            HostMatch::Suffix(s) => write!(f, "*{s}")?,
+            HostMatch::Exact(h) => write!(f, "{h}")?,
+            HostMatch::Ip(IpAddr::V6(ip)) if self.port.is_some() => write!(f, "[{ip}]")?,
+            HostMatch::Ip(ip) => write!(f, "{ip}")?,
+        }
+        if let Some(port) = self.port {
+            write!(f, ":{port}")?;
+        }
+        Ok(())
+    }
+}
+
+impl TryFrom<String> for HostPattern {
+    type Error = GrantError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::parse(&value)
+    }
+}
+
+impl From<HostPattern> for String {
+    fn from(value: HostPattern) -> Self {
+        value.to_string()
+    }
+}
+
+/// A secret value. Its `Debug` and `Display` never show the value, and it is
+/// not serializable, so it cannot end up in a log, an event or an error.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wrap a value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value, for the one place that injects it into a request.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// A credential the host adds to the guest's outgoing requests to matching
+/// hosts. The guest never sees the value.
+///
+/// The header defaults to `Authorization` with the value `Bearer <secret>`;
+/// any other header carries the bare secret. Over plain `http://` the secret
+/// is added only for loopback destinations, so it never crosses a network in
+/// clear text.
+#[derive(Debug, Clone)]
+pub struct SecretGrant {
+    /// Where the value came from (an environment variable name), for receipts.
+    pub name: String,
+    /// The value. Never shown.
+    pub value: Secret,
+    /// Requests to hosts matching this pattern get the header.
+    pub host: HostPattern,
+    /// Header name; default `authorization`.
+    pub header: String,
+}
+
+impl SecretGrant {
+    /// Parse the CLI form `ENV_VAR@HOST_PATTERN[:HEADER]`, reading the value
+    /// from the process environment through `lookup`.
+    ///
+    /// Because a port is also written with `:`, the header is recognised as
+    /// a last `:`-separated part that is not a number.
+    pub fn parse(
+        spec: &str,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, GrantError> {
+        let bad = |reason: String| GrantError::Secret {
+            spec: spec.to_owned(),
+            reason,
+        };
+        let (var, rest) = spec
+            .split_once('@')
+            .ok_or_else(|| bad("expected ENV_VAR@HOST_PATTERN[:HEADER]".to_owned()))?;
+        if var.is_empty() {
+            return Err(bad("the environment variable name is empty".to_owned()));
+        }
+        let (host, header) = match rest.rsplit_once(':') {
+            Some((h, hdr)) if !hdr.is_empty() && !hdr.bytes().all(|c| c.is_ascii_digit()) => {
+                (h, hdr.to_ascii_lowercase())
+            }
+            _ => (rest, DEFAULT_SECRET_HEADER.to_owned()),
+        };
+        if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
+            return Err(bad(format!("`{header}` is not a valid header name")));
+        }
+        let host = HostPattern::parse(host).map_err(|e| bad(e.to_string()))?;
+        let value = lookup(var).ok_or_else(|| {
+            bad(format!(
+                "environment variable {var} is not set; export it before starting longhand"
+            ))
+        })?;
+        if value.is_empty() {
+            return Err(bad(format!("environment variable {var} is empty")));
+        }
+        Ok(Self {
+            name: var.to_owned(),
+            value: Secret::new(value),
+            host,
+            header,
+        })
+    }
+
+    /// The header value sent: `Bearer <secret>` for `authorization`, the
+    /// bare secret otherwise.
+    pub(crate) fn header_value(&self) -> String {
+        if self.header == DEFAULT_SECRET_HEADER {
+            format!("Bearer {}", self.value.expose())
+        } else {
+            self.value.expose().to_owned()
+        }
+    }
+}
+
+/// Header a secret goes into when the grant names none.
+pub const DEFAULT_SECRET_HEADER: &str = "authorization";
+
+/// Resource limits of one call. Hitting any of them ends the call with
+/// [`super::CallError::Limit`]; the host process carries on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Limits {
+    /// Linear memory, summed over the component's memories. Default 256 MiB.
+    pub memory_bytes: u64,
+    /// Wall-clock time of the whole call, including host I/O. Default 30 s.
+    #[serde(with = "humantime_serde_compat")]
+    pub timeout: Duration,
+    /// Fuel (roughly, wasm instructions). Default 20 billion, about ten
+    /// seconds of pure computation.
+    pub fuel: u64,
+    /// Bytes of output returned to the caller. Default 1 MiB.
+    pub max_output_bytes: u64,
+    /// Bytes of one HTTP response body the guest may read. Default 8 MiB.
+    pub max_http_response_bytes: u64,
+    /// Bytes of stdout and of stderr kept each; the rest is dropped and
+    /// counted. Default 64 KiB.
+    pub max_stdio_bytes: u64,
+    /// Outbound HTTP requests per call. Default 64.
+    pub max_http_requests: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 256 << 20,
+            timeout: Duration::from_secs(30),
+            fuel: 20_000_000_000,
+            max_output_bytes: 1 << 20,
+            max_http_response_bytes: 8 << 20,
+            max_stdio_bytes: 64 << 10,
+            max_http_requests: 64,
+        }
+    }
+}
+
+/// Upper bound on [`Limits::memory_bytes`]: the pooling allocator reserves
+/// this much address space per memory slot.
+pub const MAX_MEMORY_BYTES: u64 = 4 << 30;
+
+mod humantime_serde_compat {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Everything one component may use. `Default` is nothing at all.
+#[derive(Debug, Clone, Default)]
+pub struct Grants {
+    /// When set, calls are refused unless the component's digest
+    /// (`sha256:<hex>`) equals it: a changed binary does not inherit grants.
+    /// Default `None` (the grant applies to whatever was loaded with it).
+    pub component_digest: Option<String>,
+    /// Directories mapped in. Default none.
+    pub dirs: Vec<DirGrant>,
+    /// Outbound hosts. Default none: every request is denied.
+    pub hosts: Vec<HostPattern>,
+    /// Environment variables the guest sees, name to value. Default none.
+    pub env: BTreeMap<String, String>,
+    /// Credentials added to outgoing requests by the host. Default none.
+    pub secrets: Vec<SecretGrant>,
+    /// Resource limits. Default [`Limits::default()`].
+    pub limits: Limits,
+}
+
+impl Grants {
+    /// Check the grants hang together before any call uses them.
+    pub fn validate(&self) -> Result<(), GrantError> {
+        let mut guest_paths = std::collections::BTreeSet::new();
+        for dir in &self.dirs {
+            if !dir.guest_path.starts_with('/') {
+                return Err(GrantError::Dir {
+                    spec: dir.guest_path.clone(),
+                    reason: "the guest path must be absolute, e.g. /workspace".to_owned(),
+                });
+            }
+            if dir.guest_path.split('/').any(|c| c == ".." || c == ".") {
+                return Err(GrantError::Dir {
+                    spec: dir.guest_path.clone(),
+                    reason: "the guest path may not contain `.` or `..`".to_owned(),
+                });
+            }
+            if !guest_paths.insert(dir.guest_path.trim_end_matches('/')) {
+                return Err(GrantError::Dir {
+                    spec: dir.guest_path.clone(),
+                    reason: "two directories are mapped to the same guest path".to_owned(),
+                });
+            }
+            match std::fs::metadata(&dir.host_path) {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => {
+                    return Err(GrantError::Dir {
+                        spec: dir.host_path.display().to_string(),
+                        reason: "not a directory".to_owned(),
+                    });
+                }
+                Err(err) => {
+                    return Err(GrantError::Dir {
+                        spec: dir.host_path.display().to_string(),
+                        reason: format!("cannot open it: {err}"),
+                    });
+                }
+            }
+        }
+        for (name, _) in &self.env {
+            if name.is_empty() || name.contains('=') || name.contains('\0') {
+                return Err(GrantError::Env {
+                    name: name.clone(),
+                    reason: "not a valid variable name".to_owned(),
+                });
+            }
+        }
+        for secret in &self.secrets {
+            // A secret passed through as a plain variable would reach the
+            // guest; refuse the combination rather than guess.
+            if self.env.contains_key(&secret.name) {
+                return Err(GrantError::Env {
+                    name: secret.name.clone(),
+                    reason: "it is granted as a secret; a secret cannot also be an environment variable".to_owned(),
+                });
+            }
+            if self
+                .env
+                .values()
+                .any(|v| v.contains(secret.value.expose()))
+            {
+                return Err(GrantError::Env {
+                    name: secret.name.clone(),
+                    reason: "an environment variable granted to the tool holds this secret's value".to_owned(),
+                });
+            }
+        }
+        let l = &self.limits;
+        if l.memory_bytes == 0 || l.memory_bytes > MAX_MEMORY_BYTES {
+            return Err(GrantError::Limit(format!(
+                "memory must be between 1 byte and {} MiB",
+                MAX_MEMORY_BYTES >> 20
+            )));
+        }
+        if l.timeout.is_zero() {
+            return Err(GrantError::Limit("timeout must be above zero".to_owned()));
+        }
+        if l.fuel == 0 {
+            return Err(GrantError::Limit("fuel must be above zero".to_owned()));
+        }
+        Ok(())
+    }
+}
+
+/// A grant that cannot be used. The caller fixes its configuration; retrying
+/// the same grant fails the same way.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrantError {
+    /// A directory grant is malformed or names a path that is not a directory.
+    #[error("directory grant `{spec}`: {reason}")]
+    Dir {
+        /// The grant as given.
+        spec: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A host pattern does not parse.
+    #[error("host pattern `{spec}`: {reason}")]
+    Host {
+        /// The pattern as given.
+        spec: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A secret grant does not parse or its value is missing.
+    #[error("secret grant `{spec}`: {reason}")]
+    Secret {
+        /// The grant as given (never the value).
+        spec: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An environment variable grant is not usable.
+    #[error("environment grant `{name}`: {reason}")]
+    Env {
+        /// The variable name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A limit is out of range.
+    #[error("limit: {0}")]
+    Limit(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dir_specs_parse_with_defaults() {
+        let d = DirGrant::parse("/tmp/x").unwrap();
+        assert_eq!(d.guest_path, "/workspace");
+        assert_eq!(d.access, Access::ReadOnly);
+        let d = DirGrant::parse("/tmp/x:/data:rw").unwrap();
+        assert_eq!((d.guest_path.as_str(), d.access), ("/data", Access::ReadWrite));
+        let d = DirGrant::parse("./src:rw").unwrap();
+        assert_eq!((d.guest_path.as_str(), d.access), ("/workspace", Access::ReadWrite));
+        assert!(DirGrant::parse("a:b:c:d").is_err());
+    }
+
+    #[test]
+    fn host_patterns_match_names_ports_and_wildcards() {
+        let p = HostPattern::parse("api.example.com").unwrap();
+        assert!(p.matches("api.example.com", 443));
+        assert!(p.matches("API.example.com.", 80));
+        assert!(!p.matches("api.example.com", 22));
+        assert!(!p.matches("evil-api.example.com", 443));
+
+        let w = HostPattern::parse("*.example.com:8443").unwrap();
+        assert!(w.matches("a.b.example.com", 8443));
+        assert!(!w.matches("example.com", 8443));
+        assert!(!w.matches("a.example.com", 443));
+        assert!(!w.matches("example.com.evil.net", 8443));
+
+        let ip = HostPattern::parse("127.0.0.1:9000").unwrap();
+        assert!(ip.matches("127.0.0.1", 9000));
+        assert!(ip.names_ip("127.0.0.1".parse().unwrap()));
+
+        let v6 = HostPattern::parse("[::1]:9000").unwrap();
+        assert!(v6.matches("[::1]", 9000));
+        assert_eq!(v6.to_string(), "[::1]:9000");
+
+        for bad in ["", "http://x.com", "a*.com", "*.", "x.com:0", "x.com:http", "a b"] {
+            assert!(HostPattern::parse(bad).is_err(), "{bad} should not parse");
+        }
+    }
+
+    #[test]
+    fn secret_specs_parse_header_and_port() {
+        let env = |_: &str| Some("s3cret".to_owned());
+        let s = SecretGrant::parse("TOKEN@api.example.com", env).unwrap();
+        assert_eq!(s.header, "authorization");
+        assert_eq!(s.header_value(), "Bearer s3cret");
+        let s = SecretGrant::parse("TOKEN@127.0.0.1:8080", env).unwrap();
+        assert_eq!(s.header, "authorization");
+        assert!(s.host.matches("127.0.0.1", 8080));
+        let s = SecretGrant::parse("TOKEN@127.0.0.1:8080:X-Api-Key", env).unwrap();
+        assert_eq!(s.header, "x-api-key");
+        assert_eq!(s.header_value(), "s3cret");
+        assert!(SecretGrant::parse("TOKEN@x.com", |_| None).is_err());
+        assert!(format!("{s:?}").contains("***"));
+        assert!(!format!("{s:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn secrets_cannot_be_passed_as_env() {
+        let mut g = Grants::default();
+        g.secrets.push(SecretGrant::parse("TOKEN@x.com", |_| Some("v".to_owned())).unwrap());
+        g.env.insert("TOKEN".to_owned(), "v".to_owned());
+        assert!(g.validate().is_err());
+    }
+}

@@ -1,0 +1,546 @@
+//! The hands: the tool host.
+//!
+//! A tool is a WASI Preview 2 component exporting `longhand:tool/tools`
+//! (see `wit/tool.wit`). [`Hands`] owns the one wasmtime engine of the
+//! process (pooling allocator, epoch interruption, fuel) and runs every call
+//! in a **fresh instance** created from a pre-linked `InstancePre`, with only
+//! the capabilities the [`Grants`] allow. No guest state survives a call.
+//!
+//! What this module must not do: know about sessions, models or the agent
+//! loop. It takes a tool, grants and an input, and gives back an outcome and
+//! a receipt; recording them is the caller's business.
+
+pub mod builtin;
+pub mod caps;
+mod call;
+mod component;
+pub mod grants;
+mod net;
+pub mod receipt;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+use wasmtime::component::Linker;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+
+pub use component::{
+    CapabilityRequests, ComponentInfo, DirRequest, Effect, LoadError, LoadedTool, ToolSpec,
+    digest_of,
+};
+pub use grants::{Access, DirGrant, GrantError, Grants, HostPattern, Limits, Secret, SecretGrant};
+pub use receipt::Receipt;
+
+use call::{CallBuilder, CallState};
+
+pub(crate) mod bindings {
+    //! Host-side bindings of the `longhand:tool/tool` world.
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "longhand:tool/tool",
+        exports: { default: async },
+        with: {
+            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+            "wasi:io": wasmtime_wasi::p2::bindings::io,
+            "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+        },
+    });
+}
+
+/// How often the epoch advances; the granularity of call timeouts.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Engine-wide settings. Defaults suit a laptop running a few agents.
+#[derive(Debug, Clone)]
+pub struct HandsConfig {
+    /// Where compiled components are cached. Default `None`: compile on every
+    /// load. The CLI uses `$LONGHAND_HOME/cache` (or the XDG cache dir).
+    pub cache_dir: Option<PathBuf>,
+    /// Calls that may run at once; further calls wait. Also sizes the
+    /// instance pool. Default 64.
+    pub max_concurrent_calls: u32,
+}
+
+impl Default for HandsConfig {
+    fn default() -> Self {
+        Self {
+            cache_dir: None,
+            max_concurrent_calls: 64,
+        }
+    }
+}
+
+/// The tool host: one per process.
+pub struct Hands {
+    engine: Engine,
+    linker: Linker<CallState>,
+    cache_dir: Option<PathBuf>,
+    permits: Arc<Semaphore>,
+}
+
+/// Why a call did not produce output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum CallError {
+    /// The input does not fit the tool's schema, or the tool said so. The
+    /// model should fix the input.
+    #[error("invalid input: {message}")]
+    InvalidInput {
+        /// What was wrong, naming the field.
+        message: String,
+    },
+    /// The tool (or, from the host, the tool name) was not found. The model
+    /// should look elsewhere.
+    #[error("not found: {message}")]
+    NotFound {
+        /// What was not found.
+        message: String,
+    },
+    /// The tool was refused a resource. The model may ask for a grant; the
+    /// operator decides.
+    #[error("access denied to {resource}: {reason}")]
+    AccessDenied {
+        /// The path, host or variable.
+        resource: String,
+        /// Why.
+        reason: String,
+    },
+    /// The tool ran and reported failure. The model may retry differently.
+    #[error("tool failed: {message}")]
+    Failed {
+        /// Why, as the tool put it.
+        message: String,
+    },
+    /// A limit stopped the call (time, memory, fuel, stack, output). Raising
+    /// the limit is the operator's decision; the host carries on.
+    #[error("limit hit: {message}")]
+    Limit {
+        /// Which limit and its value.
+        message: String,
+    },
+    /// The guest crashed (panic, trap, exit). Recorded; the model may retry.
+    #[error("tool crashed: {message}")]
+    Crashed {
+        /// The cause, with the guest's panic message when there is one.
+        message: String,
+    },
+    /// The grants do not allow this call at all (digest mismatch, invalid
+    /// grant). Fix the configuration.
+    #[error("call refused: {message}")]
+    Refused {
+        /// Why.
+        message: String,
+    },
+    /// The host could not run the call (out of instance slots, I/O).
+    /// Retrying later may work.
+    #[error("host error: {message}")]
+    Host {
+        /// Why.
+        message: String,
+    },
+}
+
+impl CallError {
+    /// Whether the cause is a denied capability or a broken limit (CLI exit
+    /// code 3) rather than a tool-level error (exit code 1).
+    pub fn is_denial_or_limit(&self) -> bool {
+        matches!(
+            self,
+            Self::AccessDenied { .. } | Self::Limit { .. } | Self::Refused { .. }
+        )
+    }
+}
+
+/// The result of one call, with its receipt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallOutcome {
+    /// Output JSON, or why there is none.
+    pub result: Result<serde_json::Value, CallError>,
+    /// What it cost and touched.
+    pub receipt: Receipt,
+}
+
+/// Where a component comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum ToolSource<'a> {
+    /// A tool built into the binary, by name (`fs`, `http`, `json`).
+    Builtin(&'a str),
+    /// A `.wasm` file.
+    File(&'a Path),
+    /// Bytes in memory, with a label for messages.
+    Bytes {
+        /// Shown in errors and receipts.
+        label: &'a str,
+        /// The component.
+        bytes: &'a [u8],
+    },
+}
+
+impl Hands {
+    /// Build the engine and linker. Fails only if the platform cannot
+    /// reserve the instance pool.
+    pub fn new(config: HandsConfig) -> anyhow::Result<Self> {
+        let slots = config.max_concurrent_calls.max(1);
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(slots)
+            .total_core_instances(slots * 16)
+            .total_memories(slots * 4)
+            .total_tables(slots * 8)
+            .total_stacks(slots)
+            .max_memory_size(grants::MAX_MEMORY_BYTES as usize)
+            .max_memories_per_component(4)
+            .max_core_instances_per_component(16)
+            .max_tables_per_component(8)
+            // Keep a little of each slot resident so reuse avoids page faults
+            // while a freed slot still starts zeroed.
+            .linear_memory_keep_resident(64 << 10)
+            .table_keep_resident(16 << 10);
+
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true)
+            .consume_fuel(true)
+            .epoch_interruption(true)
+            .max_wasm_stack(1 << 20)
+            .async_stack_size(2 << 20)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+            .cranelift_opt_level(wasmtime::OptLevel::Speed);
+        let engine = Engine::new(&wasm)?;
+
+        let mut linker = Linker::new(&engine);
+        caps::link_all(&mut linker)?;
+
+        // The ticker ends when the engine is dropped.
+        let weak = engine.weak();
+        std::thread::Builder::new()
+            .name("longhand-epoch".to_owned())
+            .spawn(move || {
+                while let Some(engine) = weak.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })?;
+
+        Ok(Self {
+            engine,
+            linker,
+            cache_dir: config.cache_dir,
+            permits: Arc::new(Semaphore::new(slots as usize)),
+        })
+    }
+
+    /// Load, check, link and describe a component.
+    pub async fn load(&self, source: ToolSource<'_>) -> Result<LoadedTool, LoadError> {
+        let (label, owned);
+        let bytes: &[u8] = match source {
+            ToolSource::Builtin(name) => {
+                let b = builtin::builtin(name).ok_or_else(|| LoadError::UnknownBuiltin {
+                    name: name.to_owned(),
+                    known: builtin::BUILTINS
+                        .iter()
+                        .map(|b| b.name)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?;
+                label = name.to_owned();
+                b.wasm
+            }
+            ToolSource::File(path) => {
+                owned = std::fs::read(path).map_err(|cause| LoadError::Read {
+                    path: path.to_owned(),
+                    cause,
+                })?;
+                label = path.display().to_string();
+                &owned
+            }
+            ToolSource::Bytes { label: l, bytes } => {
+                label = l.to_owned();
+                bytes
+            }
+        };
+        let digest = digest_of(bytes);
+        let compiled =
+            component::compile(&self.engine, self.cache_dir.as_deref(), &label, bytes, &digest)?;
+        let capabilities = component::check(&self.engine, &label, &compiled)?;
+        let link_err = |e: wasmtime::Error| LoadError::Link {
+            label: label.clone(),
+            reason: format!("{e:#}"),
+        };
+        let instance_pre = self.linker.instantiate_pre(&compiled).map_err(link_err)?;
+        let pre = bindings::ToolPre::new(instance_pre).map_err(link_err)?;
+
+        // Describe runs like any call: fresh instance, no grants, default limits.
+        let limits = Limits::default();
+        let describe_err = |reason: String| LoadError::Describe {
+            label: label.clone(),
+            reason,
+        };
+        let (state, stdio) = CallBuilder::new(limits.memory_bytes).build();
+        let mut store = self.store(state, &limits).map_err(|e| describe_err(format!("{e:#}")))?;
+        let raw = tokio::time::timeout(limits.timeout, async {
+            let instance = pre.instantiate_async(&mut store).await?;
+            instance.longhand_tool_tools().call_describe(&mut store).await
+        })
+        .await
+        .map_err(|_| describe_err(format!("timed out after {:?}", limits.timeout)))?
+        .map_err(|e| {
+            let (_, stderr) = stdio.take();
+            describe_err(format!("{e:#}{}", panic_note(&stderr.text)))
+        })?;
+        let (info, validators) = component::validate_info(&label, raw)?;
+        Ok(LoadedTool {
+            label,
+            digest,
+            info,
+            capabilities,
+            pre,
+            validators,
+        })
+    }
+
+    fn store(&self, state: CallState, limits: &Limits) -> wasmtime::Result<Store<CallState>> {
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.set_fuel(limits.fuel)?;
+        let ticks = limits.timeout.as_micros() / EPOCH_TICK.as_micros() + 1;
+        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
+        store.epoch_deadline_trap();
+        Ok(store)
+    }
+
+    /// Run tool `name` of `tool` on `input` with `grants`, in a fresh instance.
+    ///
+    /// Never panics and never returns a host error for guest misbehaviour:
+    /// every failure is a [`CallError`] in the outcome, and the receipt is
+    /// filled as far as the call got.
+    pub async fn call(
+        &self,
+        tool: &LoadedTool,
+        grants: &Grants,
+        name: &str,
+        input: &serde_json::Value,
+    ) -> CallOutcome {
+        let started = Instant::now();
+        let input_text = input.to_string();
+        let mut receipt = Receipt {
+            component_digest: tool.digest.clone(),
+            tool: name.to_owned(),
+            input_bytes: input_text.len() as u64,
+            ..Receipt::default()
+        };
+        let result = self
+            .call_inner(tool, grants, name, input, &input_text, &mut receipt)
+            .await;
+        receipt.wall_us = started.elapsed().as_micros() as u64;
+        CallOutcome { result, receipt }
+    }
+
+    async fn call_inner(
+        &self,
+        tool: &LoadedTool,
+        grants: &Grants,
+        name: &str,
+        input: &serde_json::Value,
+        input_text: &str,
+        receipt: &mut Receipt,
+    ) -> Result<serde_json::Value, CallError> {
+        if let Some(expected) = &grants.component_digest
+            && expected != &tool.digest
+        {
+            return Err(CallError::Refused {
+                message: format!(
+                    "the grants are for component {expected}, but {} is {}; review the new \
+                     component and update the grant's digest",
+                    tool.label, tool.digest
+                ),
+            });
+        }
+        grants.validate().map_err(|e| CallError::Refused {
+            message: e.to_string(),
+        })?;
+        let Some(validator) = tool.validators.get(name) else {
+            return Err(CallError::NotFound {
+                message: format!(
+                    "{} has no tool `{name}`; it offers: {}",
+                    tool.label,
+                    tool.info
+                        .tools
+                        .iter()
+                        .map(|t| t.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        };
+        validate_input(validator, input)?;
+
+        let _permit = self.permits.acquire().await.map_err(|_| CallError::Host {
+            message: "the tool host is shutting down".to_owned(),
+        })?;
+
+        let limits = &grants.limits;
+        let mut builder = CallBuilder::new(limits.memory_bytes);
+        caps::prepare_all(grants, &mut builder).map_err(|e| CallError::Refused {
+            message: format!("{e:#}"),
+        })?;
+        let (state, stdio) = builder.build();
+        let journal = state.journal.clone();
+        let mut store = self.store(state, limits).map_err(|e| CallError::Host {
+            message: format!("{e:#}"),
+        })?;
+
+        let run = tokio::time::timeout(limits.timeout, async {
+            let instance = tool.pre.instantiate_async(&mut store).await?;
+            instance
+                .longhand_tool_tools()
+                .call_call(&mut store, name, input_text)
+                .await
+        })
+        .await;
+
+        receipt.fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        let limiter = &store.data().limiter;
+        receipt.peak_memory_bytes = limiter.peak_memory;
+        let memory_limit_hit = limiter.memory_limit_hit;
+        drop(store);
+        let (stdout, stderr) = stdio.take();
+        receipt.stdout = stdout;
+        receipt.stderr = stderr;
+        if let Ok(mut j) = journal.lock() {
+            receipt.used = std::mem::take(&mut j.used);
+            receipt.denied = std::mem::take(&mut j.denied);
+            receipt.limits_hit = std::mem::take(&mut j.limits_hit);
+            receipt.logs = std::mem::take(&mut j.logs);
+            receipt.logs_dropped = j.logs_dropped;
+            receipt.progress = j.progress.take();
+            receipt.http_bytes_in = j.http_bytes_in;
+        }
+
+        if memory_limit_hit {
+            receipt.limits_hit.push(format!(
+                "memory growth refused at {} MiB",
+                limits.memory_bytes >> 20
+            ));
+        }
+        let result = match run {
+            Err(_elapsed) => Err(CallError::Limit {
+                message: format!("timeout of {:?} reached", limits.timeout),
+            }),
+            Ok(Err(err)) => Err(classify_trap(
+                &err,
+                memory_limit_hit,
+                limits,
+                &receipt.stderr.text,
+            )),
+            Ok(Ok(Err(err))) => Err(tool_error(err)),
+            Ok(Ok(Ok(output))) => {
+                receipt.output_bytes = output.len() as u64;
+                if output.len() as u64 > limits.max_output_bytes {
+                    Err(CallError::Limit {
+                        message: format!(
+                            "output of {} bytes exceeds the {} byte limit",
+                            output.len(),
+                            limits.max_output_bytes
+                        ),
+                    })
+                } else {
+                    serde_json::from_str(&output).map_err(|e| CallError::Failed {
+                        message: format!("the tool returned output that is not JSON: {e}"),
+                    })
+                }
+            }
+        };
+        if let Err(CallError::Limit { message }) = &result {
+            receipt.limits_hit.push(message.clone());
+        }
+        result
+    }
+}
+
+fn tool_error(err: bindings::longhand::tool::types::ToolError) -> CallError {
+    use bindings::longhand::tool::types::ToolError as E;
+    match err {
+        E::InvalidInput(message) => CallError::InvalidInput { message },
+        E::NotFound(message) => CallError::NotFound { message },
+        E::AccessDenied(d) => CallError::AccessDenied {
+            resource: d.resource,
+            reason: d.reason,
+        },
+        E::Failed(message) => CallError::Failed { message },
+    }
+}
+
+/// Turn a wasmtime error into the cause a person can act on.
+fn classify_trap(
+    err: &wasmtime::Error,
+    memory_limit_hit: bool,
+    limits: &Limits,
+    stderr: &str,
+) -> CallError {
+    let limit = |message: String| CallError::Limit { message };
+    match err.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => {
+            return limit(format!("timeout of {:?} reached", limits.timeout));
+        }
+        Some(Trap::OutOfFuel) => {
+            return limit(format!("fuel limit of {} exhausted", limits.fuel));
+        }
+        Some(Trap::StackOverflow) => {
+            return limit("stack overflow: the guest exhausted its call stack".to_owned());
+        }
+        _ => {}
+    }
+    if memory_limit_hit {
+        return limit(format!(
+            "memory limit of {} MiB reached",
+            limits.memory_bytes >> 20
+        ));
+    }
+    if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return CallError::Crashed {
+            message: format!("the tool exited with status {}{}", exit.0, panic_note(stderr)),
+        };
+    }
+    let trap = err
+        .downcast_ref::<Trap>()
+        .map(|t| t.to_string())
+        .unwrap_or_else(|| err.to_string());
+    CallError::Crashed {
+        message: format!("{trap}{}", panic_note(stderr)),
+    }
+}
+
+/// The guest's panic message from stderr, if it printed one.
+fn panic_note(stderr: &str) -> String {
+    let Some(at) = stderr.find("panicked at") else {
+        return String::new();
+    };
+    let text: String = stderr[at..].lines().take(3).collect::<Vec<_>>().join(" ");
+    format!(" (guest {})", text.chars().take(500).collect::<String>())
+}
+
+/// Check input against the tool's schema; name the first few violations.
+fn validate_input(
+    validator: &jsonschema::Validator,
+    input: &serde_json::Value,
+) -> Result<(), CallError> {
+    let errors: Vec<String> = validator
+        .iter_errors(input)
+        .take(3)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            let at = if path.is_empty() { "input".to_owned() } else { format!("field {path}") };
+            format!("{at}: {e}")
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(CallError::InvalidInput {
+            message: errors.join("; "),
+        })
+    }
+}

@@ -1,0 +1,13 @@
+//! Longhand: agents that run for hours or days, with every tool a
+//! WebAssembly component in a sandbox.
+//!
+//! The crate has three rooms that never share state, and two doors:
+//! - [`hands`]: the tool host (wasmtime, grants, limits, receipts);
+//! - [`session`]: the append-only event log, the agent's only memory;
+//! - `brain` (the agent loop) follows;
+//! - [`cli`]: the `longhand` command line.
+
+pub mod brain;
+pub mod cli;
+pub mod hands;
+pub mod session;

@@ -1,0 +1,21 @@
+//! The session: the append-only event log that is the agent's only memory.
+//!
+//! - [`event`]: the protocol, one [`Event`] enum every front end speaks;
+//! - [`store`]: the [`Store`] contract (append with fencing and optimistic
+//!   seq checks, leases, verified reads, content-addressed blobs) and its
+//!   errors;
+//! - [`sqlite`]: the embedded default backend, one file per store directory.
+//!
+//! What this module must not do: interpret events beyond the lifecycle
+//! status (folding them into state is the brain's job), call models or run
+//! tools. It stores facts and proves they were not damaged.
+
+pub mod event;
+pub mod sqlite;
+pub mod store;
+
+pub use event::{
+    BlobRef, Event, EventRecord, MAX_EVENT_JSON, PauseKind, PauseReason, SessionStatus,
+};
+pub use sqlite::SqliteStore;
+pub use store::{Clock, Lease, SessionId, SessionSummary, Store, StoreError, SystemClock, WakeLog};

@@ -1,0 +1,379 @@
+//! The store contract: what any session backend (SQLite today, PostgreSQL
+//! for many workers) must provide, and the errors it speaks.
+//!
+//! The contract, in short:
+//! - A session's log is append-only and gap-free: seq 1 is
+//!   `session_created`, every append names the seq it writes
+//!   (`expected_seq == last_seq + 1`) and is all-or-nothing.
+//! - Only the holder of the session's current lease appends. Leases carry a
+//!   **fencing token** that grows with every new holder, and the store checks
+//!   it inside the append's transaction, so a worker that lost its lease
+//!   (paused, partitioned, presumed dead) cannot write after the new holder
+//!   took over, however late it wakes up.
+//! - `append` returns only once the events are durable.
+//! - Reads verify integrity (the SQLite backend chains checksums) and report
+//!   damage as [`StoreError::Corrupt`] naming the seq, never a panic.
+//! - Blobs are content-addressed: stored once, verified on read.
+//!
+//! This module must not know SQL; backends live beside it.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::event::{BlobRef, Event, EventRecord, SessionStatus};
+
+/// What a store call can fail with. Each variant says who acts.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Another worker holds a live lease on the session. The caller does not
+    /// retry at once: it leaves the session alone, or waits until
+    /// `expires_ms` (the holder may renew) and tries again.
+    #[error("session is leased by {owner} until {expires_ms} (unix ms)")]
+    LeaseHeld {
+        /// The current holder.
+        owner: String,
+        /// When its lease runs out unless renewed, unix ms.
+        expires_ms: u64,
+    },
+    /// The caller's lease is no longer the session's current one (it was
+    /// released, or another worker took over after it expired). The caller
+    /// stops working on the session at once and drops what it folded: its
+    /// view may be stale. It may acquire a fresh lease and wake again.
+    #[error("lease token {token} is fenced off (current token: {current:?})")]
+    Fenced {
+        /// The token the caller presented.
+        token: u64,
+        /// The session's current token, if any lease is live.
+        current: Option<u64>,
+    },
+    /// The append named a seq that is not the next one: the caller's view of
+    /// the log is stale (or it has a bug). Nothing was written. The caller
+    /// re-reads the log from its last known seq, re-folds, and decides again;
+    /// it never blindly retries with `actual`.
+    #[error("append at seq {expected} refused: the next seq is {actual}")]
+    SeqConflict {
+        /// The seq the caller said it would write.
+        expected: u64,
+        /// The seq the log expects next (`last_seq + 1`).
+        actual: u64,
+    },
+    /// No such session or blob. Reported to whoever named it (a user typing
+    /// a session id, a dangling blob ref is [`StoreError::Corrupt`] instead
+    /// when it comes from the log).
+    #[error("{what} not found")]
+    NotFound {
+        /// What was looked for, e.g. `session s-…`.
+        what: String,
+    },
+    /// Stored data failed verification: a broken checksum chain, a gap in the
+    /// seqs, undecodable JSON, a blob whose bytes do not match its digest, or
+    /// a file that is not a (whole) database. Aborts the session; a person
+    /// restores from backup or inspects the damage. `seq` names the first
+    /// bad event when there is one; everything before it verified.
+    #[error("session store is corrupt: {detail}")]
+    Corrupt {
+        /// First damaged event, when the damage is in a log.
+        seq: Option<u64>,
+        /// What failed and where, with advice.
+        detail: String,
+    },
+    /// The database was written by a newer Longhand (its schema version is
+    /// higher than this binary knows). The operator upgrades Longhand; the
+    /// store never downgrades a database.
+    #[error(
+        "{path} has schema version {found}, newer than this Longhand supports ({supported}); upgrade Longhand to open it"
+    )]
+    TooNew {
+        /// The database.
+        path: String,
+        /// Its schema version.
+        found: u32,
+        /// The newest version this binary knows.
+        supported: u32,
+    },
+    /// The caller broke the contract (appended a second `session_created`,
+    /// passed a lease for another session, an event too large, a zero TTL).
+    /// A bug: abort, do not retry.
+    #[error("invalid store request: {0}")]
+    Invalid(String),
+    /// The filesystem failed (creating the directory, permissions, disk
+    /// full). Reported to the operator; retrying later may help.
+    #[error("{context}")]
+    Io {
+        /// What was being done, with the path.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The database failed for a reason not covered above (locked past the
+    /// busy timeout, connection lost). Nothing was written; retrying later
+    /// may help, and the operator is told if it persists.
+    #[error("{context}")]
+    Db {
+        /// What was being done.
+        context: String,
+        /// The backend's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// Shorthand for store results.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A session's id: `s-` and 26 Crockford base32 digits of a ULID (48 bits of
+/// unix milliseconds, then 80 random bits). Sorts by creation time as text,
+/// which is how `list` orders sessions and how people skim them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct SessionId(String);
+
+const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+impl SessionId {
+    /// A new id for a session created at `now_ms`. Randomness comes from the
+    /// OS; if it is unavailable the low bits fall back to a hash of the time
+    /// and process id (still unique enough within one machine).
+    pub fn generate(now_ms: u64) -> Self {
+        let mut random = [0u8; 10];
+        if getrandom::fill(&mut random).is_err() {
+            use std::hash::{BuildHasher, RandomState};
+            let h = RandomState::new().hash_one((now_ms, std::process::id()));
+            random[..8].copy_from_slice(&h.to_le_bytes());
+        }
+        let mut value: u128 = u128::from(now_ms & ((1 << 48) - 1)) << 80;
+        for (i, b) in random.iter().enumerate() {
+            value |= u128::from(*b) << (8 * (9 - i));
+        }
+        let mut out = String::with_capacity(28);
+        out.push_str("s-");
+        for i in (0..26).rev() {
+            let digit = ((value >> (5 * i)) & 31) as usize;
+            out.push(char::from(CROCKFORD[digit]));
+        }
+        SessionId(out)
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for SessionId {
+    type Err = StoreError;
+
+    /// Accepts exactly what [`SessionId::generate`] produces (upper-case).
+    fn from_str(s: &str) -> Result<Self> {
+        let ok = s
+            .strip_prefix("s-")
+            .is_some_and(|rest| rest.len() == 26 && rest.bytes().all(|b| CROCKFORD.contains(&b)));
+        if ok {
+            Ok(SessionId(s.to_owned()))
+        } else {
+            Err(StoreError::Invalid(format!(
+                "{s:?} is not a session id (expected s- and 26 base32 digits)"
+            )))
+        }
+    }
+}
+
+impl TryFrom<String> for SessionId {
+    type Error = StoreError;
+    fn try_from(s: String) -> Result<Self> {
+        s.parse()
+    }
+}
+
+impl From<SessionId> for String {
+    fn from(id: SessionId) -> String {
+        id.0
+    }
+}
+
+/// The right to append to one session, until `expires_ms`.
+///
+/// Holding a `Lease` value proves nothing by itself: the store checks
+/// `token` against the session's current token on every append, so a stale
+/// `Lease` is refused with [`StoreError::Fenced`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The leased session.
+    pub session: SessionId,
+    /// Who holds it (a worker id: host name, pid, …).
+    pub owner: String,
+    /// Fencing token: strictly greater for every new holder of this session;
+    /// unchanged when the same holder renews a live lease.
+    pub token: u64,
+    /// When it runs out unless renewed, unix ms, by the store's clock.
+    pub expires_ms: u64,
+}
+
+/// One line of `list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    /// The session.
+    pub id: SessionId,
+    /// Its agent's name.
+    pub agent_name: String,
+    /// When it was created, unix ms.
+    pub created_ms: u64,
+    /// When its last event was appended, unix ms.
+    pub updated_ms: u64,
+    /// Its last seq (1 right after creation).
+    pub last_seq: u64,
+    /// As the last lifecycle event left it.
+    pub status: SessionStatus,
+}
+
+/// What `wake` reads: the latest snapshot, if any, and every event after
+/// the seq it was folded through.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WakeLog {
+    /// The latest [`Event::Snapshot`] record, if the log has one.
+    pub snapshot: Option<EventRecord>,
+    /// The events to fold on top: from `through_seq + 1` of the snapshot (or
+    /// from seq 1 without one) to the end. May include the snapshot event
+    /// itself, which a fold ignores.
+    pub tail: Vec<EventRecord>,
+}
+
+/// Where a store reads the time. Leases expire by the store's clock, never
+/// the caller's, so workers with skewed clocks still agree.
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// Now, unix milliseconds.
+    fn now_ms(&self) -> u64;
+}
+
+/// The system's wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+/// A session store. Object-safe (`Arc<dyn Store>`), so the brain, the CLI
+/// and the server do not care which backend is behind it.
+///
+/// A PostgreSQL backend implements the same methods with the same
+/// guarantees: a transaction per call, the lease token and `last_seq`
+/// checked and bumped inside the append's transaction (`SELECT … FOR UPDATE`
+/// on the session row), the database's clock for lease expiry.
+#[async_trait]
+pub trait Store: Send + Sync + fmt::Debug {
+    /// Creates a session whose log starts with `created` (which must be an
+    /// [`Event::SessionCreated`] naming `agent_name`) at seq 1. No lease is
+    /// needed: nobody else knows the id yet.
+    async fn create(&self, agent_name: &str, created: &Event) -> Result<SessionId>;
+
+    /// Every session, oldest first.
+    async fn list(&self) -> Result<Vec<SessionSummary>>;
+
+    /// One session's summary; [`StoreError::NotFound`] if there is none.
+    async fn summary(&self, session: &SessionId) -> Result<SessionSummary>;
+
+    /// Takes the session's lease for `owner` for `ttl`.
+    ///
+    /// - No live lease (none yet, released, or expired): granted with a
+    ///   token greater than any before, even when `owner` held the old one.
+    /// - A live lease held by `owner`: renewed, same token, new expiry.
+    /// - A live lease held by someone else: [`StoreError::LeaseHeld`].
+    async fn acquire_lease(&self, session: &SessionId, owner: &str, ttl: Duration)
+    -> Result<Lease>;
+
+    /// Extends `lease` (a heartbeat) by `ttl` from now, keeping its token.
+    /// [`StoreError::Fenced`] if it is no longer current, even if it was
+    /// merely released. An expired lease that nobody took over is still
+    /// current and is renewed.
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease>;
+
+    /// Gives the lease up so another worker need not wait for it to expire.
+    /// Doing so with a lease that is no longer current does nothing.
+    async fn release(&self, lease: &Lease) -> Result<()>;
+
+    /// Appends `events` at `expected_seq`, `expected_seq + 1`, … atomically,
+    /// and returns the new last seq. Durable when it returns.
+    ///
+    /// Refused, with nothing written, if `lease` is not the session's current
+    /// lease ([`StoreError::Fenced`], checked first), if `expected_seq` is not
+    /// `last_seq + 1` ([`StoreError::SeqConflict`]), or if an event is a
+    /// `session_created` or larger than
+    /// [`MAX_EVENT_JSON`](super::event::MAX_EVENT_JSON)
+    /// ([`StoreError::Invalid`]). An empty `events` checks lease and seq and
+    /// returns `expected_seq - 1`.
+    async fn append(
+        &self,
+        session: &SessionId,
+        lease: &Lease,
+        expected_seq: u64,
+        events: &[Event],
+    ) -> Result<u64>;
+
+    /// The events from `from_seq` (inclusive; 0 and 1 both mean the start)
+    /// to the end, verified. Verification of the integrity chain starts at
+    /// `from_seq`: the rows before it are trusted, so a full check reads
+    /// from 1.
+    async fn read(&self, session: &SessionId, from_seq: u64) -> Result<Vec<EventRecord>>;
+
+    /// The session's latest [`Event::Snapshot`] record, verified, if any.
+    async fn latest_snapshot(&self, session: &SessionId) -> Result<Option<EventRecord>>;
+
+    /// Stores `bytes` under their digest and returns the reference. Storing
+    /// the same bytes again stores nothing and returns the same reference.
+    async fn put_blob(&self, bytes: Vec<u8>) -> Result<BlobRef>;
+
+    /// The bytes behind `blob`, verified against its digest and length:
+    /// [`StoreError::Corrupt`] on mismatch, [`StoreError::NotFound`] if the
+    /// store never had them.
+    async fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>>;
+
+    /// What `wake` folds: the latest snapshot and the events after it.
+    async fn wake_log(&self, session: &SessionId) -> Result<WakeLog> {
+        let snapshot = self.latest_snapshot(session).await?;
+        let from = match &snapshot {
+            Some(EventRecord {
+                event: Event::Snapshot { through_seq, .. },
+                ..
+            }) => through_seq.saturating_add(1),
+            _ => 1,
+        };
+        let tail = self.read(session, from).await?;
+        Ok(WakeLog { snapshot, tail })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_sort_by_time_and_parse() {
+        let a = SessionId::generate(1_700_000_000_000);
+        let b = SessionId::generate(1_700_000_000_001);
+        assert!(a < b, "{a} < {b}");
+        assert_eq!(a.as_str().len(), 28);
+        assert_eq!(a.as_str().parse::<SessionId>().unwrap(), a);
+        assert_ne!(SessionId::generate(5), SessionId::generate(5));
+        assert!("s-short".parse::<SessionId>().is_err());
+        assert!("x-01ARZ3NDEKTSV4RRFFQ69G5FAV".parse::<SessionId>().is_err());
+        let json = serde_json::to_string(&a).unwrap();
+        assert_eq!(serde_json::from_str::<SessionId>(&json).unwrap(), a);
+        assert!(serde_json::from_str::<SessionId>("\"nope\"").is_err());
+    }
+}

@@ -1,0 +1,175 @@
+//! Limits: a guest that loops, hoards memory, recurses, floods or panics is
+//! stopped, the caller learns which limit and why, and the host carries on.
+
+use std::time::{Duration, Instant};
+
+use longhand_host::hands::{CallError, Grants, Limits};
+use serde_json::json;
+
+use crate::support::{assert_still_serves, call_probe, err, limit_message, ok};
+
+fn with_limits(limits: Limits) -> Grants {
+    Grants {
+        limits,
+        ..Grants::default()
+    }
+}
+
+#[tokio::test]
+async fn infinite_loop_is_stopped_by_the_timeout() {
+    let timeout = Duration::from_millis(500);
+    let grants = with_limits(Limits {
+        timeout,
+        ..Limits::default()
+    });
+    let started = Instant::now();
+    let outcome = call_probe(&grants, "spin", json!({})).await;
+    let elapsed = started.elapsed();
+    let message = limit_message(&outcome);
+    assert!(message.contains("timeout"), "{message}");
+    assert!(
+        message.contains("500ms"),
+        "the message should give the limit: {message}"
+    );
+    assert!(elapsed >= timeout, "stopped early, after {elapsed:?}");
+    assert!(
+        elapsed < timeout + Duration::from_secs(1),
+        "took {elapsed:?}"
+    );
+    assert!(!outcome.receipt.limits_hit.is_empty());
+    assert!(outcome.receipt.wall() >= timeout);
+    assert_still_serves().await;
+}
+
+#[tokio::test]
+async fn infinite_loop_runs_out_of_fuel() {
+    let grants = with_limits(Limits {
+        fuel: 5_000_000,
+        ..Limits::default()
+    });
+    let outcome = call_probe(&grants, "spin", json!({})).await;
+    let message = limit_message(&outcome);
+    assert!(message.contains("fuel"), "{message}");
+    assert!(message.contains("5000000"), "{message}");
+    assert_eq!(outcome.receipt.fuel_used, 5_000_000);
+    assert_still_serves().await;
+}
+
+#[tokio::test]
+async fn memory_bomb_hits_the_memory_limit() {
+    let grants = with_limits(Limits {
+        memory_bytes: 32 << 20,
+        ..Limits::default()
+    });
+    let outcome = call_probe(&grants, "alloc", json!({ "mib": 1024 })).await;
+    let message = limit_message(&outcome);
+    assert!(message.contains("memory"), "{message}");
+    assert!(message.contains("32 MiB"), "{message}");
+    let peak = outcome.receipt.peak_memory_bytes;
+    assert!(peak > 16 << 20 && peak <= 32 << 20, "peak {peak}");
+    assert_still_serves().await;
+}
+
+#[tokio::test]
+async fn allocation_within_the_limit_works() {
+    let grants = with_limits(Limits {
+        memory_bytes: 64 << 20,
+        ..Limits::default()
+    });
+    let outcome = call_probe(&grants, "alloc", json!({ "mib": 16 })).await;
+    assert_eq!(ok(&outcome)["allocated_mib"], 16);
+    assert!(outcome.receipt.peak_memory_bytes >= 16 << 20);
+    assert!(
+        outcome.receipt.limits_hit.is_empty(),
+        "{:?}",
+        outcome.receipt.limits_hit
+    );
+}
+
+#[tokio::test]
+async fn stack_overflow_is_a_limit() {
+    let outcome = call_probe(&Grants::default(), "recurse", json!({})).await;
+    let message = limit_message(&outcome);
+    assert!(message.contains("stack"), "{message}");
+    assert_still_serves().await;
+}
+
+#[tokio::test]
+async fn stdio_flood_is_captured_and_capped() {
+    let grants = with_limits(Limits {
+        max_stdio_bytes: 1024,
+        ..Limits::default()
+    });
+    let outcome = call_probe(
+        &grants,
+        "flood",
+        json!({ "stdout": 100_000, "stderr": 5000 }),
+    )
+    .await;
+    ok(&outcome);
+    let receipt = &outcome.receipt;
+    assert_eq!(receipt.stdout.text.len(), 1024);
+    assert!(receipt.stdout.text.bytes().all(|b| b == b'x'));
+    assert_eq!(receipt.stdout.dropped_bytes, 100_000 - 1024);
+    assert_eq!(receipt.stderr.text.len(), 1024);
+    assert_eq!(receipt.stderr.dropped_bytes, 5000 - 1024);
+    assert_still_serves().await;
+}
+
+#[tokio::test]
+async fn oversized_output_is_a_limit() {
+    let grants = with_limits(Limits {
+        max_output_bytes: 10_000,
+        ..Limits::default()
+    });
+    let outcome = call_probe(&grants, "flood", json!({ "output": 20_000 })).await;
+    let message = limit_message(&outcome);
+    assert!(message.contains("output"), "{message}");
+    assert!(message.contains("10000 byte limit"), "{message}");
+    assert!(outcome.receipt.output_bytes > 20_000);
+
+    // Just under the limit is fine.
+    let outcome = call_probe(&grants, "flood", json!({ "output": 9_000 })).await;
+    assert_eq!(ok(&outcome)["pad"].as_str().map(str::len), Some(9_000));
+    assert_still_serves().await;
+}
+
+#[tokio::test]
+async fn guest_panic_is_a_crash_with_its_message() {
+    let outcome = call_probe(
+        &Grants::default(),
+        "panic",
+        json!({ "message": "the probe gave up on purpose (42)" }),
+    )
+    .await;
+    let CallError::Crashed { message } = err(&outcome) else {
+        panic!("expected a crash, got {:?}", err(&outcome));
+    };
+    assert!(
+        message.contains("the probe gave up on purpose (42)"),
+        "{message}"
+    );
+    assert!(
+        outcome.receipt.stderr.text.contains("panicked"),
+        "{:?}",
+        outcome.receipt.stderr
+    );
+    assert_still_serves().await;
+}
+
+/// Many calls at once share the engine without stepping on each other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_are_isolated() {
+    let tasks: Vec<_> = (0..16)
+        .map(|i| {
+            tokio::spawn(async move {
+                let outcome = call_probe(&Grants::default(), "echo", json!({ "value": i })).await;
+                assert_eq!(ok(&outcome)["value"], i);
+                assert_eq!(outcome.receipt.logs.len(), 1, "logs crossed calls");
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("call task");
+    }
+}

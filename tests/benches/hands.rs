@@ -1,0 +1,318 @@
+//! Tool-call cost, measured against the alternatives in one run.
+//!
+//! Run with `cargo bench -p longhand-tests --bench hands` (after `cargo build
+//! --release` if you want the end-to-end CLI figure). Prints medians and
+//! ratios; the machine is shared and noisy, so only medians are compared.
+//!
+//! Measured, each in a fresh instance per call where wasm is involved:
+//! - `longhand` host path: `Hands::call` (grant set-up, schema check, fresh
+//!   pooled instance, call, receipt) on the `echo` tool of the probe fixture;
+//! - bare wasmtime: the same component, pooled `InstancePre`, fresh store and
+//!   instance per call, dynamic call, no grants/schema/receipt;
+//! - spawn + wait of `/bin/true`; `python3 -c pass`;
+//! - a JSON-RPC round trip to a long-lived Python stdio child (what an MCP
+//!   stdio server costs per call);
+//! - `longhand tool call` end to end with a warm compile cache (process start
+//!   included), when `target/release/longhand` exists;
+//! - cold compile time of each built-in tool.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use longhand_host::hands::{Grants, Hands, HandsConfig, ToolSource, builtin};
+use serde_json::json;
+
+#[allow(dead_code, reason = "the bench uses one fixture; the tests use them all")]
+mod fixtures {
+    include!(concat!(env!("OUT_DIR"), "/fixtures.rs"));
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn p90(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() * 9 / 10]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn time_n(n: usize, mut f: impl FnMut()) -> Vec<Duration> {
+    (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect()
+}
+
+async fn time_n_async<F: Future<Output = ()>>(n: usize, mut f: impl FnMut() -> F) -> Vec<Duration> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        f().await;
+        out.push(start.elapsed());
+    }
+    out
+}
+
+/// The baseline: wasmtime alone, configured like the host (pooling, fuel,
+/// epochs), with WASI linked and our `host` interface stubbed.
+mod bare {
+    use wasmtime::component::{Component, InstancePre, Linker, ResourceTable, Val};
+    use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+    use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+    pub struct State {
+        ctx: WasiCtx,
+        table: ResourceTable,
+        http: wasmtime_wasi_http::WasiHttpCtx,
+    }
+
+    impl WasiView for State {
+        fn ctx(&mut self) -> WasiCtxView<'_> {
+            WasiCtxView {
+                ctx: &mut self.ctx,
+                table: &mut self.table,
+            }
+        }
+    }
+
+    impl wasmtime_wasi_http::WasiHttpView for State {
+        fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+            wasmtime_wasi_http::WasiHttpCtxView {
+                hooks: wasmtime_wasi_http::default_hooks(),
+                table: &mut self.table,
+                ctx: &mut self.http,
+            }
+        }
+    }
+
+    pub struct Bare {
+        engine: Engine,
+        pre: InstancePre<State>,
+    }
+
+    impl Bare {
+        pub fn new(wasm: &[u8]) -> wasmtime::Result<Self> {
+            let mut pool = PoolingAllocationConfig::default();
+            pool.total_component_instances(16)
+                .total_core_instances(256)
+                .total_memories(64)
+                .total_tables(128)
+                .total_stacks(16)
+                .max_memories_per_component(4)
+                .max_core_instances_per_component(16)
+                .max_tables_per_component(8);
+            let mut config = Config::new();
+            config
+                .consume_fuel(true)
+                .epoch_interruption(true)
+                .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+            let engine = Engine::new(&config)?;
+            let component = Component::new(&engine, wasm)?;
+            let mut linker = Linker::new(&engine);
+            wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+            wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+            linker.define_unknown_imports_as_traps(&component)?;
+            let pre = linker.instantiate_pre(&component)?;
+            Ok(Self { engine, pre })
+        }
+
+        pub async fn call(&self, name: &str, input: &str) -> wasmtime::Result<()> {
+            let mut store = Store::new(
+                &self.engine,
+                State {
+                    ctx: WasiCtx::builder().build(),
+                    table: ResourceTable::new(),
+                    http: wasmtime_wasi_http::WasiHttpCtx::new(),
+                },
+            );
+            store.set_fuel(u64::MAX / 2)?;
+            store.set_epoch_deadline(u64::MAX / 2);
+            let instance = self.pre.instantiate_async(&mut store).await?;
+            let iface = instance
+                .get_export_index(&mut store, None, "longhand:tool/tools@0.1.0")
+                .ok_or_else(|| wasmtime::Error::msg("no tools export"))?;
+            let func_index = instance
+                .get_export_index(&mut store, Some(&iface), "call")
+                .ok_or_else(|| wasmtime::Error::msg("no call export"))?;
+            let func = instance
+                .get_func(&mut store, func_index)
+                .ok_or_else(|| wasmtime::Error::msg("call is not a function"))?;
+            let mut results = [Val::Bool(false)];
+            func.call_async(
+                &mut store,
+                &[Val::String(name.into()), Val::String(input.into())],
+                &mut results,
+            )
+            .await?;
+            func.post_return_async(&mut store).await?;
+            Ok(())
+        }
+    }
+}
+
+const PY_SERVER: &str = r#"
+import sys, json
+for line in sys.stdin:
+    req = json.loads(line)
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": {"value": req["params"]["value"]}}) + "\n")
+    sys.stdout.flush()
+"#;
+
+fn longhand_binary() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("LONGHAND_BIN") {
+        return Some(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe().ok()?;
+    // target/release/deps/hands-xxxx -> target/release/longhand
+    let candidate = exe.parent()?.parent()?.join("longhand");
+    candidate.is_file().then_some(candidate)
+}
+
+fn main() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
+    let quick = std::env::var_os("LONGHAND_BENCH_QUICK").is_some();
+    let scale = |n: usize| if quick { (n / 10).max(5) } else { n };
+    let wasm = std::fs::read(fixtures::PROBE)?;
+    let input = json!({"value": 1});
+    let input_text = input.to_string();
+
+    println!("# longhand tool-call benchmark ({} mode)", if quick { "quick" } else { "full" });
+    println!("{:<52} {:>12} {:>12}", "case", "median", "p90");
+    let row = |name: &str, samples: &[Duration]| {
+        let m = median(samples.to_vec());
+        println!("{:<52} {:>10.1}µs {:>10.1}µs", name, us(m), us(p90(samples.to_vec())));
+        m
+    };
+
+    // Longhand host path.
+    let hands = Hands::new(HandsConfig::default())?;
+    let tool = hands.load(ToolSource::Bytes { label: "probe", bytes: &wasm }).await?;
+    let grants = Grants::default();
+    for _ in 0..200 {
+        let out = hands.call(&tool, &grants, "echo", &input).await;
+        anyhow::ensure!(out.result.is_ok(), "echo failed: {:?}", out.result);
+    }
+    let host = time_n_async(scale(5000), || async {
+        let _ = hands.call(&tool, &grants, "echo", &input).await;
+    })
+    .await;
+    let host_m = row("longhand Hands::call (fresh instance, whole path)", &host);
+
+    // Bare wasmtime.
+    let bare = bare::Bare::new(&wasm)?;
+    for _ in 0..200 {
+        bare.call("echo", &input_text).await?;
+    }
+    let bare_samples = time_n_async(scale(5000), || async {
+        let _ = bare.call("echo", &input_text).await;
+    })
+    .await;
+    let bare_m = row("bare wasmtime (pooled InstancePre, fresh instance)", &bare_samples);
+
+    // Process spawns.
+    let spawn_true = time_n(scale(300), || {
+        let _ = Command::new("/bin/true").status();
+    });
+    let true_m = row("spawn + wait /bin/true", &spawn_true);
+    let py = time_n(scale(40), || {
+        let _ = Command::new("python3").args(["-c", "pass"]).status();
+    });
+    let py_m = row("spawn + wait python3 -c pass", &py);
+
+    // Warm stdio JSON-RPC child.
+    let mut child = Command::new("python3")
+        .args(["-u", "-c", PY_SERVER])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("no stdin"))?;
+    let mut stdout = BufReader::new(child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?);
+    let mut id = 0u64;
+    let mut line = String::new();
+    let mut rpc = || -> anyhow::Result<()> {
+        id += 1;
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"value":1}}}}"#)?;
+        stdin.flush()?;
+        line.clear();
+        stdout.read_line(&mut line)?;
+        anyhow::ensure!(line.contains("\"result\""), "bad reply {line}");
+        Ok(())
+    };
+    for _ in 0..200 {
+        rpc()?;
+    }
+    let mut rpc_samples = Vec::new();
+    for _ in 0..scale(5000) {
+        let start = Instant::now();
+        rpc()?;
+        rpc_samples.push(start.elapsed());
+    }
+    drop(rpc);
+    let rpc_m = row("JSON-RPC round trip, warm python3 stdio child", &rpc_samples);
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // CLI end to end.
+    let cli_m = match longhand_binary() {
+        Some(bin) => {
+            let cache = tempfile::tempdir()?;
+            let run_cli = || {
+                let status = Command::new(&bin)
+                    .args(["tool", "call", "json", "query", "--input", r#"{"filter":".a","input":{"a":1}}"#])
+                    .env("LONGHAND_HOME", cache.path())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+                assert!(status.is_ok_and(|s| s.success()), "longhand tool call failed");
+            };
+            run_cli(); // warms the compile cache
+            let samples = time_n(scale(50), run_cli);
+            Some(row("`longhand tool call json query` end to end, warm cache", &samples))
+        }
+        None => {
+            println!("(skipped CLI end to end: build target/release/longhand first, or set LONGHAND_BIN)");
+            None
+        }
+    };
+
+    // Cold compile of each built-in.
+    println!();
+    println!("{:<52} {:>12}", "cold compile + describe (no cache)", "time");
+    for b in builtin::BUILTINS {
+        let fresh = Hands::new(HandsConfig::default())?;
+        let start = Instant::now();
+        fresh.load(ToolSource::Builtin(b.name)).await?;
+        println!(
+            "{:<52} {:>10.1}ms   ({} KiB)",
+            format!("builtin `{}`", b.name),
+            start.elapsed().as_secs_f64() * 1e3,
+            b.wasm.len() / 1024
+        );
+    }
+
+    println!();
+    println!("ratios (medians):");
+    println!("  host path / bare wasmtime            {:>8.2}x  (host overhead {:+.1}µs)", us(host_m) / us(bare_m), us(host_m) - us(bare_m));
+    println!("  spawn /bin/true / host path          {:>8.1}x  (target >= 20x)", us(true_m) / us(host_m));
+    println!("  spawn python3 / host path            {:>8.1}x", us(py_m) / us(host_m));
+    println!("  warm stdio JSON-RPC / host path      {:>8.2}x  (target >= 2x)", us(rpc_m) / us(host_m));
+    println!("  host path median                     {:>8.1}µs (target <= 30µs)", us(host_m));
+    if let Some(cli) = cli_m {
+        println!("  CLI end to end median                {:>8.2}ms (target <= 15ms)", us(cli) / 1e3);
+    }
+    Ok(())
+}
