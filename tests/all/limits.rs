@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use longhand_host::hands::{CallError, Grants, Limits};
+use longhand_host::hands::{CallError, Grants, HostPattern, Limits};
 use serde_json::json;
 
 use crate::support::{assert_still_serves, call_probe, err, limit_message, ok};
@@ -154,6 +154,48 @@ async fn guest_panic_is_a_crash_with_its_message() {
         "{:?}",
         outcome.receipt.stderr
     );
+    assert_still_serves().await;
+}
+
+#[tokio::test]
+async fn guest_exit_is_a_crash_with_its_status() {
+    let outcome = call_probe(&Grants::default(), "exit", json!({ "code": 3 })).await;
+    let CallError::Crashed { message } = err(&outcome) else {
+        panic!("expected a crash, got {:?}", err(&outcome));
+    };
+    // wasi:cli/exit in Preview 2 carries only success or failure, so
+    // `exit(3)` arrives as a failure, status 1.
+    assert!(message.contains("exited with status 1"), "{message}");
+    assert_still_serves().await;
+}
+
+/// The timeout is wall-clock and covers time spent waiting on the host: a
+/// server that never answers cannot hold a call past its limit. The
+/// listener is never accepted from; the kernel completes the handshake and
+/// the request sits in its queue unanswered.
+#[tokio::test]
+async fn timeout_covers_a_hung_http_request() {
+    let tarpit = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = tarpit.local_addr().expect("addr");
+    let timeout = Duration::from_millis(500);
+    let grants = Grants {
+        hosts: vec![HostPattern::parse(&addr.to_string()).expect("pattern")],
+        limits: Limits {
+            timeout,
+            ..Limits::default()
+        },
+        ..Grants::default()
+    };
+    let started = Instant::now();
+    let outcome = call_probe(&grants, "http", json!({ "url": format!("http://{addr}/") })).await;
+    let elapsed = started.elapsed();
+    let message = limit_message(&outcome);
+    assert!(message.contains("timeout"), "{message}");
+    assert!(
+        elapsed < timeout + Duration::from_secs(1),
+        "took {elapsed:?}"
+    );
+    drop(tarpit);
     assert_still_serves().await;
 }
 

@@ -4,7 +4,8 @@
 //! that imports raw sockets or an unknown interface is refused with the
 //! import named, and bytes that are not a component are refused with advice.
 
-use longhand_host::hands::{LoadError, ToolSource};
+use longhand_host::hands::{Grants, Hands, HandsConfig, LoadError, ToolSource};
+use serde_json::json;
 
 use crate::fixtures;
 use crate::support::{assert_still_serves, hands, probe};
@@ -132,4 +133,69 @@ async fn missing_file_is_a_read_error() {
     let err = load_err(ToolSource::File(&path)).await;
     assert!(matches!(err, LoadError::Read { .. }), "{err:?}");
     assert!(err.to_string().contains("nope.wasm"), "{err}");
+}
+
+/// The compile cache: entries land in a private directory, are used on the
+/// next load, and an unusable entry is replaced rather than trusted.
+#[tokio::test]
+async fn compile_cache_is_private_reused_and_self_healing() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let hands = Hands::new(HandsConfig {
+        cache_dir: Some(cache.clone()),
+        ..HandsConfig::default()
+    })
+    .expect("engine");
+    let load_and_call = async || {
+        let tool = hands
+            .load(ToolSource::File(fixtures::PROBE.as_ref()))
+            .await
+            .expect("load");
+        let outcome = hands
+            .call(&tool, &Grants::default(), "echo", &json!({ "value": 1 }))
+            .await;
+        assert_eq!(outcome.result, Ok(json!({ "value": 1 })));
+        tool.digest().trim_start_matches("sha256:").to_owned()
+    };
+    let entries = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&cache)
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default()
+    };
+    let mtime = |path: &std::path::Path| {
+        std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .expect("mtime")
+    };
+
+    let hex = load_and_call().await;
+    let mode = std::fs::metadata(&cache)
+        .expect("cache dir")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700, "cache dir mode {mode:o}");
+    let listed = entries();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let entry = &listed[0];
+    let name = entry
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    assert!(name.starts_with(&hex), "{name} is not keyed by the digest");
+
+    // A second load reads the entry instead of writing a new one.
+    let written = mtime(entry);
+    load_and_call().await;
+    assert_eq!(mtime(entry), written);
+
+    // A torn or foreign entry is ignored, and a good one written in its place.
+    std::fs::write(entry, b"not a compiled component").expect("corrupt");
+    load_and_call().await;
+    assert!(
+        std::fs::metadata(entry).expect("entry").len() > 1000,
+        "entry not rewritten"
+    );
+    assert_eq!(entries().len(), 1, "{:?}", entries());
 }

@@ -1,6 +1,7 @@
 //! Receipts and the checks made before a guest runs: schema validation,
 //! tool names, grant digests, grant validity.
 
+use longhand_host::hands::receipt::{MAX_LOG_LINE_BYTES, MAX_LOG_LINES};
 use longhand_host::hands::{Access, CallError, Grants};
 use serde_json::json;
 
@@ -55,6 +56,27 @@ async fn log_and_progress_are_recorded() {
     let progress = r.progress.as_ref().expect("progress recorded");
     assert_eq!((progress.done, progress.total), (1, Some(2)));
     assert_eq!(progress.message, "half way");
+}
+
+/// A guest cannot grow its receipt without bound: lines past the cap are
+/// counted, and long lines are cut.
+#[tokio::test]
+async fn log_lines_are_capped_in_number_and_length() {
+    let outcome = call_probe(&Grants::default(), "log", json!({ "count": 300 })).await;
+    ok(&outcome);
+    assert_eq!(outcome.receipt.logs.len(), MAX_LOG_LINES);
+    assert_eq!(outcome.receipt.logs_dropped, 300 - MAX_LOG_LINES as u64);
+
+    let long = "é".repeat(MAX_LOG_LINE_BYTES); // twice the byte cap
+    let outcome = call_probe(&Grants::default(), "log", json!({ "message": long })).await;
+    ok(&outcome);
+    let kept = &outcome.receipt.logs[0].message;
+    assert!(
+        kept.len() <= MAX_LOG_LINE_BYTES && kept.len() > MAX_LOG_LINE_BYTES - 4,
+        "{}",
+        kept.len()
+    );
+    assert!(long.starts_with(kept.as_str()), "cut inside a character");
 }
 
 #[tokio::test]

@@ -24,7 +24,10 @@ use std::time::{Duration, Instant};
 use longhand_host::hands::{Grants, Hands, HandsConfig, ToolSource, builtin};
 use serde_json::json;
 
-#[allow(dead_code, reason = "the bench uses one fixture; the tests use them all")]
+#[allow(
+    dead_code,
+    reason = "the bench uses one fixture; the tests use them all"
+)]
 mod fixtures {
     include!(concat!(env!("OUT_DIR"), "/fixtures.rs"));
 }
@@ -179,7 +182,9 @@ fn longhand_binary() -> Option<PathBuf> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(run())
 }
 
@@ -190,17 +195,30 @@ async fn run() -> anyhow::Result<()> {
     let input = json!({"value": 1});
     let input_text = input.to_string();
 
-    println!("# longhand tool-call benchmark ({} mode)", if quick { "quick" } else { "full" });
+    println!(
+        "# longhand tool-call benchmark ({} mode)",
+        if quick { "quick" } else { "full" }
+    );
     println!("{:<52} {:>12} {:>12}", "case", "median", "p90");
     let row = |name: &str, samples: &[Duration]| {
         let m = median(samples.to_vec());
-        println!("{:<52} {:>10.1}µs {:>10.1}µs", name, us(m), us(p90(samples.to_vec())));
+        println!(
+            "{:<52} {:>10.1}µs {:>10.1}µs",
+            name,
+            us(m),
+            us(p90(samples.to_vec()))
+        );
         m
     };
 
     // Longhand host path.
     let hands = Hands::new(HandsConfig::default())?;
-    let tool = hands.load(ToolSource::Bytes { label: "probe", bytes: &wasm }).await?;
+    let tool = hands
+        .load(ToolSource::Bytes {
+            label: "probe",
+            bytes: &wasm,
+        })
+        .await?;
     let grants = Grants::default();
     for _ in 0..200 {
         let out = hands.call(&tool, &grants, "echo", &input).await;
@@ -221,7 +239,10 @@ async fn run() -> anyhow::Result<()> {
         let _ = bare.call("echo", &input_text).await;
     })
     .await;
-    let bare_m = row("bare wasmtime (pooled InstancePre, fresh instance)", &bare_samples);
+    let bare_m = row(
+        "bare wasmtime (pooled InstancePre, fresh instance)",
+        &bare_samples,
+    );
 
     // Process spawns.
     let spawn_true = time_n(scale(300), || {
@@ -239,13 +260,24 @@ async fn run() -> anyhow::Result<()> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()?;
-    let mut stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("no stdin"))?;
-    let mut stdout = BufReader::new(child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?);
+    let mut stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdin"))?;
+    let mut stdout = BufReader::new(
+        child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("no stdout"))?,
+    );
     let mut id = 0u64;
     let mut line = String::new();
     let mut rpc = || -> anyhow::Result<()> {
         id += 1;
-        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"value":1}}}}"#)?;
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"value":1}}}}"#
+        )?;
         stdin.flush()?;
         line.clear();
         stdout.read_line(&mut line)?;
@@ -262,7 +294,10 @@ async fn run() -> anyhow::Result<()> {
         rpc_samples.push(start.elapsed());
     }
     drop(rpc);
-    let rpc_m = row("JSON-RPC round trip, warm python3 stdio child", &rpc_samples);
+    let rpc_m = row(
+        "JSON-RPC round trip, warm python3 stdio child",
+        &rpc_samples,
+    );
     let _ = child.kill();
     let _ = child.wait();
 
@@ -272,26 +307,44 @@ async fn run() -> anyhow::Result<()> {
             let cache = tempfile::tempdir()?;
             let run_cli = || {
                 let status = Command::new(&bin)
-                    .args(["tool", "call", "json", "query", "--input", r#"{"filter":".a","input":{"a":1}}"#])
+                    .args([
+                        "tool",
+                        "call",
+                        "json",
+                        "query",
+                        "--input",
+                        r#"{"filter":".a","input":{"a":1}}"#,
+                    ])
                     .env("LONGHAND_HOME", cache.path())
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .status();
-                assert!(status.is_ok_and(|s| s.success()), "longhand tool call failed");
+                assert!(
+                    status.is_ok_and(|s| s.success()),
+                    "longhand tool call failed"
+                );
             };
             run_cli(); // warms the compile cache
             let samples = time_n(scale(50), run_cli);
-            Some(row("`longhand tool call json query` end to end, warm cache", &samples))
+            Some(row(
+                "`longhand tool call json query` end to end, warm cache",
+                &samples,
+            ))
         }
         None => {
-            println!("(skipped CLI end to end: build target/release/longhand first, or set LONGHAND_BIN)");
+            println!(
+                "(skipped CLI end to end: build target/release/longhand first, or set LONGHAND_BIN)"
+            );
             None
         }
     };
 
     // Cold compile of each built-in.
     println!();
-    println!("{:<52} {:>12}", "cold compile + describe (no cache)", "time");
+    println!(
+        "{:<52} {:>12}",
+        "cold compile + describe (no cache)", "time"
+    );
     for b in builtin::BUILTINS {
         let fresh = Hands::new(HandsConfig::default())?;
         let start = Instant::now();
@@ -306,13 +359,32 @@ async fn run() -> anyhow::Result<()> {
 
     println!();
     println!("ratios (medians):");
-    println!("  host path / bare wasmtime            {:>8.2}x  (host overhead {:+.1}µs)", us(host_m) / us(bare_m), us(host_m) - us(bare_m));
-    println!("  spawn /bin/true / host path          {:>8.1}x  (target >= 20x)", us(true_m) / us(host_m));
-    println!("  spawn python3 / host path            {:>8.1}x", us(py_m) / us(host_m));
-    println!("  warm stdio JSON-RPC / host path      {:>8.2}x  (target >= 2x)", us(rpc_m) / us(host_m));
-    println!("  host path median                     {:>8.1}µs (target <= 30µs)", us(host_m));
+    println!(
+        "  host path / bare wasmtime            {:>8.2}x  (host overhead {:+.1}µs)",
+        us(host_m) / us(bare_m),
+        us(host_m) - us(bare_m)
+    );
+    println!(
+        "  spawn /bin/true / host path          {:>8.1}x  (target >= 20x)",
+        us(true_m) / us(host_m)
+    );
+    println!(
+        "  spawn python3 / host path            {:>8.1}x",
+        us(py_m) / us(host_m)
+    );
+    println!(
+        "  warm stdio JSON-RPC / host path      {:>8.2}x  (target >= 2x)",
+        us(rpc_m) / us(host_m)
+    );
+    println!(
+        "  host path median                     {:>8.1}µs (target <= 30µs)",
+        us(host_m)
+    );
     if let Some(cli) = cli_m {
-        println!("  CLI end to end median                {:>8.2}ms (target <= 15ms)", us(cli) / 1e3);
+        println!(
+            "  CLI end to end median                {:>8.2}ms (target <= 15ms)",
+            us(cli) / 1e3
+        );
     }
     Ok(())
 }

@@ -103,7 +103,7 @@ struct BoundTool {
 
 struct BoundComponent {
     prefix: String,
-    loaded: LoadedTool,
+    loaded: Arc<LoadedTool>,
     grants: Grants,
 }
 
@@ -143,7 +143,13 @@ fn prefix_of(component: &str) -> String {
         .unwrap_or(component);
     let cleaned: String = stem
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     cleaned.trim_matches('_').chars().take(24).collect()
 }
@@ -157,7 +163,9 @@ pub async fn freeze(
     lookup: impl Fn(&str) -> Option<String> + Copy,
 ) -> Result<Frozen, RunError> {
     let base_dir = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_owned());
-    let instructions = config.instructions_text(&base_dir).map_err(RunError::Agent)?;
+    let instructions = config
+        .instructions_text(&base_dir)
+        .map_err(RunError::Agent)?;
     let mut model = config.model.clone();
     if let Some(c) = &model.cassette {
         model.cassette = Some(base_dir.join(c));
@@ -189,9 +197,8 @@ pub async fn freeze(
             .map_err(|e| RunError::Agent(e.to_string()))?;
         // Validate grants now (env and secrets must be set) so a bad config
         // is refused at start, not at the first call.
-        tool.grants(&base_dir, lookup).map_err(|e| {
-            RunError::Agent(format!("tool {}: {e}", tool.component))
-        })?;
+        tool.grants(&base_dir, lookup)
+            .map_err(|e| RunError::Agent(format!("tool {}: {e}", tool.component)))?;
         tools.push(FrozenTool {
             prefix: prefix_of(&tool.component),
             digest: loaded.digest().to_owned(),
@@ -221,7 +228,11 @@ pub async fn bind(
     for (index, ft) in frozen.tools.iter().enumerate() {
         let mut owned = PathBuf::new();
         let loaded = hands
-            .load(source_of(&ft.config.component, &frozen.base_dir, &mut owned))
+            .load(source_of(
+                &ft.config.component,
+                &frozen.base_dir,
+                &mut owned,
+            ))
             .await
             .map_err(|e| RunError::Agent(e.to_string()))?;
         if loaded.digest() != ft.digest {
@@ -399,7 +410,9 @@ impl<'h> Runner<'h> {
         match first.first().map(|r| &r.event) {
             Some(Event::SessionCreated { agent, .. }) => serde_json::from_value(agent.clone())
                 .map_err(|e| RunError::Log(format!("cannot read the frozen agent: {e}"))),
-            _ => Err(RunError::Log("the log does not start with session_created".to_owned())),
+            _ => Err(RunError::Log(
+                "the log does not start with session_created".to_owned(),
+            )),
         }
     }
 
@@ -426,11 +439,8 @@ impl<'h> Runner<'h> {
     /// Record a resume (with raised limits) if the session is paused.
     pub async fn resume(&mut self, raised: BTreeMap<String, u64>) -> Result<(), RunError> {
         if self.state.status == SessionStatus::Paused || !raised.is_empty() {
-            self.append(vec![Event::Resumed {
-                raised,
-                note: None,
-            }])
-            .await?;
+            self.append(vec![Event::Resumed { raised, note: None }])
+                .await?;
         }
         Ok(())
     }
@@ -705,14 +715,19 @@ impl<'h> Runner<'h> {
         Ok(response
             .tool_calls
             .into_iter()
-            .filter(|c| !answered.contains(c.id.as_str()) && !self.state.open_calls.contains_key(&c.id))
+            .filter(|c| {
+                !answered.contains(c.id.as_str()) && !self.state.open_calls.contains_key(&c.id)
+            })
             .collect())
     }
 
     /// The text of the last answer when it asked for no tools and nothing
     /// came after it (a completion check result counts as coming after).
     async fn final_answer(&mut self) -> Result<Option<String>, RunError> {
-        if !matches!(self.state.history.back(), Some(HistoryItem::Assistant { .. })) {
+        if !matches!(
+            self.state.history.back(),
+            Some(HistoryItem::Assistant { .. })
+        ) {
             return Ok(None);
         }
         let Some((_, response)) = self.last_response().await? else {
@@ -926,7 +941,10 @@ impl<'h> Runner<'h> {
                 Err(message) => {
                     self.flush(step, std::mem::take(&mut batch)).await?;
                     let result = self
-                        .put(serde_json::to_vec(&serde_json::json!({"error": message})).unwrap_or_default())
+                        .put(
+                            serde_json::to_vec(&serde_json::json!({"error": message}))
+                                .unwrap_or_default(),
+                        )
                         .await?;
                     self.append(vec![Event::ToolFinished {
                         step,
@@ -962,7 +980,11 @@ impl<'h> Runner<'h> {
                 ),
             }));
         };
-        let text = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
+        let text = if call.arguments.trim().is_empty() {
+            "{}"
+        } else {
+            call.arguments.as_str()
+        };
         match serde_json::from_str::<serde_json::Value>(text) {
             Ok(v) if v.is_object() => Ok((tool.spec.effect, v)),
             Ok(_) => Err(serde_json::json!({
@@ -1018,7 +1040,9 @@ impl<'h> Runner<'h> {
         // Durable before any of them runs.
         self.append(events).await?;
 
-        let runs = batch.iter().map(|(_, name, input)| self.execute_ref(name, input));
+        let runs = batch
+            .iter()
+            .map(|(_, name, input)| self.execute_ref(name, input));
         let results = futures_join_all(runs).await;
         let mut finished = Vec::new();
         for ((call_id, _, _), (ok, result, receipt)) in batch.into_iter().zip(results) {
@@ -1034,7 +1058,11 @@ impl<'h> Runner<'h> {
         self.append(finished).await
     }
 
-    async fn execute(&self, name: &str, input: &serde_json::Value) -> (bool, Vec<u8>, serde_json::Value) {
+    async fn execute(
+        &self,
+        name: &str,
+        input: &serde_json::Value,
+    ) -> (bool, Vec<u8>, serde_json::Value) {
         self.execute_ref(name, input).await
     }
 
@@ -1065,7 +1093,8 @@ impl<'h> Runner<'h> {
 }
 
 fn error_value(error: &CallError) -> serde_json::Value {
-    serde_json::to_value(error).unwrap_or_else(|_| serde_json::json!({"message": error.to_string()}))
+    serde_json::to_value(error)
+        .unwrap_or_else(|_| serde_json::json!({"message": error.to_string()}))
 }
 
 /// Keep the receipt small in the log: stdio and logs are cut.
@@ -1111,7 +1140,11 @@ async fn futures_lite_join<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Out
                 }
             }
         }
-        if pending { Poll::Pending } else { Poll::Ready(()) }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
     })
     .await;
     results.into_iter().flatten().collect()

@@ -238,7 +238,11 @@ impl AgentConfig {
     /// Read `agent.toml` (or `<dir>/agent.toml`). Returns the config and the
     /// directory its relative paths are resolved against.
     pub fn load(path: &Path) -> Result<(Self, PathBuf), ConfigError> {
-        let file = if path.is_dir() { path.join(AGENT_FILE) } else { path.to_owned() };
+        let file = if path.is_dir() {
+            path.join(AGENT_FILE)
+        } else {
+            path.to_owned()
+        };
         let err = |message: String| ConfigError {
             path: file.clone(),
             message,
@@ -270,7 +274,9 @@ impl AgentConfig {
             "openai" | "anthropic" => {}
             "replay" => {
                 if self.model.cassette.is_none() {
-                    return Err("model.cassette is required when model.provider = \"replay\"".to_owned());
+                    return Err(
+                        "model.cassette is required when model.provider = \"replay\"".to_owned(),
+                    );
                 }
             }
             other => {
@@ -291,7 +297,10 @@ impl AgentConfig {
                 .validate()
                 .map_err(|e| format!("tools[{i}] ({}): {e}", tool.component))?;
             if !seen.insert(tool.component.clone()) {
-                return Err(format!("tools[{i}]: component `{}` is listed twice", tool.component));
+                return Err(format!(
+                    "tools[{i}]: component `{}` is listed twice",
+                    tool.component
+                ));
             }
         }
         Ok(())

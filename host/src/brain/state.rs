@@ -271,7 +271,8 @@ impl SessionState {
             } => {
                 let open = self.open_calls.remove(call_id);
                 self.tool_calls += 1;
-                self.active_ms += receipt.get("wall_us").and_then(|v| v.as_u64()).unwrap_or(0) / 1000;
+                self.active_ms +=
+                    receipt.get("wall_us").and_then(|v| v.as_u64()).unwrap_or(0) / 1000;
                 if *ok {
                     self.consecutive_failures = 0;
                 } else {

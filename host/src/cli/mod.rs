@@ -88,12 +88,19 @@ pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
-            let code = if err.use_stderr() { exit::USAGE } else { exit::OK };
+            let code = if err.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
             let _ = err.print();
             return ExitCode::from(code);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");

@@ -103,7 +103,10 @@ fn env(name: &str) -> Option<String> {
 /// Build the provider a frozen (or overridden) model config names.
 fn provider_for(model: &ModelConfig) -> Result<Arc<dyn ModelProvider>, Failure> {
     let key = |default_var: &str| -> Option<ApiKey> {
-        let var = model.api_key_env.clone().unwrap_or_else(|| default_var.to_owned());
+        let var = model
+            .api_key_env
+            .clone()
+            .unwrap_or_else(|| default_var.to_owned());
         env(&var).filter(|v| !v.is_empty()).map(ApiKey::new)
     };
     let fail = |e: crate::brain::model::ModelError| Failure::usage(anyhow!("model: {e}"));
@@ -152,7 +155,9 @@ fn provider_for(model: &ModelConfig) -> Result<Arc<dyn ModelProvider>, Failure> 
 
 fn apply_model_flag(model: &mut ModelConfig, flag: &str) -> Result<(), Failure> {
     let (provider, rest) = flag.split_once(':').ok_or_else(|| {
-        Failure::usage(anyhow!("--model takes PROVIDER:MODEL, e.g. openai:gpt-4o-mini"))
+        Failure::usage(anyhow!(
+            "--model takes PROVIDER:MODEL, e.g. openai:gpt-4o-mini"
+        ))
     })?;
     if !matches!(provider, "openai" | "anthropic") {
         return Err(Failure::usage(anyhow!(
@@ -164,7 +169,9 @@ fn apply_model_flag(model: &mut ModelConfig, flag: &str) -> Result<(), Failure> 
         None => (rest, None),
     };
     if name.is_empty() {
-        return Err(Failure::usage(anyhow!("--model needs a model name after `{provider}:`")));
+        return Err(Failure::usage(anyhow!(
+            "--model needs a model name after `{provider}:`"
+        )));
     }
     if model.provider != provider {
         model.api_key_env = None;
@@ -183,7 +190,11 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
         .goal
         .clone()
         .or_else(|| config.goal.clone())
-        .ok_or_else(|| Failure::usage(anyhow!("no goal: pass --goal or set `goal` in the agent file")))?;
+        .ok_or_else(|| {
+            Failure::usage(anyhow!(
+                "no goal: pass --goal or set `goal` in the agent file"
+            ))
+        })?;
     let hands = Hands::new(hands_config()).map_err(Failure::usage)?;
     let mut frozen = agent::freeze(&hands, &config, &base, env)
         .await
@@ -193,16 +204,18 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
     }
     if let Some(cassette) = &args.cassette {
         frozen.model.provider = "replay".to_owned();
-        frozen.model.cassette = Some(std::fs::canonicalize(cassette).unwrap_or_else(|_| cassette.clone()));
+        frozen.model.cassette =
+            Some(std::fs::canonicalize(cassette).unwrap_or_else(|_| cassette.clone()));
     }
     if let Some(script) = &args.script {
         frozen.model.provider = "script".to_owned();
-        frozen.model.cassette = Some(std::fs::canonicalize(script).unwrap_or_else(|_| script.clone()));
+        frozen.model.cassette =
+            Some(std::fs::canonicalize(script).unwrap_or_else(|_| script.clone()));
     }
     let mut provider = provider_for(&frozen.model)?;
     if let Some(path) = &args.record {
         provider = Arc::new(
-            RecordingProvider::open(Shared(provider), path)
+            RecordingProvider::open(provider, path)
                 .map_err(|e| Failure::usage(anyhow!("--record {}: {e}", path.display())))?,
         );
     }
@@ -221,12 +234,12 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
     let session = parse_session(&args.session)?;
     let mut raised = BTreeMap::new();
     for spec in &args.raise {
-        let (name, value) = spec
-            .split_once('=')
-            .ok_or_else(|| Failure::usage(anyhow!("--raise takes LIMIT=VALUE, e.g. max_steps=100")))?;
-        let value: u64 = value
-            .parse()
-            .map_err(|_| Failure::usage(anyhow!("--raise {name}: `{value}` is not a whole number")))?;
+        let (name, value) = spec.split_once('=').ok_or_else(|| {
+            Failure::usage(anyhow!("--raise takes LIMIT=VALUE, e.g. max_steps=100"))
+        })?;
+        let value: u64 = value.parse().map_err(|_| {
+            Failure::usage(anyhow!("--raise {name}: `{value}` is not a whole number"))
+        })?;
         SessionLimits::default()
             .set(name, value)
             .map_err(|e| Failure::usage(anyhow!("--raise: {e}")))?;
@@ -262,27 +275,6 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
     drive(&mut runner, args.json).await
 }
 
-/// Lets a boxed provider be wrapped by the recorder.
-struct Shared(Arc<dyn ModelProvider>);
-
-#[async_trait::async_trait]
-impl ModelProvider for Shared {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-
-    fn model(&self) -> &str {
-        self.0.model()
-    }
-
-    async fn complete(
-        &self,
-        req: &crate::brain::model::ModelRequest,
-    ) -> Result<crate::brain::model::ModelResponse, crate::brain::model::ModelError> {
-        self.0.complete(req).await
-    }
-}
-
 fn parse_session(text: &str) -> Result<SessionId, Failure> {
     text.parse::<SessionId>()
         .map_err(|e| Failure::usage(anyhow!("`{text}` is not a session id: {e}")))
@@ -298,29 +290,31 @@ async fn drive(runner: &mut Runner<'_>, json: bool) -> Result<u8, Failure> {
     }
     let tty = !json && std::io::stderr().is_terminal();
     let started = Instant::now();
-    runner.observe(Box::new(move |record: &EventRecord, state: &SessionState| {
-        if json {
-            if let Ok(line) = serde_json::to_string(record) {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{line}");
+    runner.observe(Box::new(
+        move |record: &EventRecord, state: &SessionState| {
+            if json {
+                if let Ok(line) = serde_json::to_string(record) {
+                    let mut out = std::io::stdout().lock();
+                    let _ = writeln!(out, "{line}");
+                }
+                return;
             }
-            return;
-        }
-        let status = format!(
-            "step {} · tool calls {} · tokens {} in / {} out · {:.1}s",
-            state.steps,
-            state.tool_calls,
-            state.input_tokens,
-            state.output_tokens,
-            started.elapsed().as_secs_f64()
-        );
-        let mut err = std::io::stderr().lock();
-        if tty {
-            let _ = write!(err, "\r\x1b[2K{status} · {}", record.event.kind());
-        } else if let Some(line) = progress_line(&record.event) {
-            let _ = writeln!(err, "{line} [{status}]");
-        }
-    }));
+            let status = format!(
+                "step {} · tool calls {} · tokens {} in / {} out · {:.1}s",
+                state.steps,
+                state.tool_calls,
+                state.input_tokens,
+                state.output_tokens,
+                started.elapsed().as_secs_f64()
+            );
+            let mut err = std::io::stderr().lock();
+            if tty {
+                let _ = write!(err, "\r\x1b[2K{status} · {}", record.event.kind());
+            } else if let Some(line) = progress_line(&record.event) {
+                let _ = writeln!(err, "{line} [{status}]");
+            }
+        },
+    ));
     let end = runner.run().await;
     if tty {
         eprintln!();
@@ -333,7 +327,9 @@ async fn drive(runner: &mut Runner<'_>, json: bool) -> Result<u8, Failure> {
     if !json {
         match end.status {
             SessionStatus::Finished => println!("finished: {detail}"),
-            SessionStatus::Paused => println!("paused: {detail}\nresume with: longhand resume {id}"),
+            SessionStatus::Paused => {
+                println!("paused: {detail}\nresume with: longhand resume {id}")
+            }
             SessionStatus::Failed => println!("failed: {detail}"),
             other => println!("{other}"),
         }
@@ -354,12 +350,24 @@ fn progress_line(event: &Event) -> Option<String> {
             output_tokens,
             latency_ms,
             ..
-        } => format!("step {step}: model answered ({input_tokens}/{output_tokens} tokens, {latency_ms} ms)"),
-        Event::ToolFinished { step, call_id, ok, .. } => {
-            format!("step {step}: tool call {call_id} {}", if *ok { "ok" } else { "failed" })
+        } => format!(
+            "step {step}: model answered ({input_tokens}/{output_tokens} tokens, {latency_ms} ms)"
+        ),
+        Event::ToolFinished {
+            step, call_id, ok, ..
+        } => {
+            format!(
+                "step {step}: tool call {call_id} {}",
+                if *ok { "ok" } else { "failed" }
+            )
         }
         Event::ToolInDoubt { call_id, .. } => format!("tool call {call_id}: outcome unknown"),
-        Event::ModelFailed { step, attempt, error, .. } => {
+        Event::ModelFailed {
+            step,
+            attempt,
+            error,
+            ..
+        } => {
             format!("step {step}: model call failed (attempt {attempt}): {error}")
         }
         Event::Paused { reason } => format!("paused: {}", reason.detail),
@@ -386,8 +394,11 @@ pub async fn sessions(json: bool) -> Result<u8, Failure> {
         writeln!(out, "{line}").map_err(|e| Failure::usage(anyhow!(e)))?;
     }
     if list.is_empty() && !json {
-        writeln!(out, "no sessions yet; start one with `longhand run <agent>`")
-            .map_err(|e| Failure::usage(anyhow!(e)))?;
+        writeln!(
+            out,
+            "no sessions yet; start one with `longhand run <agent>`"
+        )
+        .map_err(|e| Failure::usage(anyhow!(e)))?;
     }
     Ok(exit::OK)
 }
@@ -484,7 +495,9 @@ async fn render(store: &dyn Store, r: &EventRecord) -> String {
             ..
         } => format!(
             "step {step} ✗ model call failed (attempt {attempt}{}): {error}",
-            retry_after_ms.map(|ms| format!(", retry after {ms} ms")).unwrap_or_default()
+            retry_after_ms
+                .map(|ms| format!(", retry after {ms} ms"))
+                .unwrap_or_default()
         ),
         Event::ToolStarted {
             step,
@@ -506,7 +519,10 @@ async fn render(store: &dyn Store, r: &EventRecord) -> String {
             receipt,
         } => {
             let wall = receipt.get("wall_us").and_then(|v| v.as_u64()).unwrap_or(0);
-            let fuel = receipt.get("fuel_used").and_then(|v| v.as_u64()).unwrap_or(0);
+            let fuel = receipt
+                .get("fuel_used")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0);
             format!(
                 "step {step}   tool {} ({call_id}, {:.2} ms, fuel {fuel}): {}",
                 if *ok { "ok" } else { "error" },
@@ -562,7 +578,8 @@ mod tests {
 
     #[test]
     fn model_flag_parses_provider_model_and_base() {
-        let mut m: ModelConfig = toml::from_str("provider = \"replay\"\nmodel = \"x\"\ncassette = \"c.json\"").unwrap();
+        let mut m: ModelConfig =
+            toml::from_str("provider = \"replay\"\nmodel = \"x\"\ncassette = \"c.json\"").unwrap();
         apply_model_flag(&mut m, "openai:llama3.1@http://127.0.0.1:11434/v1").unwrap();
         assert_eq!(m.provider, "openai");
         assert_eq!(m.model, "llama3.1");

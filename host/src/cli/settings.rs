@@ -84,7 +84,8 @@ pub struct GrantFlags {
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|e| format!("`{text}` is not a duration ({e}); try 500ms, 30s or 2m"))
+    humantime::parse_duration(text)
+        .map_err(|e| format!("`{text}` is not a duration ({e}); try 500ms, 30s or 2m"))
 }
 
 impl GrantFlags {

@@ -36,7 +36,7 @@ pub enum ToolCommand {
         #[arg(long, value_name = "JSON")]
         input: String,
         #[command(flatten)]
-        grants: GrantFlags,
+        grants: Box<GrantFlags>,
         /// Print `{ok, output|error, receipt}` as JSON.
         #[arg(long)]
         json: bool,
@@ -65,7 +65,7 @@ fn hands() -> Result<Hands, Failure> {
 
 /// A name with a path separator or a `.wasm` suffix is a file; anything else
 /// is a built-in.
-async fn load(hands: &Hands, component: &str) -> Result<LoadedTool, Failure> {
+async fn load(hands: &Hands, component: &str) -> Result<std::sync::Arc<LoadedTool>, Failure> {
     let source = if component.ends_with(".wasm") || component.contains('/') {
         ToolSource::File(Path::new(component))
     } else {
@@ -124,7 +124,10 @@ async fn describe(component: &str, json: bool) -> Result<u8, Failure> {
             "imports": tool.capabilities(),
             "info": info,
         });
-        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        );
         return Ok(exit::OK);
     }
     println!("{} {} — {}", info.name, info.version, info.description);
@@ -153,7 +156,12 @@ async fn describe(component: &str, json: bool) -> Result<u8, Failure> {
     }
     println!("tools:");
     for t in &info.tools {
-        println!("  {} ({:?}): {}", t.name, t.effect, first_line(&t.description));
+        println!(
+            "  {} ({:?}): {}",
+            t.name,
+            t.effect,
+            first_line(&t.description)
+        );
         if let Some(props) = t.input_schema.get("properties").and_then(|p| p.as_object()) {
             let required: Vec<&str> = t
                 .input_schema
@@ -169,8 +177,15 @@ async fn describe(component: &str, json: bool) -> Result<u8, Failure> {
                         other => other.to_string(),
                     })
                     .unwrap_or_else(|| "any".to_owned());
-                let req = if required.contains(&name.as_str()) { ", required" } else { "" };
-                let desc = schema.get("description").and_then(|d| d.as_str()).unwrap_or("");
+                let req = if required.contains(&name.as_str()) {
+                    ", required"
+                } else {
+                    ""
+                };
+                let desc = schema
+                    .get("description")
+                    .and_then(|d| d.as_str())
+                    .unwrap_or("");
                 println!("      {name} ({ty}{req}) {}", first_line(desc));
             }
         }
@@ -191,7 +206,7 @@ fn read_input(input: &str) -> anyhow::Result<serde_json::Value> {
         input.to_owned()
     };
     serde_json::from_str(&text).with_context(|| {
-        format!("--input is not valid JSON; pass an object like '{{\"path\": \"README.md\"}}'")
+        "--input is not valid JSON; pass an object like '{\"path\": \"README.md\"}'".to_owned()
     })
 }
 
@@ -224,12 +239,18 @@ async fn call(
             Ok(output) => json!({"ok": true, "output": output, "receipt": outcome.receipt}),
             Err(error) => json!({"ok": false, "error": error, "receipt": outcome.receipt}),
         };
-        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        );
         return Ok(code);
     }
     match &outcome.result {
         Ok(output) => {
-            println!("{}", serde_json::to_string_pretty(output).unwrap_or_default());
+            println!(
+                "{}",
+                serde_json::to_string_pretty(output).unwrap_or_default()
+            );
         }
         Err(error) => eprintln!("error: {}", describe_error(error)),
     }
@@ -252,10 +273,16 @@ fn summarize(r: &Receipt) -> String {
         r.output_bytes
     );
     for u in &r.used {
-        line.push_str(&format!("\n  used   {} {}: {}", u.capability, u.resource, u.detail));
+        line.push_str(&format!(
+            "\n  used   {} {}: {}",
+            u.capability, u.resource, u.detail
+        ));
     }
     for d in &r.denied {
-        line.push_str(&format!("\n  denied {} {}: {}", d.capability, d.resource, d.reason));
+        line.push_str(&format!(
+            "\n  denied {} {}: {}",
+            d.capability, d.resource, d.reason
+        ));
     }
     for l in &r.limits_hit {
         line.push_str(&format!("\n  limit  {l}"));

@@ -216,7 +216,8 @@ pub(crate) struct Stdio {
 
 impl Stdio {
     pub(crate) fn take(&self) -> (Captured, Captured) {
-        let grab = |p: &Option<CappedPipe>| p.as_ref().map(CappedPipe::captured).unwrap_or_default();
+        let grab =
+            |p: &Option<CappedPipe>| p.as_ref().map(CappedPipe::captured).unwrap_or_default();
         (grab(&self.stdout), grab(&self.stderr))
     }
 }
@@ -304,7 +305,11 @@ impl Pollable for CappedPipe {
 }
 
 impl tokio::io::AsyncWrite for CappedPipe {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         self.push(buf);
         Poll::Ready(Ok(buf.len()))
     }

@@ -223,7 +223,10 @@ impl Capability for Filesystem {
     fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
         use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
         use wasmtime_wasi::p2::bindings::filesystem;
-        filesystem::types::add_to_linker::<CallState, WasiFilesystem>(linker, CallState::filesystem)?;
+        filesystem::types::add_to_linker::<CallState, WasiFilesystem>(
+            linker,
+            CallState::filesystem,
+        )?;
         filesystem::preopens::add_to_linker::<CallState, WasiFilesystem>(
             linker,
             CallState::filesystem,
@@ -292,7 +295,10 @@ mod tests {
 
     #[test]
     fn imports_map_to_capabilities_ignoring_versions() {
-        assert_eq!(capability_for_import("wasi:http/types@0.2.6").map(|c| c.name), Some("http"));
+        assert_eq!(
+            capability_for_import("wasi:http/types@0.2.6").map(|c| c.name),
+            Some("http")
+        );
         assert_eq!(
             capability_for_import("wasi:filesystem/preopens@0.2.0").map(|c| c.name),
             Some("filesystem")

@@ -135,7 +135,10 @@ impl std::fmt::Debug for LoadedTool {
         f.debug_struct("LoadedTool")
             .field("label", &self.label)
             .field("digest", &self.digest)
-            .field("tools", &self.info.tools.iter().map(|t| &t.name).collect::<Vec<_>>())
+            .field(
+                "tools",
+                &self.info.tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -145,7 +148,9 @@ impl std::fmt::Debug for LoadedTool {
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// No built-in tool has this name.
-    #[error("no built-in tool named `{name}` (built-ins: {known}); to load a file give a path ending in .wasm")]
+    #[error(
+        "no built-in tool named `{name}` (built-ins: {known}); to load a file give a path ending in .wasm"
+    )]
     UnknownBuiltin {
         /// The name asked for.
         name: String,
@@ -312,8 +317,7 @@ pub(crate) fn validate_info(
     for t in raw.tools {
         let name_ok = !t.name.is_empty()
             && t.name.len() <= 64
-            && t
-                .name
+            && t.name
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
         if !name_ok {

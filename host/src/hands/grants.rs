@@ -18,19 +18,14 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// Access to a granted directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Access {
     /// Read files and list directories. The default.
+    #[default]
     ReadOnly,
     /// Also create, write, rename and delete inside the directory.
     ReadWrite,
-}
-
-impl Default for Access {
-    fn default() -> Self {
-        Self::ReadOnly
-    }
 }
 
 /// A host directory mapped into the guest.
@@ -163,7 +158,9 @@ impl HostPattern {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
             {
-                return Err(bad("a host name may hold only letters, digits, `-` and `.`"));
+                return Err(bad(
+                    "a host name may hold only letters, digits, `-` and `.`",
+                ));
             }
             HostMatch::Exact(host)
         };
@@ -186,7 +183,9 @@ impl HostPattern {
         let host = host.trim_start_matches('[').trim_end_matches(']');
         match &self.host {
             HostMatch::Any => true,
-            HostMatch::Suffix(suffix) => host.ends_with(suffix.as_str()) && host.len() > suffix.len(),
+            HostMatch::Suffix(suffix) => {
+                host.ends_with(suffix.as_str()) && host.len() > suffix.len()
+            }
             HostMatch::Exact(name) => host == name,
             HostMatch::Ip(ip) => host.parse::<IpAddr>().is_ok_and(|h| h == *ip),
         }
@@ -309,10 +308,7 @@ impl SecretGrant {
     ///
     /// Because a port is also written with `:`, the header is recognised as
     /// a last `:`-separated part that is not a number.
-    pub fn parse(
-        spec: &str,
-        lookup: impl Fn(&str) -> Option<String>,
-    ) -> Result<Self, GrantError> {
+    pub fn parse(spec: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, GrantError> {
         let bad = |reason: String| GrantError::Secret {
             spec: spec.to_owned(),
             reason,
@@ -478,7 +474,7 @@ impl Grants {
                 }
             }
         }
-        for (name, _) in &self.env {
+        for name in self.env.keys() {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
                 return Err(GrantError::Env {
                     name: name.clone(),
@@ -492,17 +488,16 @@ impl Grants {
             if self.env.contains_key(&secret.name) {
                 return Err(GrantError::Env {
                     name: secret.name.clone(),
-                    reason: "it is granted as a secret; a secret cannot also be an environment variable".to_owned(),
+                    reason:
+                        "it is granted as a secret; a secret cannot also be an environment variable"
+                            .to_owned(),
                 });
             }
-            if self
-                .env
-                .values()
-                .any(|v| v.contains(secret.value.expose()))
-            {
+            if self.env.values().any(|v| v.contains(secret.value.expose())) {
                 return Err(GrantError::Env {
                     name: secret.name.clone(),
-                    reason: "an environment variable granted to the tool holds this secret's value".to_owned(),
+                    reason: "an environment variable granted to the tool holds this secret's value"
+                        .to_owned(),
                 });
             }
         }
@@ -574,9 +569,15 @@ mod tests {
         assert_eq!(d.guest_path, "/workspace");
         assert_eq!(d.access, Access::ReadOnly);
         let d = DirGrant::parse("/tmp/x:/data:rw").unwrap();
-        assert_eq!((d.guest_path.as_str(), d.access), ("/data", Access::ReadWrite));
+        assert_eq!(
+            (d.guest_path.as_str(), d.access),
+            ("/data", Access::ReadWrite)
+        );
         let d = DirGrant::parse("./src:rw").unwrap();
-        assert_eq!((d.guest_path.as_str(), d.access), ("/workspace", Access::ReadWrite));
+        assert_eq!(
+            (d.guest_path.as_str(), d.access),
+            ("/workspace", Access::ReadWrite)
+        );
         assert!(DirGrant::parse("a:b:c:d").is_err());
     }
 
@@ -602,7 +603,15 @@ mod tests {
         assert!(v6.matches("[::1]", 9000));
         assert_eq!(v6.to_string(), "[::1]:9000");
 
-        for bad in ["", "http://x.com", "a*.com", "*.", "x.com:0", "x.com:http", "a b"] {
+        for bad in [
+            "",
+            "http://x.com",
+            "a*.com",
+            "*.",
+            "x.com:0",
+            "x.com:http",
+            "a b",
+        ] {
             assert!(HostPattern::parse(bad).is_err(), "{bad} should not parse");
         }
     }
@@ -627,7 +636,8 @@ mod tests {
     #[test]
     fn secrets_cannot_be_passed_as_env() {
         let mut g = Grants::default();
-        g.secrets.push(SecretGrant::parse("TOKEN@x.com", |_| Some("v".to_owned())).unwrap());
+        g.secrets
+            .push(SecretGrant::parse("TOKEN@x.com", |_| Some("v".to_owned())).unwrap());
         g.env.insert("TOKEN".to_owned(), "v".to_owned());
         assert!(g.validate().is_err());
     }

@@ -11,8 +11,8 @@
 //! a receipt; recording them is the caller's business.
 
 pub mod builtin;
-pub mod caps;
 mod call;
+pub mod caps;
 mod component;
 pub mod grants;
 mod net;
@@ -79,6 +79,9 @@ pub struct Hands {
     linker: Linker<CallState>,
     cache_dir: Option<PathBuf>,
     permits: Arc<Semaphore>,
+    /// Loaded components by digest: loading the same bytes twice returns the
+    /// same compiled, described component (it holds no guest state).
+    loaded: std::sync::Mutex<std::collections::HashMap<String, Arc<LoadedTool>>>,
 }
 
 /// Why a call did not produce output.
@@ -229,11 +232,15 @@ impl Hands {
             linker,
             cache_dir: config.cache_dir,
             permits: Arc::new(Semaphore::new(slots as usize)),
+            loaded: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
 
     /// Load, check, link and describe a component.
-    pub async fn load(&self, source: ToolSource<'_>) -> Result<LoadedTool, LoadError> {
+    ///
+    /// Components are kept by digest for the life of the host, so loading
+    /// the same bytes again is a lookup.
+    pub async fn load(&self, source: ToolSource<'_>) -> Result<Arc<LoadedTool>, LoadError> {
         let (label, owned);
         let bytes: &[u8] = match source {
             ToolSource::Builtin(name) => {
@@ -262,8 +269,21 @@ impl Hands {
             }
         };
         let digest = digest_of(bytes);
-        let compiled =
-            component::compile(&self.engine, self.cache_dir.as_deref(), &label, bytes, &digest)?;
+        if let Some(hit) = self
+            .loaded
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&digest).cloned())
+        {
+            return Ok(hit);
+        }
+        let compiled = component::compile(
+            &self.engine,
+            self.cache_dir.as_deref(),
+            &label,
+            bytes,
+            &digest,
+        )?;
         let capabilities = component::check(&self.engine, &label, &compiled)?;
         let link_err = |e: wasmtime::Error| LoadError::Link {
             label: label.clone(),
@@ -272,17 +292,27 @@ impl Hands {
         let instance_pre = self.linker.instantiate_pre(&compiled).map_err(link_err)?;
         let pre = bindings::ToolPre::new(instance_pre).map_err(link_err)?;
 
-        // Describe runs like any call: fresh instance, no grants, default limits.
+        // Describe runs like any call: fresh instance, no grants, default
+        // limits, and a slot of the instance pool.
+        let _permit = self.permits.acquire().await.map_err(|_| LoadError::Describe {
+            label: label.clone(),
+            reason: "the tool host is shutting down".to_owned(),
+        })?;
         let limits = Limits::default();
         let describe_err = |reason: String| LoadError::Describe {
             label: label.clone(),
             reason,
         };
         let (state, stdio) = CallBuilder::new(limits.memory_bytes).build();
-        let mut store = self.store(state, &limits).map_err(|e| describe_err(format!("{e:#}")))?;
+        let mut store = self
+            .store(state, &limits)
+            .map_err(|e| describe_err(format!("{e:#}")))?;
         let raw = tokio::time::timeout(limits.timeout, async {
             let instance = pre.instantiate_async(&mut store).await?;
-            instance.longhand_tool_tools().call_describe(&mut store).await
+            instance
+                .longhand_tool_tools()
+                .call_describe(&mut store)
+                .await
         })
         .await
         .map_err(|_| describe_err(format!("timed out after {:?}", limits.timeout)))?
@@ -291,14 +321,18 @@ impl Hands {
             describe_err(format!("{e:#}{}", panic_note(&stderr.text)))
         })?;
         let (info, validators) = component::validate_info(&label, raw)?;
-        Ok(LoadedTool {
+        let tool = Arc::new(LoadedTool {
             label,
-            digest,
+            digest: digest.clone(),
             info,
             capabilities,
             pre,
             validators,
-        })
+        });
+        if let Ok(mut map) = self.loaded.lock() {
+            map.insert(digest, tool.clone());
+        }
+        Ok(tool)
     }
 
     fn store(&self, state: CallState, limits: &Limits) -> wasmtime::Result<Store<CallState>> {
@@ -501,7 +535,11 @@ fn classify_trap(
     }
     if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
         return CallError::Crashed {
-            message: format!("the tool exited with status {}{}", exit.0, panic_note(stderr)),
+            message: format!(
+                "the tool exited with status {}{}",
+                exit.0,
+                panic_note(stderr)
+            ),
         };
     }
     let trap = err
@@ -532,7 +570,11 @@ fn validate_input(
         .take(3)
         .map(|e| {
             let path = e.instance_path().to_string();
-            let at = if path.is_empty() { "input".to_owned() } else { format!("field {path}") };
+            let at = if path.is_empty() {
+                "input".to_owned()
+            } else {
+                format!("field {path}")
+            };
             format!("{at}: {e}")
         })
         .collect();

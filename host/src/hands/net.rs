@@ -51,7 +51,10 @@ pub(crate) struct HttpPolicy {
 
 impl HttpPolicy {
     fn deny(&self, resource: String, reason: String) -> HttpError {
-        self.journal.lock().map(|mut j| j.deny("http", resource, reason)).ok();
+        self.journal
+            .lock()
+            .map(|mut j| j.deny("http", resource, reason))
+            .ok();
         HttpError::HttpRequestDenied
     }
 
@@ -71,15 +74,22 @@ impl HttpPolicy {
                 ));
             }
         };
-        let Some(host) = uri.host().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_owned())
+        let Some(host) = uri
+            .host()
+            .map(|h| h.trim_start_matches('[').trim_end_matches(']').to_owned())
         else {
             return Err(HttpError::HttpRequestUriInvalid);
         };
-        let port = uri.port_u16().unwrap_or(if scheme_https { 443 } else { 80 });
+        let port = uri
+            .port_u16()
+            .unwrap_or(if scheme_https { 443 } else { 80 });
         let resource = format!("{host}:{port}");
 
         let count = {
-            let mut journal = self.journal.lock().map_err(|_| HttpError::InternalError(None))?;
+            let mut journal = self
+                .journal
+                .lock()
+                .map_err(|_| HttpError::InternalError(None))?;
             journal.http_requests += 1;
             journal.http_requests
         };
@@ -90,8 +100,11 @@ impl HttpPolicy {
             ));
         }
 
-        let matching: Vec<&HostPattern> =
-            self.hosts.iter().filter(|p| p.matches(&host, port)).collect();
+        let matching: Vec<&HostPattern> = self
+            .hosts
+            .iter()
+            .filter(|p| p.matches(&host, port))
+            .collect();
         if matching.is_empty() {
             return Err(self.deny(resource, "host not granted".to_owned()));
         }
@@ -165,7 +178,11 @@ impl HttpPolicy {
         }
 
         // The request line carries only path and query; Host comes from the URI.
-        let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_owned();
+        let path = uri
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/")
+            .to_owned();
         *req.uri_mut() = http::Uri::builder()
             .path_and_query(path.as_str())
             .build()
@@ -251,13 +268,13 @@ async fn resolve(host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
     if let Ok(ip) = host.parse::<IpAddr>() {
         return Ok(vec![SocketAddr::new(ip, port)]);
     }
-    let addrs: Vec<SocketAddr> = tokio::time::timeout(
-        CONNECT_TIMEOUT,
-        tokio::net::lookup_host((host, port)),
-    )
-    .await
-    .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "DNS lookup timed out"))??
-    .collect();
+    let addrs: Vec<SocketAddr> =
+        tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::lookup_host((host, port)))
+            .await
+            .map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "DNS lookup timed out")
+            })??
+            .collect();
     if addrs.is_empty() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::NotFound,
@@ -292,12 +309,10 @@ async fn exchange<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let (mut sender, conn) = tokio::time::timeout(
-        CONNECT_TIMEOUT,
-        hyper::client::conn::http1::handshake(io),
-    )
-    .await
-    .map_err(|_| HttpError::ConnectionTimeout)??;
+    let (mut sender, conn) =
+        tokio::time::timeout(CONNECT_TIMEOUT, hyper::client::conn::http1::handshake(io))
+            .await
+            .map_err(|_| HttpError::ConnectionTimeout)??;
     // The connection task ends when the response body is dropped or done.
     tokio::spawn(async move {
         if let Err(err) = conn.await {
@@ -367,7 +382,9 @@ pub(crate) fn special_class(ip: IpAddr) -> Option<&'static str> {
             let o = v4.octets();
             if v4.is_loopback() {
                 Some("loopback")
-            } else if v4 == Ipv4Addr::new(169, 254, 169, 254) || v4 == Ipv4Addr::new(100, 100, 100, 200) {
+            } else if v4 == Ipv4Addr::new(169, 254, 169, 254)
+                || v4 == Ipv4Addr::new(100, 100, 100, 200)
+            {
                 Some("cloud metadata")
             } else if v4.is_private() {
                 Some("private")
@@ -405,7 +422,8 @@ pub(crate) fn special_class(ip: IpAddr) -> Option<&'static str> {
                 Some("documentation")
             } else if s[0] == 0x2002 {
                 // 6to4 embeds an IPv4 address; judge it by that.
-                let v4 = Ipv4Addr::new((s[1] >> 8) as u8, s[1] as u8, (s[2] >> 8) as u8, s[2] as u8);
+                let v4 =
+                    Ipv4Addr::new((s[1] >> 8) as u8, s[1] as u8, (s[2] >> 8) as u8, s[2] as u8);
                 special_class(IpAddr::V4(v4))
             } else {
                 None
@@ -458,7 +476,12 @@ struct GuardedBody {
 
 impl GuardedBody {
     fn hold_back(&self) -> usize {
-        self.secrets.iter().map(Vec::len).max().unwrap_or(0).saturating_sub(1)
+        self.secrets
+            .iter()
+            .map(Vec::len)
+            .max()
+            .unwrap_or(0)
+            .saturating_sub(1)
     }
 }
 
@@ -477,7 +500,10 @@ impl Body for GuardedBody {
                     return Poll::Ready(None);
                 }
                 let rest = this.carry.split().freeze();
-                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(redact(&rest, &this.secrets))))));
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(redact(
+                    &rest,
+                    &this.secrets,
+                ))))));
             }
             match Pin::new(&mut this.inner).poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
@@ -562,7 +588,10 @@ mod tests {
     #[test]
     fn redaction_replaces_every_occurrence() {
         let secrets = vec![b"hunter2".to_vec()];
-        assert_eq!(redact(b"a hunter2 b hunter2", &secrets), b"a [REDACTED] b [REDACTED]");
+        assert_eq!(
+            redact(b"a hunter2 b hunter2", &secrets),
+            b"a [REDACTED] b [REDACTED]"
+        );
         assert_eq!(redact(b"hunter", &secrets), b"hunter");
     }
 }

@@ -133,10 +133,9 @@ impl SqliteStore {
     /// [`SqliteStore::open`] with another clock (tests, simulations).
     pub async fn open_with_clock(dir: impl AsRef<Path>, clock: Arc<dyn Clock>) -> Result<Self> {
         let dir = dir.as_ref().to_owned();
-        let conn_path = tokio::task::spawn_blocking(move || open_blocking(&dir))
+        let (conn, path) = tokio::task::spawn_blocking(move || open_blocking(&dir))
             .await
             .map_err(join_error)??;
-        let (conn, path) = conn_path;
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path,
@@ -198,7 +197,7 @@ fn db_error(path: &Path, context: &str, e: rusqlite::Error) -> StoreError {
 
 /// Shorthand: attach path and context to a rusqlite result.
 trait DbContext<T> {
-    fn db(self, inner_path: &Path, context: &str) -> Result<T>;
+    fn db(self, path: &Path, context: &str) -> Result<T>;
 }
 
 impl<T> DbContext<T> for rusqlite::Result<T> {

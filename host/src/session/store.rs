@@ -43,7 +43,10 @@ pub enum StoreError {
     /// released, or another worker took over after it expired). The caller
     /// stops working on the session at once and drops what it folded: its
     /// view may be stale. It may acquire a fresh lease and wake again.
-    #[error("lease token {token} is fenced off (current token: {current:?})")]
+    #[error(
+        "lease token {token} is no longer current ({})",
+        current.map_or("no live lease".to_owned(), |c| format!("the current token is {c}"))
+    )]
     Fenced {
         /// The token the caller presented.
         token: u64,

@@ -3,6 +3,7 @@
 
 pub mod server;
 
+use std::path::Path;
 use std::sync::LazyLock;
 
 use longhand_host::hands::{
@@ -16,8 +17,17 @@ use crate::fixtures;
 /// One engine for the whole binary, as in the real process: tests also
 /// prove that what one call does (trap, flood, time out) does not spoil the
 /// engine for the next, which is what the shared instance is for.
+///
+/// It caches compiled components under cargo's scratch directory for
+/// integration tests, as the CLI caches under `$LONGHAND_HOME`: compiling
+/// the built-ins takes seconds, and every run after the first skips it.
+/// `loading::compile_cache_*` covers the uncached path and the cache itself.
 static HANDS: LazyLock<Hands> = LazyLock::new(|| {
-    Hands::new(HandsConfig::default()).unwrap_or_else(|e| panic!("cannot build the engine: {e:#}"))
+    let config = HandsConfig {
+        cache_dir: Some(Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache")),
+        ..HandsConfig::default()
+    };
+    Hands::new(config).unwrap_or_else(|e| panic!("cannot build the engine: {e:#}"))
 });
 
 static PROBE: OnceCell<LoadedTool> = OnceCell::const_new();
@@ -79,7 +89,7 @@ pub async fn assert_still_serves() {
 }
 
 /// A directory grant.
-pub fn dir(host_path: &std::path::Path, guest_path: &str, access: Access) -> DirGrant {
+pub fn dir(host_path: &Path, guest_path: &str, access: Access) -> DirGrant {
     DirGrant {
         host_path: host_path.to_owned(),
         guest_path: guest_path.to_owned(),

@@ -405,7 +405,9 @@ async fn latest_snapshot_and_wake_log() {
     let latest = store.latest_snapshot(&id).await.unwrap().unwrap();
     assert_eq!((latest.seq, &latest.event), (6, &snap2));
 
-    let log = store.wake_log(&id).await.unwrap();
+    // Through the trait object, as the brain holds it.
+    let dyn_store: Arc<dyn Store> = Arc::new(store.clone());
+    let log = dyn_store.wake_log(&id).await.unwrap();
     assert_eq!(log.snapshot.as_ref(), Some(&latest));
     assert_eq!(log.tail.iter().map(|r| r.seq).collect::<Vec<_>>(), [6, 7]);
     assert_eq!(store.get_blob(&s2).await.unwrap(), b"state through 5");
@@ -559,7 +561,6 @@ async fn a_truncated_database_is_a_clear_error() {
         }
     };
     let msg = err.to_string();
-    eprintln!("{msg}");
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
     assert!(
         msg.contains(&path.display().to_string()),
@@ -629,6 +630,13 @@ async fn reopening_keeps_everything_and_does_not_migrate_again() {
         .pragma_query_value(None, "journal_mode", |r| r.get(0))
         .unwrap();
     assert_eq!((version, mode.as_str()), (SCHEMA_VERSION, "wal"));
+    // Durable commits: synchronous=FULL (2) on the store's own connection.
+    let sync: i64 = {
+        let conn = store.inner.conn.lock().unwrap();
+        conn.pragma_query_value(None, "synchronous", |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(sync, 2);
 }
 
 /// Races two appends of the same seq with the same lease, `rounds` times.

@@ -1,0 +1,25 @@
+//! Integration tests of the `longhand` binary and the session library, run
+//! the way an operator runs them: the real binary (`CARGO_BIN_EXE_longhand`)
+//! in a clean environment whose only setting is a private `LONGHAND_HOME`,
+//! and the library API where a test must play a second worker.
+//!
+//! Nothing here reaches beyond 127.0.0.1: models are scripted, replayed from
+//! a cassette, or served by an in-process HTTP server on a loopback port.
+//!
+//! - [`crash`]: SIGKILL at many points of a 200-turn session and resume until
+//!   it finishes; the end state must equal an uninterrupted run's, and no
+//!   `writes` tool may run twice.
+//! - [`example`]: the offline example agent runs and is logged.
+//! - [`limits`]: a limit pauses a session; `resume --raise` finishes it.
+//! - [`config`]: a bad agent file is refused before anything is created.
+//! - [`canary`]: an API key reaches the model server and nothing else.
+//! - [`lease`]: a live lease keeps a second writer out.
+
+mod support;
+
+mod canary;
+mod config;
+mod crash;
+mod example;
+mod lease;
+mod limits;
