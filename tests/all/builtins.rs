@@ -6,6 +6,7 @@
 //! name, so they also prove a built-in gets no privilege a file would not.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use longhand_host::hands::{
     Access, CallError, CallOutcome, Grants, HostPattern, LoadError, LoadedTool, ToolSource,
@@ -17,11 +18,14 @@ use tokio::sync::OnceCell;
 use crate::support::server::Server;
 use crate::support::{dir, err, hands, ok};
 
-static FS: OnceCell<LoadedTool> = OnceCell::const_new();
-static HTTP: OnceCell<LoadedTool> = OnceCell::const_new();
-static JSON: OnceCell<LoadedTool> = OnceCell::const_new();
+/// A built-in, loaded once per test binary.
+type Cell = OnceCell<Arc<LoadedTool>>;
 
-async fn builtin(cell: &'static OnceCell<LoadedTool>, name: &str) -> &'static LoadedTool {
+static FS: Cell = Cell::const_new();
+static HTTP: Cell = Cell::const_new();
+static JSON: Cell = Cell::const_new();
+
+async fn builtin(cell: &'static Cell, name: &str) -> &'static LoadedTool {
     cell.get_or_init(|| async {
         hands()
             .load(ToolSource::Builtin(name))
@@ -32,7 +36,7 @@ async fn builtin(cell: &'static OnceCell<LoadedTool>, name: &str) -> &'static Lo
 }
 
 async fn call(
-    cell: &'static OnceCell<LoadedTool>,
+    cell: &'static Cell,
     name: &str,
     grants: &Grants,
     tool: &str,
@@ -90,7 +94,7 @@ async fn unknown_builtin_names_the_known_ones() {
 
 #[tokio::test]
 async fn builtins_describe_their_tools() {
-    let expect: [(&'static OnceCell<LoadedTool>, &str, &[&str]); 3] = [
+    let expect: [(&'static Cell, &str, &[&str]); 3] = [
         (
             &FS,
             "fs",

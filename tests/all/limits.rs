@@ -199,6 +199,43 @@ async fn timeout_covers_a_hung_http_request() {
     assert_still_serves().await;
 }
 
+/// Host-side resources must count against the call. A guest with a 16 MiB
+/// memory limit asks the host for 3000 header maps of 100 KB each, reusing
+/// one buffer: about 300 MB of host memory that its linear memory limit never
+/// sees (measured +295 MB peak RSS before header maps and the resource table
+/// were bounded per call).
+#[tokio::test]
+async fn host_side_resources_count_against_the_call() {
+    let grants = with_limits(Limits {
+        memory_bytes: 16 << 20,
+        ..Limits::default()
+    });
+    let outcome = call_probe(&grants, "hoard", json!({ "count": 3000, "bytes": 100_000 })).await;
+    match &outcome.result {
+        Err(CallError::Limit { .. }) => {}
+        Ok(out) => assert!(
+            out["made"].as_u64().unwrap_or(0) < 3000 && out["error"].is_string(),
+            "the host held {} header maps of 100 KB for a 16 MiB call: {out}",
+            out["made"]
+        ),
+        Err(other) => panic!("expected a limit or a refusal, got {other:?}"),
+    }
+    assert_still_serves().await;
+}
+
+/// Running out of resource handles ends the call saying so, rather than
+/// with a bare "error while executing at wasm backtrace".
+#[tokio::test]
+async fn resource_exhaustion_names_its_cause() {
+    let outcome = call_probe(&Grants::default(), "hoard", json!({ "count": 1_100_000 })).await;
+    let message = match err(&outcome) {
+        CallError::Limit { message } | CallError::Crashed { message } => message,
+        other => panic!("expected a limit or a crash, got {other:?}"),
+    };
+    assert!(message.contains("resource table"), "{message}");
+    assert_still_serves().await;
+}
+
 /// Many calls at once share the engine without stepping on each other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_calls_are_isolated() {

@@ -135,20 +135,23 @@ async fn missing_file_is_a_read_error() {
     assert!(err.to_string().contains("nope.wasm"), "{err}");
 }
 
-/// The compile cache: entries land in a private directory, are used on the
-/// next load, and an unusable entry is replaced rather than trusted.
+/// The compile cache: entries land in a private directory, are used by the
+/// next host, and an unusable entry is replaced rather than trusted.
+///
+/// Each step builds a fresh [`Hands`], as a new process would: one host
+/// keeps loaded components in memory and would not touch the disk again.
 #[tokio::test]
 async fn compile_cache_is_private_reused_and_self_healing() {
     use std::os::unix::fs::PermissionsExt;
 
     let tmp = tempfile::tempdir().expect("tempdir");
     let cache = tmp.path().join("cache");
-    let hands = Hands::new(HandsConfig {
-        cache_dir: Some(cache.clone()),
-        ..HandsConfig::default()
-    })
-    .expect("engine");
     let load_and_call = async || {
+        let hands = Hands::new(HandsConfig {
+            cache_dir: Some(cache.clone()),
+            ..HandsConfig::default()
+        })
+        .expect("engine");
         let tool = hands
             .load(ToolSource::File(fixtures::PROBE.as_ref()))
             .await
@@ -185,7 +188,7 @@ async fn compile_cache_is_private_reused_and_self_healing() {
         .unwrap_or_default();
     assert!(name.starts_with(&hex), "{name} is not keyed by the digest");
 
-    // A second load reads the entry instead of writing a new one.
+    // The next host reads the entry instead of writing a new one.
     let written = mtime(entry);
     load_and_call().await;
     assert_eq!(mtime(entry), written);

@@ -177,6 +177,34 @@ async fn secret_split_across_body_chunks_is_redacted() {
     assert_not_leaked(&canary, &outcome);
 }
 
+/// Redaction covers header names as well as values: a server that reflects
+/// the credential into a header *name* must not hand it to the guest.
+#[tokio::test]
+async fn secret_in_a_response_header_name_is_redacted() {
+    // Header names are lowercase tokens; `unique` gives exactly that.
+    let canary = unique("lhcanary");
+    let reflected = canary.clone();
+    let server = Server::start(move |_| Reply {
+        status: 200,
+        headers: vec![(format!("x-{reflected}"), "1".to_owned())],
+        chunks: vec![b"ok".to_vec()],
+    });
+    let host = format!("127.0.0.1:{}", server.port());
+    let grants = grants_with_secret(&canary, &host, std::slice::from_ref(&host));
+    let outcome = call_probe(
+        &grants,
+        "http",
+        json!({ "url": server.url("/"), "scan": [needle(&canary)] }),
+    )
+    .await;
+    let out = ok(&outcome);
+    assert!(
+        !out.to_string().contains(&canary),
+        "the guest saw the secret: {out}"
+    );
+    assert_eq!(out["scan"], json!([0]));
+}
+
 /// The canary appears nowhere a person or a model could read: output,
 /// receipt (all of it, serialised), captured stdio, logs.
 #[track_caller]

@@ -157,7 +157,6 @@ mod bare {
                 &mut results,
             )
             .await?;
-            func.post_return_async(&mut store).await?;
             Ok(())
         }
     }

@@ -130,6 +130,11 @@ impl wasmtime::ResourceLimiter for Limiter {
     }
 }
 
+/// Most host-side resources (handles) a call may hold at once.
+pub(crate) const MAX_RESOURCES: usize = 1024;
+/// Largest header map a guest may build, in bytes.
+pub(crate) const MAX_HTTP_FIELDS_BYTES: usize = 32 << 10;
+
 /// Collects the pieces of a [`CallState`] while capabilities prepare them.
 pub(crate) struct CallBuilder {
     pub(crate) wasi: WasiCtxBuilder,
@@ -191,10 +196,17 @@ impl CallBuilder {
             stdout: self.stdout.take(),
             stderr: self.stderr.take(),
         };
+        // Guest limits cover linear memory only; host-side resources (header
+        // maps, streams, pollables) are bounded here, so a guest cannot grow
+        // the host through them.
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_RESOURCES);
+        let mut http = WasiHttpCtx::new();
+        http.set_field_size_limit(MAX_HTTP_FIELDS_BYTES);
         let state = CallState {
             wasi: self.wasi.build(),
-            table: ResourceTable::new(),
-            http: WasiHttpCtx::new(),
+            table,
+            http,
             hooks: Hooks { policy },
             limiter: Limiter {
                 memory_limit: self.memory_limit,

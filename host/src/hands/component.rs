@@ -216,7 +216,7 @@ pub(crate) fn compile(
     label: &str,
     bytes: &[u8],
     digest: &str,
-) -> Result<Component, LoadError> {
+) -> Result<(Component, Option<PathBuf>), LoadError> {
     let not_component = |reason: String| LoadError::NotComponent {
         label: label.to_owned(),
         reason,
@@ -234,7 +234,7 @@ pub(crate) fn compile(
         ));
     }
 
-    let cache_path = cache_dir.map(|dir| {
+    let cache_path = cache_dir.filter(|dir| trusted_cache_dir(dir)).map(|dir| {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let hex = digest.trim_start_matches("sha256:");
@@ -242,12 +242,13 @@ pub(crate) fn compile(
     });
     if let Some(path) = &cache_path
         && path.exists()
+        && trusted_entry(path)
     {
         // SAFETY: the cache directory is private to this user (created 0700)
         // and entries are only ever written by `Component::serialize` below,
         // under a name derived from the digest of the source bytes.
         match unsafe { Component::deserialize_file(engine, path) } {
-            Ok(component) => return Ok(component),
+            Ok(component) => return Ok((component, None)),
             Err(err) => {
                 tracing::warn!(path = %path.display(), %err, "ignoring unusable cache entry");
                 let _ = std::fs::remove_file(path);
@@ -256,12 +257,68 @@ pub(crate) fn compile(
     }
 
     let component = Component::new(engine, bytes).map_err(|e| not_component(format!("{e:#}")))?;
-    if let Some(path) = &cache_path
-        && let Err(err) = write_cache(path, &component)
-    {
+    Ok((component, cache_path))
+}
+
+/// Store a compiled component that passed its checks in the cache.
+pub(crate) fn remember(path: &Path, component: &Component) {
+    if let Err(err) = write_cache(path, component) {
         tracing::warn!(path = %path.display(), %err, "could not write the compile cache");
     }
-    Ok(component)
+}
+
+/// The effective user id, from `/proc/self/status` (Linux); `None` elsewhere.
+#[cfg(unix)]
+fn effective_uid() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// Compiled code in the cache is loaded without re-validation, so the
+/// directory must be ours and writable by nobody else. If it exists and is
+/// not, the cache is not used (and we say so).
+fn trusted_cache_dir(dir: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::metadata(dir) {
+            Err(_) => true, // created 0700 by us on first write
+            Ok(meta) => {
+                let owner_ok = effective_uid().is_none_or(|uid| uid == meta.uid());
+                let ok = meta.is_dir() && owner_ok && meta.mode() & 0o022 == 0;
+                if !ok {
+                    tracing::warn!(
+                        dir = %dir.display(),
+                        "not using the compile cache: the directory must be owned by you and not group- or world-writable"
+                    );
+                }
+                ok
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        true
+    }
+}
+
+/// A cache entry must be a regular file of ours, writable by nobody else.
+fn trusted_entry(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(path).is_ok_and(|meta| {
+            meta.is_file()
+                && effective_uid().is_none_or(|uid| uid == meta.uid())
+                && meta.mode() & 0o022 == 0
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        path.is_file()
+    }
 }
 
 fn write_cache(path: &Path, component: &Component) -> anyhow::Result<()> {
@@ -276,7 +333,15 @@ fn write_cache(path: &Path, component: &Component) -> anyhow::Result<()> {
         path.file_name().and_then(|n| n.to_str()).unwrap_or("entry")
     ));
     {
-        let mut file = std::fs::File::create(&tmp)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let _ = std::fs::remove_file(&tmp);
+        let mut file = options.open(&tmp)?;
         file.write_all(&bytes)?;
         file.sync_all()?;
     }

@@ -14,6 +14,7 @@ pub mod builtin;
 mod call;
 pub mod caps;
 mod component;
+pub mod dev;
 pub mod grants;
 mod net;
 pub mod receipt;
@@ -277,7 +278,7 @@ impl Hands {
         {
             return Ok(hit);
         }
-        let compiled = component::compile(
+        let (compiled, cache_to) = component::compile(
             &self.engine,
             self.cache_dir.as_deref(),
             &label,
@@ -321,6 +322,10 @@ impl Hands {
             describe_err(format!("{e:#}{}", panic_note(&stderr.text)))
         })?;
         let (info, validators) = component::validate_info(&label, raw)?;
+        // Only components that passed every check are cached.
+        if let Some(path) = cache_to {
+            component::remember(&path, &compiled);
+        }
         let tool = Arc::new(LoadedTool {
             label,
             digest: digest.clone(),
@@ -542,10 +547,29 @@ fn classify_trap(
             ),
         };
     }
-    let trap = err
-        .downcast_ref::<Trap>()
-        .map(|t| t.to_string())
-        .unwrap_or_else(|| err.to_string());
+    let chain = format!("{err:#}");
+    if chain.contains("resource table has no free keys") {
+        return limit(format!(
+            "resource table full: the call held more than {} host resources (handles)",
+            call::MAX_RESOURCES
+        ));
+    }
+    if chain.contains("total size of fields exceeds limit") {
+        return limit(format!(
+            "HTTP header fields of more than {} KiB",
+            call::MAX_HTTP_FIELDS_BYTES >> 10
+        ));
+    }
+    // The first line says where, the root cause says why; the backtrace is
+    // for debugging and stays out of the message.
+    let first = err.to_string();
+    let first = first.lines().next().unwrap_or_default().to_owned();
+    let root = err.root_cause().to_string();
+    let trap = match err.downcast_ref::<Trap>() {
+        Some(t) => t.to_string(),
+        None if root != first && !root.is_empty() => format!("{first}: {root}"),
+        None => first,
+    };
     CallError::Crashed {
         message: format!("{trap}{}", panic_note(stderr)),
     }

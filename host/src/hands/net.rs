@@ -83,7 +83,10 @@ impl HttpPolicy {
         let port = uri
             .port_u16()
             .unwrap_or(if scheme_https { 443 } else { 80 });
-        let resource = format!("{host}:{port}");
+        let resource = match host.parse::<IpAddr>() {
+            Ok(IpAddr::V6(_)) => format!("[{host}]:{port}"),
+            _ => format!("{host}:{port}"),
+        };
 
         let count = {
             let mut journal = self
@@ -234,12 +237,22 @@ impl HttpPolicy {
         let secrets: Vec<Vec<u8>> = self
             .secrets
             .iter()
-            .map(|s| s.value.expose().as_bytes().to_vec())
+            .flat_map(|s| encodings(s.value.expose()))
             .collect();
         let (mut parts, incoming) = response.into_parts();
         if !secrets.is_empty() {
             // Redaction may change the body's length.
             parts.headers.remove(CONTENT_LENGTH);
+            // A header *name* can carry a secret too: drop such headers.
+            let tainted: Vec<http::HeaderName> = parts
+                .headers
+                .keys()
+                .filter(|name| secrets.iter().any(|s| contains(&name.as_str().as_bytes().to_ascii_lowercase(), &s.to_ascii_lowercase())))
+                .cloned()
+                .collect();
+            for name in tainted {
+                parts.headers.remove(&name);
+            }
             for value in parts.headers.values_mut() {
                 let bytes = value.as_bytes();
                 if secrets.iter().any(|s| contains(bytes, s)) {
@@ -432,6 +445,43 @@ pub(crate) fn special_class(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
+/// The forms in which a server is likely to reflect a secret: raw, JSON
+/// string-escaped, percent-encoded and base64 (standard and URL-safe).
+/// Reflections in other encodings (compressed, split, transformed) cannot be
+/// caught this way; a granted host is trusted not to do that on purpose.
+pub(crate) fn encodings(secret: &str) -> Vec<Vec<u8>> {
+    use base64::Engine as _;
+    let mut forms = vec![secret.as_bytes().to_vec()];
+    let json = serde_json::to_string(secret).unwrap_or_default();
+    let json = json.trim_matches('"').to_owned();
+    forms.push(json.as_bytes().to_vec());
+    forms.push(json.replace('/', "\\/").into_bytes());
+    let pct: String = secret
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    forms.push(pct.into_bytes());
+    for engine in [
+        &base64::engine::general_purpose::STANDARD,
+        &base64::engine::general_purpose::STANDARD_NO_PAD,
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+    ] {
+        forms.push(engine.encode(secret).into_bytes());
+    }
+    forms.sort();
+    forms.dedup();
+    forms.retain(|f| !f.is_empty());
+    // Longest first, so a form is never cut by a shorter one inside it.
+    forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    forms
+}
+
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
 }
@@ -582,6 +632,14 @@ mod tests {
         }
         for ip in ["1.1.1.1", "93.184.216.34", "2606:4700::1111"] {
             assert_eq!(special_class(ip.parse().unwrap()), None, "{ip}");
+        }
+    }
+
+    #[test]
+    fn encoded_reflections_are_redacted() {
+        let forms = encodings("a/b+c");
+        for reflected in ["a/b+c", "a\\/b+c", "a%2Fb%2Bc", "YS9iK2M=", "YS9iK2M"] {
+            assert_eq!(redact(reflected.as_bytes(), &forms), b"[REDACTED]", "{reflected}");
         }
     }
 

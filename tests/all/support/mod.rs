@@ -4,7 +4,7 @@
 pub mod server;
 
 use std::path::Path;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use longhand_host::hands::{
     Access, CallError, CallOutcome, DirGrant, Grants, Hands, HandsConfig, LoadedTool, ToolSource,
@@ -30,7 +30,7 @@ static HANDS: LazyLock<Hands> = LazyLock::new(|| {
     Hands::new(config).unwrap_or_else(|e| panic!("cannot build the engine: {e:#}"))
 });
 
-static PROBE: OnceCell<LoadedTool> = OnceCell::const_new();
+static PROBE: OnceCell<Arc<LoadedTool>> = OnceCell::const_new();
 
 /// The shared tool host.
 pub fn hands() -> &'static Hands {
