@@ -52,9 +52,10 @@ use async_trait::async_trait;
 use longhand_host::brain::agent::{self, Frozen, Runner, SNAPSHOT_EVERY, load_state};
 use longhand_host::brain::config::AgentConfig;
 use longhand_host::brain::model::{
-    Message, ModelError, ModelProvider, ModelRequest, ModelResponse, OpenAiConfig,
-    OpenAiProvider, ScriptProvider, StopReason, ToolCall, Usage,
+    Message, ModelError, ModelProvider, ModelRequest, ModelResponse, OpenAiConfig, OpenAiProvider,
+    StopReason, ToolCall, Usage,
 };
+use longhand_host::brain::script::ScriptProvider;
 use longhand_host::brain::state::SessionState;
 use longhand_host::hands::{Hands, HandsConfig};
 use longhand_host::session::{
@@ -164,10 +165,6 @@ fn percentile(v: &[f64], p: f64) -> f64 {
     s[((s.len() as f64 * p) as usize).min(s.len() - 1)]
 }
 
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len() as f64
-}
-
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -251,7 +248,9 @@ fn measure_store(dir: &Path) -> Result<StoreSize> {
     let as_left = store_bytes(dir);
     let conn = rusqlite::Connection::open(dir.join("longhand.db"))?;
     let q = |sql: &str| -> Result<u64> {
-        Ok(conn.query_row(sql, [], |r| r.get::<_, Option<i64>>(0))?.unwrap_or(0) as u64)
+        Ok(conn
+            .query_row(sql, [], |r| r.get::<_, Option<i64>>(0))?
+            .unwrap_or(0) as u64)
     };
     let size = StoreSize {
         as_left,
@@ -319,7 +318,11 @@ impl Timed {
     }
 
     fn total(&self) -> Duration {
-        self.append.time() + self.put.time() + self.get.time() + self.lease.time() + self.other.time()
+        self.append.time()
+            + self.put.time()
+            + self.get.time()
+            + self.lease.time()
+            + self.other.time()
     }
 }
 
@@ -353,6 +356,19 @@ impl Store for Timed {
     }
     async fn renew(&self, lease: &Lease, ttl: Duration) -> SResult<Lease> {
         timed(&self.lease, self.inner.renew(lease, ttl)).await
+    }
+    async fn take_over(
+        &self,
+        session: &SessionId,
+        dead_owner: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> SResult<Lease> {
+        timed(
+            &self.lease,
+            self.inner.take_over(session, dead_owner, owner, ttl),
+        )
+        .await
     }
     async fn release(&self, lease: &Lease) -> SResult<()> {
         timed(&self.lease, self.inner.release(lease)).await
@@ -696,7 +712,11 @@ async fn loop_part(hands: &Hands, frozen: &Frozen, quick: bool) -> Result<Vec<Lo
                  snapshots {:.2} MB)",
                 s.step_ms,
                 s.overhead_ms,
-                if s.overhead_ms <= 1.0 { "met" } else { "MISSED" },
+                if s.overhead_ms <= 1.0 {
+                    "met"
+                } else {
+                    "MISSED"
+                },
                 mb(last.as_left),
                 mb(last.checkpointed),
                 last.events,
@@ -807,7 +827,7 @@ async fn build_log(
         goal: GOAL.to_owned(),
     }];
     let mut first_pending = state.last_seq + 1;
-    let mut apply = |state: &mut SessionState, event: &Event| {
+    let apply = |state: &mut SessionState, event: &Event| {
         let seq = state.last_seq + 1;
         state.apply(&EventRecord {
             seq,
@@ -878,7 +898,9 @@ async fn build_log(
                     state: blob,
                     through_seq,
                 };
-                store.append(&id, &lease, through_seq + 1, &[snap.clone()]).await?;
+                store
+                    .append(&id, &lease, through_seq + 1, &[snap.clone()])
+                    .await?;
                 apply(&mut state, &snap);
                 first_pending = state.last_seq + 1;
             }
@@ -1103,6 +1125,34 @@ struct SessionOutcome {
     bind: Duration,
 }
 
+async fn one_session(
+    i: usize,
+    hands: &'static Hands,
+    store: Arc<Timed>,
+    frozen: &Frozen,
+    provider: Arc<dyn ModelProvider>,
+    failures: Arc<AtomicU64>,
+) -> Result<SessionOutcome> {
+    let started = Instant::now();
+    let bound = agent::bind(hands, frozen.clone(), no_env).await?;
+    let bind = started.elapsed();
+    let goal = format!("Session {i}: query the value once.");
+    let mut runner = Runner::start(store, hands, bound, provider, &goal, "bench").await?;
+    runner.observe(Box::new(move |record: &EventRecord, _: &SessionState| {
+        if matches!(record.event, Event::ModelFailed { .. }) {
+            failures.fetch_add(1, Ordering::Relaxed);
+        }
+    }));
+    let end = runner.run().await?;
+    Ok(SessionOutcome {
+        status: end.status,
+        steps: runner.state().steps,
+        tool_calls: runner.state().tool_calls,
+        wall: started.elapsed(),
+        bind,
+    })
+}
+
 async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Result<()> {
     let n: usize = std::env::var("LONGHAND_BENCH_SESSIONS")
         .ok()
@@ -1121,7 +1171,8 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
         let k = 200;
         let before = proc_status_bytes("self", "VmRSS");
         let t = Instant::now();
-        let many: Vec<OpenAiProvider> = (0..k).map(|_| openai(server.port)).collect::<Result<_>>()?;
+        let many: Vec<OpenAiProvider> =
+            (0..k).map(|_| openai(server.port)).collect::<Result<_>>()?;
         let each = ms(t.elapsed()) / k as f64;
         let after = proc_status_bytes("self", "VmRSS");
         println!(
@@ -1132,7 +1183,7 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
         drop(many);
     }
 
-    let provider: Arc<dyn ModelProvider> = Arc::new(openai(server.port)?);
+    let baseline: Arc<dyn ModelProvider> = Arc::new(openai(server.port)?);
 
     // Baseline: the provider alone, two calls per task, no loop/store/tools.
     let request = ModelRequest {
@@ -1166,11 +1217,11 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
         let t = Instant::now();
         let mut set = tokio::task::JoinSet::new();
         for _ in 0..n {
-            let p = provider.clone();
+            let p = baseline.clone();
             let r = request.clone();
-            set.spawn(async move {
-                p.complete(&r.0).await.is_ok() && p.complete(&r.1).await.is_ok()
-            });
+            set.spawn(
+                async move { p.complete(&r.0).await.is_ok() && p.complete(&r.1).await.is_ok() },
+            );
         }
         let mut failed = 0;
         while let Some(ok) = set.join_next().await {
@@ -1186,6 +1237,8 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
         2.0 * n as f64 / base_wall.as_secs_f64()
     );
 
+    // A fresh provider (and pool) for the sessions.
+    let provider: Arc<dyn ModelProvider> = Arc::new(openai(server.port)?);
     let dir = tempfile::tempdir()?;
     let store = Arc::new(Timed::new(SqliteStore::open(dir.path()).await?));
     let frozen = Arc::new(frozen.clone());
@@ -1193,44 +1246,70 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
     let rss_before = proc_status_bytes("self", "VmRSS");
     let reset = reset_peak_rss();
     let (peak_fds, sampler) = fd_sampler();
+    // `Runner::run`'s future is not `Send` (see `Observer`), so sessions
+    // cannot go to `tokio::spawn`: one current-thread runtime with a
+    // `LocalSet` per core, sessions dealt round-robin.
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let barrier = Arc::new(std::sync::Barrier::new(workers));
     let t0 = Instant::now();
-    let mut set = tokio::task::JoinSet::new();
-    for i in 0..n {
+    let mut threads = Vec::new();
+    for w in 0..workers {
         let store = store.clone();
         let frozen = frozen.clone();
         let provider = provider.clone();
         let failures = model_failures.clone();
-        set.spawn(async move {
-            let started = Instant::now();
-            let bound = agent::bind(hands, (*frozen).clone(), no_env).await?;
-            let bind = started.elapsed();
-            let goal = format!("Session {i}: query the value once.");
-            let mut runner =
-                Runner::start(store as Arc<dyn Store>, hands, bound, provider, &goal, "bench")
-                    .await?;
-            runner.observe(Box::new(move |record: &EventRecord, _: &SessionState| {
-                if matches!(record.event, Event::ModelFailed { .. }) {
-                    failures.fetch_add(1, Ordering::Relaxed);
-                }
-            }));
-            let end = runner.run().await?;
-            anyhow::Ok(SessionOutcome {
-                status: end.status,
-                steps: runner.state().steps,
-                tool_calls: runner.state().tool_calls,
-                wall: started.elapsed(),
-                bind,
-            })
-        });
+        let barrier = barrier.clone();
+        threads.push(std::thread::spawn(
+            move || -> Vec<Result<SessionOutcome>> {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => return vec![Err(e.into())],
+                };
+                let local = tokio::task::LocalSet::new();
+                let out = local.block_on(&rt, async move {
+                    let mut handles = Vec::new();
+                    for i in (w..n).step_by(workers) {
+                        let store = store.clone();
+                        let frozen = frozen.clone();
+                        let provider = provider.clone();
+                        let failures = failures.clone();
+                        handles.push(tokio::task::spawn_local(async move {
+                            one_session(i, hands, store, &frozen, provider, failures).await
+                        }));
+                    }
+                    let mut out = Vec::new();
+                    for h in handles {
+                        out.push(h.await.unwrap_or_else(|e| Err(anyhow!("join: {e}"))));
+                    }
+                    out
+                });
+                // Keep this runtime (and the pooled connections it drives)
+                // alive until every worker is done.
+                barrier.wait();
+                out
+            },
+        ));
     }
     let spawned = t0.elapsed();
+    let joined = tokio::task::spawn_blocking(move || {
+        threads
+            .into_iter()
+            .flat_map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| vec![Err(anyhow!("worker panicked"))])
+            })
+            .collect::<Vec<_>>()
+    })
+    .await?;
     let mut outcomes = Vec::new();
     let mut errors: BTreeMap<String, usize> = BTreeMap::new();
-    while let Some(joined) = set.join_next().await {
-        match joined {
-            Ok(Ok(o)) => outcomes.push(o),
-            Ok(Err(e)) => *errors.entry(format!("{e:#}")).or_default() += 1,
-            Err(e) => *errors.entry(format!("join: {e}")).or_default() += 1,
+    for r in joined {
+        match r {
+            Ok(o) => outcomes.push(o),
+            Err(e) => *errors.entry(format!("{e:#}")).or_default() += 1,
         }
     }
     let wall = t0.elapsed();
@@ -1288,7 +1367,11 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
         "peak RSS (VmHWM{}) {:.0} MB (target ≤ 2048 MB: {}); RSS before {:.0} MB → {:.1} KB per \
          session; peak open fds {}; mock server: {conns} connections, {requests} requests, \
          {peak_conns} open at once, peak RSS {:.0} MB",
-        if reset { ", reset before the run" } else { ", NOT reset: includes earlier parts" },
+        if reset {
+            ", reset before the run"
+        } else {
+            ", NOT reset: includes earlier parts"
+        },
         mb(peak),
         if peak <= 2 << 30 { "met" } else { "MISSED" },
         mb(rss_before),

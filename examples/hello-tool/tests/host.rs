@@ -21,7 +21,9 @@ async fn greet_runs_in_the_real_host() -> anyhow::Result<()> {
     assert!(ok.receipt.fuel_used > 0);
 
     // The host checks the schema before the guest runs...
-    let missing = hands.call(&tool, &Grants::default(), "greet", &json!({})).await;
+    let missing = hands
+        .call(&tool, &Grants::default(), "greet", &json!({}))
+        .await;
     assert!(
         matches!(&missing.result, Err(CallError::InvalidInput { message }) if message.contains("name")),
         "{:?}",

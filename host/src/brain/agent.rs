@@ -84,7 +84,7 @@ pub struct FrozenTool {
 pub enum RunError {
     /// The session store refused or failed (fenced by another writer, I/O).
     /// Abort: another worker may own the session now.
-    #[error("session store: {0}")]
+    #[error("session store")]
     Store(#[from] StoreError),
     /// The agent cannot be assembled (component missing or changed, bad
     /// grant). Fix the configuration.
@@ -388,7 +388,12 @@ impl<'h> Runner<'h> {
         session: SessionId,
         owner: &str,
     ) -> Result<Self, RunError> {
-        let lease = store.acquire_lease(&session, owner, LEASE_TTL).await?;
+        let lease = match store.acquire_lease(&session, owner, LEASE_TTL).await {
+            Err(StoreError::LeaseHeld { owner: holder, .. }) if holder_is_dead(&holder, owner) => {
+                store.take_over(&session, &holder, owner, LEASE_TTL).await?
+            }
+            other => other?,
+        };
         let state = load_state(store.as_ref(), &session).await?;
         Ok(Self {
             store,
@@ -419,6 +424,21 @@ impl<'h> Runner<'h> {
     /// Set the progress observer.
     pub fn observe(&mut self, observer: Observer) {
         self.observer = Some(observer);
+    }
+
+    /// Show the observer the events already in the log from `from_seq` on
+    /// (those written before it was attached).
+    pub async fn replay_to_observer(&mut self, from_seq: u64) -> Result<(), RunError> {
+        if self.observer.is_none() || from_seq > self.state.last_seq {
+            return Ok(());
+        }
+        let records = self.store.read(&self.session, from_seq).await?;
+        if let Some(obs) = self.observer.as_mut() {
+            for record in records.iter().filter(|r| r.seq <= self.state.last_seq) {
+                obs(record, &self.state);
+            }
+        }
+        Ok(())
     }
 
     /// Use a different retry policy for model calls.
@@ -491,14 +511,18 @@ impl<'h> Runner<'h> {
                 }],
             )
             .await?;
-        self.state.apply(&EventRecord {
+        let record = EventRecord {
             seq: through_seq + 1,
             at_ms: now_ms(),
             event: Event::Snapshot {
                 state: blob,
                 through_seq,
             },
-        });
+        };
+        self.state.apply(&record);
+        if let Some(obs) = self.observer.as_mut() {
+            obs(&record, &self.state);
+        }
         Ok(())
     }
 
@@ -1148,6 +1172,22 @@ async fn futures_lite_join<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Out
     })
     .await;
     results.into_iter().flatten().collect()
+}
+
+/// Whether a lease holder named `host-pid` is a process of this machine
+/// that no longer exists (so its lease need not be waited out). `me` is this
+/// worker's own `host-pid` name.
+fn holder_is_dead(holder: &str, me: &str) -> bool {
+    let split = |s: &str| {
+        s.rsplit_once('-')
+            .map(|(h, p)| (h.to_owned(), p.parse::<u32>().ok()))
+    };
+    match (split(holder), split(me)) {
+        (Some((host, Some(pid))), Some((my_host, _))) if host == my_host => {
+            cfg!(target_os = "linux") && !Path::new(&format!("/proc/{pid}")).exists()
+        }
+        _ => false,
+    }
 }
 
 /// Fold a session from its latest snapshot and the events after it.

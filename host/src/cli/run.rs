@@ -226,7 +226,7 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
     let mut runner = Runner::start(store, &hands, bound, provider, &goal, &owner())
         .await
         .map_err(|e| Failure::usage(anyhow!(e)))?;
-    drive(&mut runner, args.json).await
+    drive(&mut runner, args.json, 1).await
 }
 
 /// `longhand resume`.
@@ -246,6 +246,25 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
         raised.insert(name.to_owned(), value);
     }
     let store = open_store().await?;
+    // A session that is over needs no lease, no tools and no model.
+    let state = agent::load_state(store.as_ref(), &session)
+        .await
+        .map_err(|e| Failure::usage(anyhow!(e)))?;
+    if state.is_terminal() {
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({"session": session.as_str(), "status": state.status.as_str()})
+            );
+        } else {
+            println!("session {session} is already {}", state.status);
+        }
+        return Ok(if state.status == SessionStatus::Finished {
+            exit::OK
+        } else {
+            exit::TOOL_ERROR
+        });
+    }
     let frozen: Frozen = Runner::frozen_of(store.as_ref(), &session)
         .await
         .map_err(|e| Failure::usage(anyhow!(e)))?;
@@ -260,19 +279,12 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
             code: exit::DENIED,
             error: anyhow!(e),
         })?;
-    if runner.state().is_terminal() {
-        println!(
-            "session {} is already {}",
-            runner.session(),
-            runner.state().status
-        );
-        return Ok(exit::OK);
-    }
+    let from_seq = runner.state().last_seq + 1;
     runner
         .resume(raised)
         .await
         .map_err(|e| Failure::usage(anyhow!(e)))?;
-    drive(&mut runner, args.json).await
+    drive(&mut runner, args.json, from_seq).await
 }
 
 fn parse_session(text: &str) -> Result<SessionId, Failure> {
@@ -281,7 +293,7 @@ fn parse_session(text: &str) -> Result<SessionId, Failure> {
 }
 
 /// Run to the end, printing progress; map the end to an exit code.
-async fn drive(runner: &mut Runner<'_>, json: bool) -> Result<u8, Failure> {
+async fn drive(runner: &mut Runner<'_>, json: bool, from_seq: u64) -> Result<u8, Failure> {
     let id = runner.session().clone();
     if json {
         println!("{}", serde_json::json!({"session": id.as_str()}));
@@ -315,6 +327,12 @@ async fn drive(runner: &mut Runner<'_>, json: bool) -> Result<u8, Failure> {
             }
         },
     ));
+    // Events written before the observer was attached (session created,
+    // goal, resumed) are shown first, so `--json` has no gaps.
+    runner
+        .replay_to_observer(from_seq)
+        .await
+        .map_err(|e| Failure::usage(anyhow!(e)))?;
     let end = runner.run().await;
     if tty {
         eprintln!();

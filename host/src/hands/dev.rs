@@ -47,7 +47,13 @@ pub fn build_component(manifest_dir: impl AsRef<Path>) -> anyhow::Result<PathBuf
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(cargo)
         .current_dir(manifest_dir)
-        .args(["build", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--manifest-path",
+        ])
         .arg(&manifest)
         .arg("--target-dir")
         .arg(&target_dir)
@@ -61,7 +67,9 @@ pub fn build_component(manifest_dir: impl AsRef<Path>) -> anyhow::Result<PathBuf
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         if stderr.contains("wasm32-wasip2") && stderr.contains("target may not be installed") {
-            anyhow::bail!("the wasm32-wasip2 target is missing: run `rustup target add wasm32-wasip2`");
+            anyhow::bail!(
+                "the wasm32-wasip2 target is missing: run `rustup target add wasm32-wasip2`"
+            );
         }
         anyhow::bail!("building {name} for wasm32-wasip2 failed:\n{stderr}");
     }

@@ -295,10 +295,14 @@ impl Hands {
 
         // Describe runs like any call: fresh instance, no grants, default
         // limits, and a slot of the instance pool.
-        let _permit = self.permits.acquire().await.map_err(|_| LoadError::Describe {
-            label: label.clone(),
-            reason: "the tool host is shutting down".to_owned(),
-        })?;
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| LoadError::Describe {
+                label: label.clone(),
+                reason: "the tool host is shutting down".to_owned(),
+            })?;
         let limits = Limits::default();
         let describe_err = |reason: String| LoadError::Describe {
             label: label.clone(),

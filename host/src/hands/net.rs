@@ -247,7 +247,14 @@ impl HttpPolicy {
             let tainted: Vec<http::HeaderName> = parts
                 .headers
                 .keys()
-                .filter(|name| secrets.iter().any(|s| contains(&name.as_str().as_bytes().to_ascii_lowercase(), &s.to_ascii_lowercase())))
+                .filter(|name| {
+                    secrets.iter().any(|s| {
+                        contains(
+                            &name.as_str().as_bytes().to_ascii_lowercase(),
+                            &s.to_ascii_lowercase(),
+                        )
+                    })
+                })
                 .cloned()
                 .collect();
             for name in tainted {
@@ -639,7 +646,11 @@ mod tests {
     fn encoded_reflections_are_redacted() {
         let forms = encodings("a/b+c");
         for reflected in ["a/b+c", "a\\/b+c", "a%2Fb%2Bc", "YS9iK2M=", "YS9iK2M"] {
-            assert_eq!(redact(reflected.as_bytes(), &forms), b"[REDACTED]", "{reflected}");
+            assert_eq!(
+                redact(reflected.as_bytes(), &forms),
+                b"[REDACTED]",
+                "{reflected}"
+            );
         }
     }
 

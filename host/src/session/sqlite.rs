@@ -618,6 +618,46 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn take_over(
+        &self,
+        session: &SessionId,
+        dead_owner: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Lease> {
+        let ttl = ttl_ms(ttl)?;
+        let session = session.clone();
+        let dead_owner = dead_owner.to_owned();
+        let owner = owner.to_owned();
+        self.with_conn(move |conn, inner| {
+            let p = inner.path.as_path();
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .db(p, "taking over a lease")?;
+            session_row(&tx, p, session.as_str())?;
+            let now = inner.clock.now_ms();
+            let token = match lease_row(&tx, p, session.as_str())? {
+                Some((Some(holder), token, exp)) if exp > now && holder == dead_owner => token + 1,
+                Some((Some(holder), _, exp)) if exp > now => {
+                    return Err(StoreError::LeaseHeld { owner: holder, expires_ms: exp });
+                }
+                Some((_, token, _)) => token + 1,
+                None => 1,
+            };
+            let expires_ms = now.saturating_add(ttl);
+            tx.execute(
+                "INSERT INTO leases (session_id, owner, token, expires_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (session_id) DO UPDATE
+                 SET owner = excluded.owner, token = excluded.token, expires_ms = excluded.expires_ms",
+                params![session.as_str(), owner, token, expires_ms],
+            )
+            .db(p, "writing the lease")?;
+            tx.commit().db(p, "committing the lease")?;
+            Ok(Lease { session, owner, token, expires_ms })
+        })
+        .await
+    }
+
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
         let ttl = ttl_ms(ttl)?;
         let lease = lease.clone();

@@ -306,6 +306,18 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// current and is renewed.
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease>;
 
+    /// Take the lease from `dead_owner`, whose death the caller has proven
+    /// (same machine, process gone), without waiting for it to expire. The
+    /// new token is greater, so the old holder is fenced should it live
+    /// after all. Refused with `LeaseHeld` if someone else holds the lease.
+    async fn take_over(
+        &self,
+        session: &SessionId,
+        dead_owner: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Lease>;
+
     /// Gives the lease up so another worker need not wait for it to expire.
     /// Doing so with a lease that is no longer current does nothing.
     async fn release(&self, lease: &Lease) -> Result<()>;

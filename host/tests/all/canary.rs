@@ -124,7 +124,11 @@ fn answer(stream: TcpStream) -> Option<Seen> {
             "function": {"name": "fs__read", "arguments": "{\"path\": \"/d/hello.txt\"}"},
         }]})
     };
-    let finish = if has_tool_result { "stop" } else { "tool_calls" };
+    let finish = if has_tool_result {
+        "stop"
+    } else {
+        "tool_calls"
+    };
     let response = json!({
         "id": "chatcmpl-test",
         "object": "chat.completion",
@@ -150,7 +154,10 @@ fn answer(stream: TcpStream) -> Option<Seen> {
 }
 
 fn assert_no_canary(what: &str, text: &str) {
-    assert!(!text.contains(CANARY), "the API key leaked into {what}:\n{text}");
+    assert!(
+        !text.contains(CANARY),
+        "the API key leaked into {what}:\n{text}"
+    );
 }
 
 #[test]
@@ -185,19 +192,38 @@ dirs = ["data:/d:ro"]
     let mut cmd = home.cmd(&["run", dir.path().to_str().expect("utf-8 path")]);
     cmd.env(KEY_VAR, CANARY);
     let run = crate::support::run(cmd);
-    assert_eq!(run.code, Some(0), "stdout:\n{}\nstderr:\n{}", run.stdout_text(), run.stderr);
-    assert!(run.stdout_text().contains("The file says hello."), "{}", run.stdout_text());
-    let session = run.stdout[0].strip_prefix("session ").expect("session id first").to_owned();
+    assert_eq!(
+        run.code,
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        run.stdout_text(),
+        run.stderr
+    );
+    assert!(
+        run.stdout_text().contains("The file says hello."),
+        "{}",
+        run.stdout_text()
+    );
+    let session = run.stdout[0]
+        .strip_prefix("session ")
+        .expect("session id first")
+        .to_owned();
 
     // The server saw the key, where it belongs, on every request.
     let seen = server.seen();
     assert_eq!(seen.len(), 2, "two model turns: {seen:#?}");
     for request in &seen {
         assert_eq!(request.request_line, "POST /v1/chat/completions HTTP/1.1");
-        assert_eq!(request.authorization.as_deref(), Some(&*format!("Bearer {CANARY}")));
+        assert_eq!(
+            request.authorization.as_deref(),
+            Some(&*format!("Bearer {CANARY}"))
+        );
         assert_no_canary("the request body", &request.body);
     }
-    assert!(seen[1].body.contains(FILE_TEXT), "the tool result went back to the model");
+    assert!(
+        seen[1].body.contains(FILE_TEXT),
+        "the tool result went back to the model"
+    );
 
     // Nowhere else.
     assert_no_canary("run's stdout", &run.stdout_text());
@@ -209,8 +235,14 @@ dirs = ["data:/d:ro"]
     ] {
         let out = home.run(&args);
         assert_eq!(out.code, Some(0), "{args:?}: {}", out.stderr);
-        assert_no_canary(&format!("`longhand {}` stdout", args.join(" ")), &out.stdout_text());
-        assert_no_canary(&format!("`longhand {}` stderr", args.join(" ")), &out.stderr);
+        assert_no_canary(
+            &format!("`longhand {}` stdout", args.join(" ")),
+            &out.stdout_text(),
+        );
+        assert_no_canary(
+            &format!("`longhand {}` stderr", args.join(" ")),
+            &out.stderr,
+        );
     }
     let log = home.run(&["log", &session, "--json"]).stdout_text();
     assert!(log.contains("tool_finished"), "the tool ran: {log}");

@@ -50,7 +50,13 @@ fn code_audit_runs_offline_and_is_logged() {
         pid: proc.pid(),
     };
     let run = proc.finish();
-    assert_eq!(run.code, Some(0), "stdout:\n{}\nstderr:\n{}", run.stdout_text(), run.stderr);
+    assert_eq!(
+        run.code,
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        run.stdout_text(),
+        run.stderr
+    );
     let session = run.stdout[0]
         .strip_prefix("session ")
         .unwrap_or_else(|| panic!("the session id is not printed first: {:?}", run.stdout));
@@ -63,9 +69,17 @@ fn code_audit_runs_offline_and_is_logged() {
 
     // The tools wrote into this run's own directory.
     let dirs = guard.dirs();
-    assert_eq!(dirs.len(), 1, "one run directory for pid {}: {dirs:?}", guard.pid);
+    assert_eq!(
+        dirs.len(),
+        1,
+        "one run directory for pid {}: {dirs:?}",
+        guard.pid
+    );
     let report = std::fs::read_to_string(dirs[0].join("report.md")).expect("the report");
-    assert!(report.contains("TODO") && report.contains("lodash"), "{report}");
+    assert!(
+        report.contains("TODO") && report.contains("lodash"),
+        "{report}"
+    );
 
     // The trajectory: model turns and the tool calls they asked for.
     let log = home.run(&["log", session]);
@@ -82,9 +96,16 @@ fn code_audit_runs_offline_and_is_logged() {
         "tool ok",
         "finished: Wrote /out/report.md",
     ] {
-        assert!(text.contains(expected), "`longhand log` lacks {expected:?}:\n{text}");
+        assert!(
+            text.contains(expected),
+            "`longhand log` lacks {expected:?}:\n{text}"
+        );
     }
-    let turns = log.stdout.iter().filter(|l| l.contains(" ← model ")).count();
+    let turns = log
+        .stdout
+        .iter()
+        .filter(|l| l.contains(" ← model "))
+        .count();
     assert_eq!(turns, 5, "model turns in the log:\n{text}");
 
     // `sessions --json` lists it as finished.

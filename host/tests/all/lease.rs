@@ -23,7 +23,11 @@ fn resume_is_refused_while_another_worker_holds_the_lease() {
         &[
             tool_turn(
                 "Writing.",
-                vec![call("w1", "fs__write", json!({"path": "/w/a.txt", "content": "a"}))],
+                vec![call(
+                    "w1",
+                    "fs__write",
+                    json!({"path": "/w/a.txt", "content": "a"}),
+                )],
                 10,
                 1,
             ),
@@ -54,14 +58,23 @@ fn resume_is_refused_while_another_worker_holds_the_lease() {
     });
 
     let refused = home.run(&["resume", &session, "--raise", "max_steps=5"]);
-    assert_ne!(refused.code, Some(0), "a second writer was let in:\n{}", refused.stdout_text());
+    assert_ne!(
+        refused.code,
+        Some(0),
+        "a second writer was let in:\n{}",
+        refused.stdout_text()
+    );
     assert_eq!(refused.code, Some(3), "{}", refused.stderr);
     assert!(
         refused.stderr.contains(OWNER),
         "the refusal does not name the holder:\n{}",
         refused.stderr
     );
-    assert_eq!(home.state(&session).last_seq, last_seq, "the refused resume wrote to the log");
+    assert_eq!(
+        home.state(&session).last_seq,
+        last_seq,
+        "the refused resume wrote to the log"
+    );
 
     block_on(async { store.release(&lease).await.expect("release") });
     let resumed = home.run(&["resume", &session, "--raise", "max_steps=5"]);

@@ -27,13 +27,23 @@ fn max_steps_pauses_and_raise_finishes() {
         dir.path(),
         "limited",
         "max_steps = 2",
-        &[write_turn(1), write_turn(2), write_turn(3), text_turn("Wrote three files.", 400, 4)],
+        &[
+            write_turn(1),
+            write_turn(2),
+            write_turn(3),
+            text_turn("Wrote three files.", 400, 4),
+        ],
     );
     let agent = dir.path().to_str().expect("utf-8 path");
     let script = script.to_str().expect("utf-8 path");
 
     let run = home.run(&["run", agent, "--script", script, "--json"]);
-    assert_eq!(run.code, Some(3), "a paused session exits 3:\n{}", run.stderr);
+    assert_eq!(
+        run.code,
+        Some(3),
+        "a paused session exits 3:\n{}",
+        run.stderr
+    );
     let events = run.json_lines();
     let session = session_of_json(&run.stdout[0]);
     let paused = events
@@ -43,7 +53,10 @@ fn max_steps_pauses_and_raise_finishes() {
     assert_eq!(paused["reason"]["kind"], "limit", "{paused}");
     assert_eq!(paused["reason"]["limit"], "max_steps", "{paused}");
     assert_eq!(events.last(), Some(paused), "paused is the last event");
-    let answered = events.iter().filter(|e| e["type"] == "model_responded").count();
+    let answered = events
+        .iter()
+        .filter(|e| e["type"] == "model_responded")
+        .count();
     assert_eq!(answered, 2, "two model turns before the pause");
     // Step 2's call ran before the limit was checked.
     assert!(dir.path().join("work/file-2.txt").exists());
@@ -76,7 +89,12 @@ fn max_steps_pauses_and_raise_finishes() {
     let last = events.last().expect("events");
     assert_eq!(last["type"], "finished", "{last}");
     assert_eq!(last["summary"], "Wrote three files.", "{last}");
-    assert_eq!(std::fs::read_to_string(dir.path().join("work/file-3.txt")).ok().as_deref(), Some("3\n"));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("work/file-3.txt"))
+            .ok()
+            .as_deref(),
+        Some("3\n")
+    );
 
     let state = home.state(&session);
     assert_eq!(state.status.as_str(), "finished");

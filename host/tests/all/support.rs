@@ -40,7 +40,12 @@ fn shared_cache() -> &'static Path {
         let home = TempDir::new().expect("tempdir");
         link_cache(home.path(), &cache);
         let out = run(command(home.path(), &["tool", "describe", "fs"]));
-        assert_eq!(out.code, Some(0), "warming the compile cache failed:\n{}", out.stderr);
+        assert_eq!(
+            out.code,
+            Some(0),
+            "warming the compile cache failed:\n{}",
+            out.stderr
+        );
         cache
     })
 }
@@ -234,7 +239,10 @@ impl Proc {
             }
             if Instant::now() > self.deadline {
                 let ended = self.kill();
-                panic!("longhand did not exit after closing stdout:\n{}", ended.stderr);
+                panic!(
+                    "longhand did not exit after closing stdout:\n{}",
+                    ended.stderr
+                );
             }
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -350,9 +358,13 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_owned()];
     while let Some(d) = todo.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for entry in entries.flatten() {
-            let Ok(kind) = entry.file_type() else { continue };
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
             if kind.is_dir() {
                 todo.push(entry.path());
             } else if kind.is_file() {

@@ -69,7 +69,7 @@ impl Tool for Edit {
         })?;
         let edited = apply(&content, &input.old, &input.new, input.replace_all)
             .map_err(|e| e.for_file(&label))?;
-        fs::write(&path, edited.content).for_resource(&label)?;
+        crate::replace_file(&path, edited.content.as_bytes()).for_resource(&label)?;
         Ok(EditOutput {
             path: label,
             replacements: edited.replacements,

@@ -42,6 +42,34 @@ pub(crate) fn resolve(field: &str, path: &str) -> Result<PathBuf, ToolError> {
     Ok(PathBuf::from(WORKSPACE).join(path))
 }
 
+/// Replace a file's contents so that a crash at any instant leaves either
+/// the old contents or the new, never a truncated file: write a temporary
+/// file beside it, sync it, and rename it over the target (rename within a
+/// directory is atomic). The temporary name starts with `.` and carries a
+/// random part (WASI has no process id), so concurrent calls do not share one.
+pub(crate) fn replace_file(path: &std::path::Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let nonce = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    let tmp = path.with_file_name(format!(".{name}.longhand-{nonce:016x}.tmp"));
+    let result = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(contents)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
 /// Default for `root`-like fields: the workspace.
 pub(crate) fn workspace() -> String {
     WORKSPACE.to_owned()

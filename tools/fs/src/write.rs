@@ -71,7 +71,7 @@ impl Tool for Write {
                 )));
             }
         }
-        fs::write(&path, input.content.as_bytes()).for_resource(&label)?;
+        crate::replace_file(&path, input.content.as_bytes()).for_resource(&label)?;
         Ok(WriteOutput {
             path: label,
             bytes_written: input.content.len() as u64,
