@@ -621,6 +621,16 @@ async fn loop_part(hands: &Hands, frozen: &Frozen, quick: bool) -> Result<Vec<Lo
         median(&binds)
     );
 
+    let mut hops = Vec::new();
+    for _ in 0..1000 {
+        let t = Instant::now();
+        tokio::task::spawn_blocking(|| ()).await?;
+        hops.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    println!(
+        "baseline, one tokio spawn_blocking round trip (every store call makes one): {:.0} µs",
+        median(&hops)
+    );
     let (commit_disk, noop_disk) = bare_sqlite(disk.path(), 200)?;
     println!(
         "baseline, bare SQLite (WAL, synchronous=FULL) on disk: commit {commit_disk:.0} µs, \
@@ -1250,7 +1260,7 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
     // cannot go to `tokio::spawn`: one current-thread runtime with a
     // `LocalSet` per core, sessions dealt round-robin.
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let barrier = Arc::new(std::sync::Barrier::new(workers));
+    let done = Arc::new(AtomicU64::new(0));
     let t0 = Instant::now();
     let mut threads = Vec::new();
     for w in 0..workers {
@@ -1258,7 +1268,7 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
         let frozen = frozen.clone();
         let provider = provider.clone();
         let failures = model_failures.clone();
-        let barrier = barrier.clone();
+        let done = done.clone();
         threads.push(std::thread::spawn(
             move || -> Vec<Result<SessionOutcome>> {
                 let rt = match tokio::runtime::Builder::new_current_thread()
@@ -1284,11 +1294,15 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
                     for h in handles {
                         out.push(h.await.unwrap_or_else(|e| Err(anyhow!("join: {e}"))));
                     }
+                    // Keep driving this runtime until every worker is done:
+                    // the shared pool's connections opened here run as tasks
+                    // here, and the other workers' sessions may use them.
+                    done.fetch_add(1, Ordering::SeqCst);
+                    while done.load(Ordering::SeqCst) < workers as u64 {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
                     out
                 });
-                // Keep this runtime (and the pooled connections it drives)
-                // alive until every worker is done.
-                barrier.wait();
                 out
             },
         ));

@@ -162,3 +162,29 @@ async fn calls_do_not_share_guest_state() {
     let outcome = call_probe(&Grants::default(), "read", json!({ "path": "/w/f" })).await;
     assert_eq!(ok(&outcome)["ok"], json!(false), "{}", ok(&outcome));
 }
+
+/// The smallest tool: no input parsing, constant output. Its receipt shows
+/// the floor of a call — a fresh instance costs fuel for the component's own
+/// start-up, and bytes are counted exactly.
+#[tokio::test]
+async fn the_noop_tool_has_a_minimal_receipt() {
+    use longhand_host::hands::ToolSource;
+    let tool = crate::support::hands()
+        .load(ToolSource::File(crate::fixtures::NOOP.as_ref()))
+        .await
+        .unwrap_or_else(|e| panic!("cannot load noop: {e}"));
+    let input = json!({ "ignored": true });
+    let outcome = crate::support::hands()
+        .call(&tool, &Grants::default(), "noop", &input)
+        .await;
+    assert_eq!(ok(&outcome), &json!({}));
+    let r = &outcome.receipt;
+    assert_eq!(r.input_bytes, input.to_string().len() as u64);
+    assert_eq!(r.output_bytes, 2);
+    assert!(r.used.is_empty() && r.denied.is_empty() && r.limits_hit.is_empty());
+    assert!(
+        r.fuel_used > 0 && r.fuel_used < 1_000_000,
+        "fuel {}",
+        r.fuel_used
+    );
+}

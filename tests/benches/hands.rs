@@ -6,9 +6,10 @@
 //!
 //! Measured, each in a fresh instance per call where wasm is involved:
 //! - `longhand` host path: `Hands::call` (grant set-up, schema check, fresh
-//!   pooled instance, call, receipt) on the `echo` tool of the probe fixture;
-//! - bare wasmtime: the same component, pooled `InstancePre`, fresh store and
-//!   instance per call, dynamic call, no grants/schema/receipt;
+//!   pooled instance, call, receipt) on the `noop` fixture (returns `{}`
+//!   without parsing), and on the probe's `echo` (parses JSON, logs);
+//! - bare wasmtime: the same `noop` component, pooled `InstancePre`, fresh
+//!   store and instance per call, dynamic call, no grants/schema/receipt;
 //! - spawn + wait of `/bin/true`; `python3 -c pass`;
 //! - a JSON-RPC round trip to a long-lived Python stdio child (what an MCP
 //!   stdio server costs per call);
@@ -195,7 +196,8 @@ fn main() -> anyhow::Result<()> {
 async fn run() -> anyhow::Result<()> {
     let quick = std::env::var_os("LONGHAND_BENCH_QUICK").is_some();
     let scale = |n: usize| if quick { (n / 10).max(5) } else { n };
-    let wasm = std::fs::read(fixtures::PROBE)?;
+    let wasm = std::fs::read(fixtures::NOOP)?;
+    let probe_wasm = std::fs::read(fixtures::PROBE)?;
     let input = json!({"value": 1});
     let input_text = input.to_string();
 
@@ -219,32 +221,45 @@ async fn run() -> anyhow::Result<()> {
     let hands = Hands::new(HandsConfig::default())?;
     let tool = hands
         .load(ToolSource::Bytes {
-            label: "probe",
+            label: "noop",
             bytes: &wasm,
+        })
+        .await?;
+    let probe = hands
+        .load(ToolSource::Bytes {
+            label: "probe",
+            bytes: &probe_wasm,
         })
         .await?;
     let grants = Grants::default();
     for _ in 0..200 {
-        let out = hands.call(&tool, &grants, "echo", &input).await;
+        let out = hands.call(&tool, &grants, "noop", &input).await;
+        anyhow::ensure!(out.result.is_ok(), "noop failed: {:?}", out.result);
+        let out = hands.call(&probe, &grants, "echo", &input).await;
         anyhow::ensure!(out.result.is_ok(), "echo failed: {:?}", out.result);
     }
     let host = time_n_async(scale(5000), || async {
-        let _ = hands.call(&tool, &grants, "echo", &input).await;
+        let _ = hands.call(&tool, &grants, "noop", &input).await;
     })
     .await;
-    let host_m = row("longhand Hands::call (fresh instance, whole path)", &host);
+    let host_m = row("longhand Hands::call, noop (whole host path)", &host);
+    let echo = time_n_async(scale(5000), || async {
+        let _ = hands.call(&probe, &grants, "echo", &input).await;
+    })
+    .await;
+    row("longhand Hands::call, probe echo (serde_json+log)", &echo);
 
     // Bare wasmtime.
     let bare = bare::Bare::new(&wasm)?;
     for _ in 0..200 {
-        bare.call("echo", &input_text).await?;
+        bare.call("noop", &input_text).await?;
     }
     let bare_samples = time_n_async(scale(5000), || async {
-        let _ = bare.call("echo", &input_text).await;
+        let _ = bare.call("noop", &input_text).await;
     })
     .await;
     let bare_m = row(
-        "bare wasmtime (pooled InstancePre, fresh instance)",
+        "bare wasmtime, noop (pooled, fresh instance)",
         &bare_samples,
     );
 
