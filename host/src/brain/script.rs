@@ -7,7 +7,10 @@
 //! benchmarks, and crash tests where a call in doubt changes what the model
 //! is told. The turn is the number of assistant messages already in the
 //! request, so the provider is stateless: a resumed process that re-sends a
-//! request gets the same answer.
+//! request gets the same answer. Limitation: once the loop drops old turns
+//! to fit `context_tokens`, that count no longer equals the turn number, so
+//! scripts longer than the context budget replay the wrong answers; give
+//! such runs a large `context_tokens`.
 
 use std::path::Path;
 
