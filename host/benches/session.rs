@@ -218,7 +218,7 @@ fn raise_nofile() -> u64 {
         }
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut cur);
     }
-    cur.rlim_cur as u64
+    cur.rlim_cur
 }
 
 /// db + wal of a store directory.
@@ -909,7 +909,7 @@ async fn build_log(
                     through_seq,
                 };
                 store
-                    .append(&id, &lease, through_seq + 1, &[snap.clone()])
+                    .append(&id, &lease, through_seq + 1, std::slice::from_ref(&snap))
                     .await?;
                 apply(&mut state, &snap);
                 first_pending = state.last_seq + 1;
@@ -1279,7 +1279,7 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
                     Err(e) => return vec![Err(e.into())],
                 };
                 let local = tokio::task::LocalSet::new();
-                let out = local.block_on(&rt, async move {
+                local.block_on(&rt, async move {
                     let mut handles = Vec::new();
                     for i in (w..n).step_by(workers) {
                         let store = store.clone();
@@ -1302,8 +1302,7 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
                     out
-                });
-                out
+                })
             },
         ));
     }
