@@ -123,6 +123,55 @@ impl fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
+    /// Grant `owner` the lease of `session`: renewed in place when `owner`
+    /// holds it already, taken when it is free or expired, or — with
+    /// `dead_owner` — taken from that holder even though it has not expired
+    /// (the caller proved it dead). A new holder always gets a greater token.
+    async fn grant_lease(
+        &self,
+        session: &SessionId,
+        owner: &str,
+        dead_owner: Option<&str>,
+        ttl: Duration,
+    ) -> Result<Lease> {
+        let ttl = ttl_ms(ttl)?;
+        let session = session.clone();
+        let owner = owner.to_owned();
+        let dead_owner = dead_owner.map(str::to_owned);
+        self.with_conn(move |conn, inner| {
+            let p = inner.path.as_path();
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .db(p, "taking a lease")?;
+            session_row(&tx, p, session.as_str())?;
+            let now = inner.clock.now_ms();
+            let expires_ms = now.saturating_add(ttl);
+            let token = match lease_row(&tx, p, session.as_str())? {
+                Some((Some(holder), token, exp)) if exp > now && holder == owner => token,
+                Some((Some(holder), token, exp))
+                    if exp > now && dead_owner.as_deref() == Some(holder.as_str()) =>
+                {
+                    token + 1
+                }
+                Some((Some(holder), _, exp)) if exp > now => {
+                    return Err(StoreError::LeaseHeld { owner: holder, expires_ms: exp });
+                }
+                Some((_, token, _)) => token + 1,
+                None => 1,
+            };
+            tx.execute(
+                "INSERT INTO leases (session_id, owner, token, expires_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (session_id) DO UPDATE
+                 SET owner = excluded.owner, token = excluded.token, expires_ms = excluded.expires_ms",
+                params![session.as_str(), owner, token, expires_ms],
+            )
+            .db(p, "writing the lease")?;
+            tx.commit().db(p, "committing the lease")?;
+            Ok(Lease { session, owner, token, expires_ms })
+        })
+        .await
+    }
+
     /// Opens (creating if needed) `<dir>/longhand.db`, creating `dir` too,
     /// and migrates it to [`SCHEMA_VERSION`]. Leases expire by the system
     /// clock.
@@ -586,36 +635,7 @@ impl Store for SqliteStore {
         owner: &str,
         ttl: Duration,
     ) -> Result<Lease> {
-        let ttl = ttl_ms(ttl)?;
-        let session = session.clone();
-        let owner = owner.to_owned();
-        self.with_conn(move |conn, inner| {
-            let p = inner.path.as_path();
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .db(p, "taking a lease")?;
-            session_row(&tx, p, session.as_str())?;
-            let now = inner.clock.now_ms();
-            let expires_ms = now.saturating_add(ttl);
-            let token = match lease_row(&tx, p, session.as_str())? {
-                Some((Some(holder), token, exp)) if exp > now && holder == owner => token,
-                Some((Some(holder), _, exp)) if exp > now => {
-                    return Err(StoreError::LeaseHeld { owner: holder, expires_ms: exp });
-                }
-                Some((_, token, _)) => token + 1,
-                None => 1,
-            };
-            tx.execute(
-                "INSERT INTO leases (session_id, owner, token, expires_ms) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (session_id) DO UPDATE
-                 SET owner = excluded.owner, token = excluded.token, expires_ms = excluded.expires_ms",
-                params![session.as_str(), owner, token, expires_ms],
-            )
-            .db(p, "writing the lease")?;
-            tx.commit().db(p, "committing the lease")?;
-            Ok(Lease { session, owner, token, expires_ms })
-        })
-        .await
+        self.grant_lease(session, owner, None, ttl).await
     }
 
     async fn take_over(
@@ -625,37 +645,8 @@ impl Store for SqliteStore {
         owner: &str,
         ttl: Duration,
     ) -> Result<Lease> {
-        let ttl = ttl_ms(ttl)?;
-        let session = session.clone();
-        let dead_owner = dead_owner.to_owned();
-        let owner = owner.to_owned();
-        self.with_conn(move |conn, inner| {
-            let p = inner.path.as_path();
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .db(p, "taking over a lease")?;
-            session_row(&tx, p, session.as_str())?;
-            let now = inner.clock.now_ms();
-            let token = match lease_row(&tx, p, session.as_str())? {
-                Some((Some(holder), token, exp)) if exp > now && holder == dead_owner => token + 1,
-                Some((Some(holder), _, exp)) if exp > now => {
-                    return Err(StoreError::LeaseHeld { owner: holder, expires_ms: exp });
-                }
-                Some((_, token, _)) => token + 1,
-                None => 1,
-            };
-            let expires_ms = now.saturating_add(ttl);
-            tx.execute(
-                "INSERT INTO leases (session_id, owner, token, expires_ms) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (session_id) DO UPDATE
-                 SET owner = excluded.owner, token = excluded.token, expires_ms = excluded.expires_ms",
-                params![session.as_str(), owner, token, expires_ms],
-            )
-            .db(p, "writing the lease")?;
-            tx.commit().db(p, "committing the lease")?;
-            Ok(Lease { session, owner, token, expires_ms })
-        })
-        .await
+        self.grant_lease(session, owner, Some(dead_owner), ttl)
+            .await
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {

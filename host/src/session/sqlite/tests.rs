@@ -266,6 +266,25 @@ async fn second_owner_is_refused_then_takes_over_and_fences_the_first() {
 }
 
 #[tokio::test]
+async fn a_dead_holder_is_taken_over_at_once_and_fenced() {
+    let dir = TempDir::new().unwrap();
+    let (store, _clock, id, first) = session(&dir).await;
+    // Naming the wrong holder takes nothing.
+    assert!(matches!(
+        store.take_over(&id, "someone-else", "w2", TTL).await,
+        Err(StoreError::LeaseHeld { owner, .. }) if owner == "w1"
+    ));
+    // Naming the live holder takes the lease before it expires.
+    let second = store.take_over(&id, "w1", "w2", TTL).await.unwrap();
+    assert_eq!(second.owner, "w2");
+    assert!(second.token > first.token);
+    // Should w1 be alive after all, its writes are fenced.
+    let err = store.append(&id, &first, 2, &[goal("late")]).await.unwrap_err();
+    assert!(matches!(err, StoreError::Fenced { .. }), "{err:?}");
+    assert_eq!(store.append(&id, &second, 2, &[goal("new")]).await.unwrap(), 2);
+}
+
+#[tokio::test]
 async fn lease_for_another_session_or_zero_ttl_is_invalid() {
     let dir = TempDir::new().unwrap();
     let (store, _clock, a, lease) = session(&dir).await;
