@@ -29,8 +29,9 @@
 //!    mock chat-completions server (a child process running this binary)
 //!    that answers after 500 ms: a tool call, then text. Peak RSS (VmHWM,
 //!    reset before the run), wall time, throughput. Baselines: the 1 s
-//!    floor two model answers impose, and the provider alone (two
-//!    `complete` calls per task, no loop, no store, no tools).
+//!    floor two model answers impose, the provider alone (two `complete`
+//!    calls per task, no loop, no store, no tools), and the same fleet with
+//!    the store on tmpfs. `LONGHAND_BENCH_SESSIONS=N` changes the size.
 //! 4. **langgraph** (only with `LONGHAND_BENCH_LANGGRAPH=1`) — runs
 //!    `host/benches/langgraph/run.sh` (which makes its own venv) with the
 //!    same step counts and prints our per-step time and store size against
@@ -1097,6 +1098,15 @@ impl MockServer {
         }
     }
 
+    /// Zero the counters (peak: to the connections open now).
+    fn reset(&mut self) -> Result<()> {
+        writeln!(self.stdin, "reset")?;
+        self.stdin.flush()?;
+        let mut line = String::new();
+        self.stdout.read_line(&mut line)?;
+        Ok(())
+    }
+
     fn peak_rss(&self) -> u64 {
         proc_status_bytes(&self.child.id().to_string(), "VmHWM")
     }
@@ -1250,14 +1260,36 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
         2.0 * n as f64 / base_wall.as_secs_f64()
     );
 
+    // Its idle connections would otherwise stay open beside the fleet's.
+    drop(baseline);
+    let shm = Path::new("/dev/shm");
+    let mut roots = vec![("disk", std::env::temp_dir())];
+    if shm.is_dir() {
+        // Same-run baseline: the same fleet with fsync made free.
+        roots.push(("tmpfs", shm.to_path_buf()));
+    }
+    for (label, root) in roots {
+        fleet_run(label, &root, n, hands, frozen, &mut server, base_wall).await?;
+    }
+    Ok(())
+}
+
+async fn fleet_run(
+    label: &str,
+    root: &Path,
+    n: usize,
+    hands: &'static Hands,
+    frozen: &Frozen,
+    server: &mut MockServer,
+    base_wall: Duration,
+) -> Result<()> {
     // A fresh provider (and pool) for the sessions.
     let provider: Arc<dyn ModelProvider> = Arc::new(openai(server.port)?);
-    let dir = tempfile::tempdir()?;
+    let dir = tempfile::tempdir_in(root)?;
+    server.reset()?;
     let store = Arc::new(Timed::new(SqliteStore::open(dir.path()).await?));
     let frozen = Arc::new(frozen.clone());
     let model_failures = Arc::new(AtomicU64::new(0));
-    // Its idle connections would otherwise stay open beside the fleet's.
-    drop(baseline);
     // Give memory freed by earlier parts back to the OS, so the peak below
     // is this part's own.
     #[cfg(target_env = "gnu")]
@@ -1351,6 +1383,7 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
     let walls: Vec<f64> = outcomes.iter().map(|o| o.wall.as_secs_f64()).collect();
     let binds: Vec<f64> = outcomes.iter().map(|o| ms(o.bind)).collect();
     let size = measure_store(dir.path())?;
+    println!("### store on {label}");
     println!("spawned {n} tasks in {:.2} s", spawned.as_secs_f64());
     println!(
         "sessions: {by_status:?}, errors: {}; {steps} model turns, {tools} tool calls, {} model failures",
@@ -1447,6 +1480,14 @@ mod mock {
                 let _ = std::io::stdout().flush();
                 for line in std::io::stdin().lock().lines() {
                     let Ok(line) = line else { break };
+                    if line.trim() == "reset" {
+                        s.conns.store(0, Ordering::Relaxed);
+                        s.requests.store(0, Ordering::Relaxed);
+                        s.peak_open
+                            .store(s.open.load(Ordering::Relaxed), Ordering::Relaxed);
+                        println!("OK");
+                        let _ = std::io::stdout().flush();
+                    }
                     if line.trim() == "stats" {
                         println!(
                             "STATS conns={} requests={} peak_open={}",

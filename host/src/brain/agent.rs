@@ -309,7 +309,7 @@ pub struct RunEnd {
 }
 
 /// Called with every event appended, for progress output.
-pub type Observer = Box<dyn FnMut(&EventRecord, &SessionState) + Send>;
+pub type Observer = Box<dyn FnMut(&EventRecord, &SessionState) + Send + Sync>;
 
 /// One worker driving one session.
 pub struct Runner<'h> {
@@ -527,6 +527,12 @@ impl<'h> Runner<'h> {
     }
 
     async fn put(&mut self, bytes: Vec<u8>) -> Result<BlobRef, RunError> {
+        // Blobs are content-addressed: one this runner already stored or
+        // read needs no round trip to the store.
+        let blob = BlobRef::of(&bytes);
+        if self.blobs.contains_key(&blob.digest) {
+            return Ok(blob);
+        }
         let shared = Arc::new(bytes.clone());
         let blob = self.store.put_blob(bytes).await?;
         self.blobs.insert(blob.digest.clone(), shared);
@@ -1208,4 +1214,13 @@ pub async fn load_state(store: &dyn Store, session: &SessionId) -> Result<Sessio
         state.apply(record);
     }
     Ok(state)
+}
+
+/// Compile-time check: a runner's `run` future can be spawned on a
+/// multi-threaded runtime (one process drives many sessions on tokio).
+#[cfg(test)]
+fn _run_is_send<'a>(
+    runner: &'a mut Runner<'a>,
+) -> impl Future<Output = Result<RunEnd, RunError>> + Send + 'a {
+    runner.run()
 }

@@ -269,7 +269,28 @@ impl Hands {
                 bytes
             }
         };
-        let digest = digest_of(bytes);
+        // Built-ins are embedded: remember their digests instead of hashing
+        // megabytes on every load.
+        let digest = match source {
+            ToolSource::Builtin(name) => {
+                static DIGESTS: std::sync::OnceLock<
+                    std::sync::Mutex<std::collections::HashMap<String, String>>,
+                > = std::sync::OnceLock::new();
+                let map = DIGESTS.get_or_init(Default::default);
+                let known = map.lock().ok().and_then(|m| m.get(name).cloned());
+                match known {
+                    Some(d) => d,
+                    None => {
+                        let d = digest_of(bytes);
+                        if let Ok(mut m) = map.lock() {
+                            m.insert(name.to_owned(), d.clone());
+                        }
+                        d
+                    }
+                }
+            }
+            _ => digest_of(bytes),
+        };
         if let Some(hit) = self
             .loaded
             .lock()

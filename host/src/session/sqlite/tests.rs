@@ -279,9 +279,15 @@ async fn a_dead_holder_is_taken_over_at_once_and_fenced() {
     assert_eq!(second.owner, "w2");
     assert!(second.token > first.token);
     // Should w1 be alive after all, its writes are fenced.
-    let err = store.append(&id, &first, 2, &[goal("late")]).await.unwrap_err();
+    let err = store
+        .append(&id, &first, 2, &[goal("late")])
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::Fenced { .. }), "{err:?}");
-    assert_eq!(store.append(&id, &second, 2, &[goal("new")]).await.unwrap(), 2);
+    assert_eq!(
+        store.append(&id, &second, 2, &[goal("new")]).await.unwrap(),
+        2
+    );
 }
 
 #[tokio::test]
