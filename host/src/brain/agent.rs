@@ -1072,8 +1072,8 @@ impl<'h> Runner<'h> {
 
         let runs = batch
             .iter()
-            .map(|(_, name, input)| self.execute_ref(name, input));
-        let results = futures_join_all(runs).await;
+            .map(|(_, name, input)| self.execute(name, input));
+        let results = join_all(runs).await;
         let mut finished = Vec::new();
         for ((call_id, _, _), (ok, result, receipt)) in batch.into_iter().zip(results) {
             let result = self.put(result).await?;
@@ -1088,16 +1088,8 @@ impl<'h> Runner<'h> {
         self.append(finished).await
     }
 
-    async fn execute(
-        &self,
-        name: &str,
-        input: &serde_json::Value,
-    ) -> (bool, Vec<u8>, serde_json::Value) {
-        self.execute_ref(name, input).await
-    }
-
     /// Call a tool; returns (ok, result JSON bytes, trimmed receipt).
-    async fn execute_ref(
+    async fn execute(
         &self,
         name: &str,
         input: &serde_json::Value,
@@ -1147,24 +1139,18 @@ fn trim_receipt(mut receipt: serde_json::Value) -> serde_json::Value {
     receipt
 }
 
-async fn futures_join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
-    // Read-only calls are few per turn; a plain join is enough and keeps the
-    // order of results equal to the order of calls.
-    let futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
-    let mut out = Vec::with_capacity(futures.len());
-    let results = futures_lite_join(futures).await;
-    out.extend(results);
-    out
-}
-
-async fn futures_lite_join<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Output> {
+/// Poll every future to completion on the current task and return their
+/// outputs in order. Read-only calls of one answer are few; a plain join
+/// keeps results in the order of the calls without spawning.
+async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
     use std::task::Poll;
+    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
     let mut results: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
         let mut pending = false;
         for (i, f) in futures.iter_mut().enumerate() {
             if results[i].is_none() {
-                match std::pin::Pin::new(f).poll(cx) {
+                match f.as_mut().poll(cx) {
                     Poll::Ready(v) => results[i] = Some(v),
                     Poll::Pending => pending = true,
                 }

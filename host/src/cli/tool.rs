@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::settings::{GrantFlags, hands_config};
 use super::{Failure, exit};
-use crate::hands::{CallError, Hands, LoadError, LoadedTool, Receipt, ToolSource, builtin};
+use crate::hands::{Hands, LoadError, LoadedTool, Receipt, ToolSource, builtin};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ToolCommand {
@@ -252,14 +252,10 @@ async fn call(
                 serde_json::to_string_pretty(output).unwrap_or_default()
             );
         }
-        Err(error) => eprintln!("error: {}", describe_error(error)),
+        Err(error) => eprintln!("error: {error}"),
     }
     eprintln!("{}", summarize(&outcome.receipt));
     Ok(code)
-}
-
-fn describe_error(error: &CallError) -> String {
-    error.to_string()
 }
 
 /// One line for people; `--json` has everything.
