@@ -192,13 +192,7 @@ dirs = ["data:/d:ro"]
     let mut cmd = home.cmd(&["run", dir.path().to_str().expect("utf-8 path")]);
     cmd.env(KEY_VAR, CANARY);
     let run = crate::support::run(cmd);
-    assert_eq!(
-        run.code,
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        run.stdout_text(),
-        run.stderr
-    );
+    run.expect_code(0);
     assert!(
         run.stdout_text().contains("The file says hello."),
         "{}",

@@ -50,13 +50,7 @@ fn code_audit_runs_offline_and_is_logged() {
         pid: proc.pid(),
     };
     let run = proc.finish();
-    assert_eq!(
-        run.code,
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        run.stdout_text(),
-        run.stderr
-    );
+    run.expect_code(0);
     let session = run.stdout[0]
         .strip_prefix("session ")
         .unwrap_or_else(|| panic!("the session id is not printed first: {:?}", run.stdout));

@@ -140,6 +140,18 @@ pub struct Ended {
 }
 
 impl Ended {
+    /// Assert the exit code, showing both streams when it differs.
+    #[track_caller]
+    pub fn expect_code(&self, code: i32) {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "stdout:\n{}\nstderr:\n{}",
+            self.stdout_text(),
+            self.stderr
+        );
+    }
+
     /// Stdout as one string.
     pub fn stdout_text(&self) -> String {
         self.stdout.join("\n")
