@@ -85,7 +85,7 @@
 )]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "wit",
         world: "longhand:tool/tool",
         pub_export_macro: true,
         default_bindings_module: "longhand_sdk::bindings",

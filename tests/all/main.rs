@@ -21,6 +21,8 @@ mod fixtures {
 mod support;
 
 mod builtins;
+mod dirs;
+mod guest_text;
 mod http;
 mod limits;
 mod loading;

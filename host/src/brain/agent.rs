@@ -76,6 +76,11 @@ pub struct FrozenTool {
     pub digest: String,
     /// Grants and limits as configured.
     pub config: ToolConfig,
+    /// Directory grants as resolved and pinned at start (identity
+    /// included). `None` in sessions frozen before grants were pinned:
+    /// those resolve `config.dirs` when they wake.
+    #[serde(default)]
+    pub dirs: Option<Vec<crate::hands::DirGrant>>,
 }
 
 /// Errors that stop the loop. Tool and model failures are *not* here: they
@@ -181,10 +186,10 @@ pub async fn freeze(
     for tool in &config.tools {
         let mut tool = tool.clone();
         for dir in &mut tool.dirs {
-            if dir.contains(RUN_PLACEHOLDER) {
-                *dir = dir.replace(RUN_PLACEHOLDER, &run_dir);
-                let host = dir.split(':').next().unwrap_or_default();
-                std::fs::create_dir_all(base_dir.join(host)).map_err(|e| {
+            if dir.host_text().contains(RUN_PLACEHOLDER) {
+                *dir = dir.with_run(&run_dir);
+                let host = dir.host_text();
+                std::fs::create_dir_all(base_dir.join(&host)).map_err(|e| {
                     RunError::Agent(format!("cannot create the run directory {host}: {e}"))
                 })?;
             }
@@ -196,13 +201,17 @@ pub async fn freeze(
             .await
             .map_err(|e| RunError::Agent(e.to_string()))?;
         // Validate grants now (env and secrets must be set) so a bad config
-        // is refused at start, not at the first call.
-        tool.grants(&base_dir, lookup)
+        // is refused at start, not at the first call. The directories are
+        // resolved and pinned here, once: a resumed session gets exactly
+        // these directories or a refusal, whatever their paths name later.
+        let grants = tool
+            .grants(&base_dir, lookup)
             .map_err(|e| RunError::Agent(format!("tool {}: {e}", tool.component)))?;
         tools.push(FrozenTool {
             prefix: prefix_of(&tool.component),
             digest: loaded.digest().to_owned(),
             config: tool.clone(),
+            dirs: Some(grants.dirs),
         });
     }
     Ok(Frozen {
@@ -244,11 +253,19 @@ pub async fn bind(
                 loaded.digest()
             )));
         }
-        let mut grants = ft
-            .config
+        // Pinned directories are used as frozen, not resolved again: a
+        // directory replaced since is refused call by call, naming it.
+        let mut config = ft.config.clone();
+        if ft.dirs.is_some() {
+            config.dirs.clear();
+        }
+        let mut grants = config
             .grants(&frozen.base_dir, lookup)
             .map_err(|e| RunError::Agent(format!("tool {}: {e}", ft.config.component)))?;
         grants.component_digest = Some(ft.digest.clone());
+        if let Some(pinned) = &ft.dirs {
+            grants.dirs = pinned.clone();
+        }
         for spec in &loaded.info().tools {
             if let Some(only) = &ft.config.only
                 && !only.contains(&spec.name)
@@ -666,6 +683,7 @@ impl<'h> Runner<'h> {
             ("max_output_tokens", s.output_tokens, l.max_output_tokens),
             ("max_tool_calls", s.tool_calls, l.max_tool_calls),
             ("max_wall_secs", s.active_ms / 1000, l.max_wall_secs),
+            ("max_write_bytes", s.bytes_written, l.max_write_bytes),
         ];
         for (name, used, configured) in checks {
             let limit = self.limit(name, configured);

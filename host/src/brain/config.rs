@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::hands::{DirGrant, Grants, HostPattern, Limits, SecretGrant};
+use crate::hands::{DirSpec, Grants, HostPattern, Limits, SecretGrant};
 
 /// In a directory grant's host path, replaced by a fresh directory name per
 /// session (created at start), e.g. `out/{run}:/out:rw`.
@@ -121,6 +121,9 @@ pub struct SessionLimits {
     pub max_repeated_failure: u64,
     /// Context budget in tokens for history sent to the model. Default 100,000.
     pub context_tokens: u64,
+    /// Bytes all tool calls together may write into granted directories
+    /// (each call also has its own `max_write`). Default 1 GiB.
+    pub max_write_bytes: u64,
 }
 
 impl Default for SessionLimits {
@@ -134,6 +137,7 @@ impl Default for SessionLimits {
             max_consecutive_failures: 5,
             max_repeated_failure: 3,
             context_tokens: 100_000,
+            max_write_bytes: 1 << 30,
         }
     }
 }
@@ -148,6 +152,7 @@ impl SessionLimits {
         "max_wall_secs",
         "max_consecutive_failures",
         "max_repeated_failure",
+        "max_write_bytes",
     ];
 
     /// Set limit `name` to `value`.
@@ -160,6 +165,7 @@ impl SessionLimits {
             "max_wall_secs" => &mut self.max_wall_secs,
             "max_consecutive_failures" => &mut self.max_consecutive_failures,
             "max_repeated_failure" => &mut self.max_repeated_failure,
+            "max_write_bytes" => &mut self.max_write_bytes,
             other => {
                 return Err(format!(
                     "unknown limit `{other}`; one of: {}",
@@ -185,10 +191,13 @@ pub struct ToolConfig {
     /// Only expose these tools of the component. Default all.
     #[serde(default)]
     pub only: Option<Vec<String>>,
-    /// `HOST_PATH[:GUEST_PATH][:ro|:rw]`, host paths relative to the agent
-    /// file. `{run}` in a host path becomes a new directory per session.
+    /// Directories: `"HOST_PATH[:GUEST_PATH][:ro|:rw]"` or a table
+    /// `{ host = "PATH", guest = "/workspace", mode = "ro" | "rw", symlinks =
+    /// false }` (the table form has no ambiguity: use it for paths holding
+    /// `:`). Host paths are relative to the agent file; `{run}` in one
+    /// becomes a new directory per session. Default none.
     #[serde(default)]
-    pub dirs: Vec<String>,
+    pub dirs: Vec<DirConfig>,
     /// Outbound host patterns.
     #[serde(default)]
     pub allow_hosts: Vec<String>,
@@ -207,6 +216,75 @@ pub struct ToolConfig {
     /// Output limit in bytes. Default 1 MiB.
     #[serde(default)]
     pub max_output: Option<u64>,
+    /// Bytes one call may write into granted directories. Default 256 MiB.
+    #[serde(default)]
+    pub max_write: Option<u64>,
+}
+
+/// One directory grant in `agent.toml`: the short string form or a table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum DirConfig {
+    /// `HOST_PATH[:GUEST_PATH][:ro|:rw]`.
+    Short(String),
+    /// `{ host, guest, mode, symlinks }`.
+    Table(DirSpec),
+}
+
+impl DirConfig {
+    /// The spec, with relative host paths left for [`DirSpec::resolve`].
+    pub fn spec(&self, base: &Path) -> Result<DirSpec, String> {
+        match self {
+            Self::Short(text) => DirSpec::parse(text, base).map_err(|e| e.to_string()),
+            Self::Table(spec) => Ok(spec.clone()),
+        }
+    }
+
+    /// The host path as written (for the `{run}` placeholder).
+    pub fn host_text(&self) -> String {
+        match self {
+            Self::Short(text) => text.split(':').next().unwrap_or_default().to_owned(),
+            Self::Table(spec) => spec.host_path.to_string_lossy().into_owned(),
+        }
+    }
+
+    /// Replace `{run}` in the host path.
+    pub fn with_run(&self, run: &str) -> Self {
+        match self {
+            Self::Short(text) => Self::Short(text.replace(RUN_PLACEHOLDER, run)),
+            Self::Table(spec) => Self::Table(DirSpec {
+                host_path: PathBuf::from(
+                    spec.host_path
+                        .to_string_lossy()
+                        .replace(RUN_PLACEHOLDER, run),
+                ),
+                ..spec.clone()
+            }),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for DirConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = DirConfig;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "\"HOST_PATH[:GUEST_PATH][:ro|:rw]\" or { host = \"PATH\", guest = \"/workspace\", \
+                     mode = \"ro\" | \"rw\", symlinks = false }",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<DirConfig, E> {
+                Ok(DirConfig::Short(v.to_owned()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<DirConfig, A::Error> {
+                DirSpec::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(DirConfig::Table)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 /// A tool call whose success means the task is done.
@@ -289,7 +367,8 @@ impl AgentConfig {
         for (i, tool) in self.tools.iter().enumerate() {
             // `{run}` directories are created when the session starts.
             let mut tool = tool.clone();
-            tool.dirs.retain(|d| !d.contains(RUN_PLACEHOLDER));
+            tool.dirs
+                .retain(|d| !d.host_text().contains(RUN_PLACEHOLDER));
             let grants = tool
                 .grants(base, |name| Some(format!("<value of {name}>")))
                 .map_err(|e| format!("tools[{i}] ({}): {e}", tool.component))?;
@@ -328,12 +407,11 @@ impl ToolConfig {
             component_digest: self.digest.clone(),
             ..Grants::default()
         };
-        for spec in &self.dirs {
-            let mut dir = DirGrant::parse(spec).map_err(|e| e.to_string())?;
-            if dir.host_path.is_relative() {
-                dir.host_path = base.join(&dir.host_path);
-            }
-            grants.dirs.push(dir);
+        for dir in &self.dirs {
+            let spec = dir.spec(base)?;
+            grants
+                .dirs
+                .push(spec.resolve(base).map_err(|e| e.to_string())?);
         }
         for spec in &self.allow_hosts {
             grants
@@ -356,6 +434,7 @@ impl ToolConfig {
             memory_bytes: self.memory_mib.map(|m| m << 20).unwrap_or(d.memory_bytes),
             timeout: self.timeout.unwrap_or(d.timeout),
             max_output_bytes: self.max_output.unwrap_or(d.max_output_bytes),
+            max_write_bytes: self.max_write.unwrap_or(d.max_write_bytes),
             ..d
         };
         Ok(grants)
@@ -393,5 +472,313 @@ mod opt_duration_text {
         let text = Option::<String>::deserialize(d)?;
         text.map(|t| humantime::parse_duration(&t).map_err(serde::de::Error::custom))
             .transpose()
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    //! Property tests over `agent.toml` as an operator (or a tool writing
+    //! into a checked-out agent directory) might hand it over: any text is
+    //! parsed or refused with a message, and any parsed config is checked
+    //! or refused with a message — never a panic. Case counts are fixed so
+    //! CI spends a second or two here; `PROPTEST_RNG_SEED` replays a run.
+
+    use proptest::prelude::*;
+    use toml::{Table, Value};
+
+    use super::*;
+
+    fn cases(cases: u32) -> ProptestConfig {
+        ProptestConfig {
+            cases,
+            failure_persistence: None,
+            max_shrink_iters: 256,
+            ..ProptestConfig::default()
+        }
+    }
+
+    /// Strings that mean something somewhere in an agent file, and noise.
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            3 => prop::sample::select(vec![
+                "", " ", "fs", "json", "http", "openai", "anthropic", "replay", "script",
+                "{run}", "out/{run}:/out:rw", "data:rw", "data:/w:ro", "data:/w:rw:rw", ":", "::",
+                "..", "../..", "/", "/etc:/etc", "work:/w:rw", "x:relative", "work:/a/../b",
+                "1s", "0s", "30s", "999999999999999999h", "1ns", "-1s", "sha256:00",
+                "KEY@api.example.com", "KEY@*.example.com:x-api-key", "KEY@", "@host",
+                "*.example.com", "*", "example.com:99999", "[::1]:80", "LANG", "A=B", "\0",
+                "fs__read", "max_steps", "\u{1b}[2J", "\u{202e}",
+            ])
+            .prop_map(str::to_owned),
+            2 => "\\PC{0,24}",
+            1 => any::<String>(),
+        ]
+    }
+
+    /// Any TOML value, nested a little.
+    fn any_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            text().prop_map(Value::String),
+            any::<i64>().prop_map(Value::Integer),
+            prop_oneof![Just(0i64), Just(1), Just(-1), Just(1 << 44), Just(i64::MAX)]
+                .prop_map(Value::Integer),
+            any::<bool>().prop_map(Value::Boolean),
+            any::<f64>().prop_map(Value::Float),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(text(), inner, 0..4)
+                    .prop_map(|m| Value::Table(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Mostly a value of the type the field expects, sometimes absent,
+    /// rarely anything at all: one wrong field refuses the whole file, so
+    /// wrong types must be rare for cases to reach `check`.
+    fn field(typed: impl Strategy<Value = Value> + 'static) -> BoxedStrategy<Option<Value>> {
+        prop_oneof![
+            30 => typed.prop_map(Some),
+            6 => Just(None),
+            1 => any_value().prop_map(Some),
+        ]
+        .boxed()
+    }
+
+    fn string() -> BoxedStrategy<Value> {
+        text().prop_map(Value::String).boxed()
+    }
+
+    /// Usually one of `likely`, sometimes any text.
+    fn one_of(likely: &[&'static str]) -> BoxedStrategy<Value> {
+        prop_oneof![
+            4 => prop::sample::select(likely.to_vec()).prop_map(|s| Value::String(s.to_owned())),
+            1 => string(),
+        ]
+        .boxed()
+    }
+
+    fn strings() -> BoxedStrategy<Value> {
+        prop::collection::vec(text().prop_map(Value::String), 0..4)
+            .prop_map(Value::Array)
+            .boxed()
+    }
+
+    fn integer() -> BoxedStrategy<Value> {
+        prop_oneof![
+            1 => any::<i64>(),
+            4 => 0i64..100_000,
+            1 => prop::sample::select(vec![0i64, 1, -1, 1 << 44, (1 << 44) + 256, i64::MAX]),
+        ]
+        .prop_map(Value::Integer)
+        .boxed()
+    }
+
+    /// A table with each of `fields` present or not.
+    fn table(fields: Vec<(&'static str, BoxedStrategy<Value>)>) -> BoxedStrategy<Value> {
+        let (names, values): (Vec<_>, Vec<_>) = fields
+            .into_iter()
+            .map(|(name, value)| (name, field(value)))
+            .unzip();
+        (values, prop::option::weighted(0.02, (text(), any_value())))
+            .prop_map(move |(values, unknown)| {
+                let mut t: Table = names
+                    .iter()
+                    .zip(values)
+                    .filter_map(|(n, v)| Some(((*n).to_owned(), v?)))
+                    .collect();
+                if let Some((k, v)) = unknown {
+                    t.insert(k, v);
+                }
+                Value::Table(t)
+            })
+            .boxed()
+    }
+
+    fn dir() -> BoxedStrategy<Value> {
+        let shorts = [
+            "work",
+            "work:rw",
+            "work:/w",
+            "work:/w:rw",
+            "work:/w:ro",
+            "data:/d:rw",
+            "data:rw",
+            "out/{run}:/out:rw",
+            "work:/w:rw:rw",
+            "work:w",
+            "missing:/m",
+            "work:/a/../b",
+        ];
+        prop_oneof![
+            3 => one_of(&shorts),
+            1 => table(vec![
+                ("host", one_of(&["work", "data", "data:rw", "out/{run}", "missing", "/"])),
+                ("guest", one_of(&["/w", "/d", "/", "w", "/a/../b", "/w/"])),
+                ("mode", one_of(&["ro", "rw", "RW", "read-write"])),
+                ("symlinks", any::<bool>().prop_map(Value::Boolean).boxed()),
+            ]),
+        ]
+        .boxed()
+    }
+
+    fn tool() -> BoxedStrategy<Value> {
+        table(vec![
+            (
+                "component",
+                one_of(&["fs", "json", "http", "nope", "./x.wasm"]),
+            ),
+            ("digest", string()),
+            ("only", strings()),
+            (
+                "dirs",
+                prop::collection::vec(dir(), 0..3)
+                    .prop_map(Value::Array)
+                    .boxed(),
+            ),
+            (
+                "allow_hosts",
+                prop::collection::vec(
+                    one_of(&[
+                        "example.com",
+                        "*.example.com",
+                        "example.com:443",
+                        "*",
+                        "[::1]:80",
+                    ]),
+                    0..3,
+                )
+                .prop_map(Value::Array)
+                .boxed(),
+            ),
+            ("env", strings()),
+            (
+                "secrets",
+                prop::collection::vec(
+                    one_of(&["KEY@api.example.com", "KEY@*.example.com:x-api-key", "KEY@"]),
+                    0..2,
+                )
+                .prop_map(Value::Array)
+                .boxed(),
+            ),
+            ("memory_mib", integer()),
+            (
+                "timeout",
+                one_of(&["1s", "30s", "0s", "1ns", "999999999999999999h"]),
+            ),
+            ("max_output", integer()),
+            ("max_write", integer()),
+        ])
+    }
+
+    /// An agent file built key by key, so most cases get past the TOML
+    /// syntax and into the fields' own parsing and `check`.
+    fn agent() -> impl Strategy<Value = Value> {
+        let model = table(vec![
+            (
+                "provider",
+                one_of(&["openai", "anthropic", "replay", "script"]),
+            ),
+            ("model", string()),
+            ("base_url", string()),
+            ("api_key_env", string()),
+            ("cassette", string()),
+            ("max_tokens", integer()),
+            ("temperature", any::<f64>().prop_map(Value::Float).boxed()),
+            ("stream", any::<bool>().prop_map(Value::Boolean).boxed()),
+            (
+                "request_timeout",
+                one_of(&["1s", "120s", "0s", "999999999999999999h"]),
+            ),
+        ]);
+        let limits = table(
+            SessionLimits::NAMES
+                .iter()
+                .chain(&["context_tokens"])
+                .map(|n| (*n, integer()))
+                .collect(),
+        );
+        table(vec![
+            ("name", string()),
+            ("instructions", string()),
+            ("instructions_file", string()),
+            ("goal", string()),
+            ("model", model),
+            ("limits", limits),
+            (
+                "tools",
+                prop::collection::vec(tool(), 0..3)
+                    .prop_map(Value::Array)
+                    .boxed(),
+            ),
+            (
+                "completion",
+                table(vec![("tool", string()), ("input", any_value().boxed())]),
+            ),
+        ])
+    }
+
+    /// Parse and check as `AgentConfig::load` does, in a directory holding
+    /// `work/` so some directory grants resolve.
+    fn parse_and_check(text: &str) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("work")).unwrap();
+        std::fs::create_dir(dir.path().join("data")).unwrap();
+        let config = match toml::from_str::<AgentConfig>(text) { Ok(c) => c, Err(e) => {
+            eprintln!("STAT parse-fail {}", e.to_string().replace('\n', " "));
+            return; }
+        };
+        if let Err(message) = config.check(dir.path()) {
+            assert!(!message.is_empty());
+            return;
+        }
+        // An accepted config resolves into grants the hands accept.
+        for tool in &config.tools {
+            let grants = tool
+                .grants(dir.path(), |name| Some(format!("<{name}>")))
+                .unwrap();
+            grants.validate().unwrap();
+        }
+        let _ = config.instructions_text(dir.path());
+    }
+
+    proptest! {
+        #![proptest_config(cases(256))]
+
+        #[test]
+        fn any_text_is_parsed_or_refused(text in prop_oneof![any::<String>(), "\\PC{0,200}"]) {
+            parse_and_check(&text);
+        }
+
+        #[test]
+        fn any_structured_agent_file_is_checked_or_refused(agent in agent()) {
+            let Value::Table(table) = agent else { unreachable!("agent() makes a table") };
+            // Floats such as NaN have a TOML spelling; a table that cannot
+            // be written at all is not an agent file anyone can hand over.
+            let Ok(text) = toml::to_string(&table) else { return Ok(()) };
+            parse_and_check(&text);
+        }
+
+        #[test]
+        fn raising_any_limit_by_name_never_panics(name in text(), value in any::<u64>()) {
+            let mut limits = SessionLimits::default();
+            let known = SessionLimits::NAMES.contains(&name.as_str());
+            prop_assert_eq!(limits.set(&name, value).is_ok(), known);
+        }
+    }
+
+    #[test]
+    fn a_minimal_agent_file_passes_the_same_check() {
+        // The structured strategy above must be able to reach an accepted
+        // config; this is one, checked through the same function.
+        let text = "name = \"a\"\ninstructions = \"i\"\n[model]\nprovider = \"openai\"\nmodel = \"m\"\n\
+                    [[tools]]\ncomponent = \"fs\"\ndirs = [\"work:/w:rw\"]\nmemory_mib = 64\n";
+        let config: AgentConfig = toml::from_str(text).unwrap();
+        config.check(Path::new("/nonexistent")).unwrap_err();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("work")).unwrap();
+        config.check(dir.path()).unwrap();
+        parse_and_check(text);
     }
 }

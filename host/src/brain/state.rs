@@ -108,6 +108,10 @@ pub struct SessionState {
     pub output_tokens: u64,
     /// Tool calls finished (any outcome).
     pub tool_calls: u64,
+    /// Bytes tool calls wrote into granted directories, from their receipts.
+    /// Defaulted so snapshots taken before it existed still decode.
+    #[serde(default)]
+    pub bytes_written: u64,
     /// Time spent in model calls and tool calls, in milliseconds.
     pub active_ms: u64,
     /// Failed tool calls in a row.
@@ -143,6 +147,7 @@ impl Default for SessionState {
             input_tokens: 0,
             output_tokens: 0,
             tool_calls: 0,
+            bytes_written: 0,
             active_ms: 0,
             consecutive_failures: 0,
             repeated_failures: BTreeMap::new(),
@@ -271,6 +276,10 @@ impl SessionState {
             } => {
                 let open = self.open_calls.remove(call_id);
                 self.tool_calls += 1;
+                self.bytes_written += receipt
+                    .get("bytes_written")
+                    .and_then(|v| v.as_u64())
+                    .unwrap_or(0);
                 self.active_ms +=
                     receipt.get("wall_us").and_then(|v| v.as_u64()).unwrap_or(0) / 1000;
                 if *ok {

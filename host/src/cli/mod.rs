@@ -7,6 +7,7 @@
 
 mod run;
 mod settings;
+mod term;
 mod tool;
 
 use std::process::ExitCode;
@@ -119,7 +120,9 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            eprintln!("error: {:#}", failure.error);
+            // Errors can carry guest text (a describe panic, a name).
+            let message = format!("{:#}", failure.error);
+            eprintln!("error: {}", term::printable(&message));
             ExitCode::from(failure.code)
         }
     }

@@ -1,4 +1,9 @@
 //! `longhand run | resume | sessions | log`: the session commands.
+//!
+//! Model answers, tool results and error messages in the log are foreign
+//! text: progress, `log` and `sessions` print them through
+//! [`term`](super::term), one line per event, and `--json` through
+//! [`json_line`].
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -9,6 +14,7 @@ use std::time::Instant;
 use anyhow::{Context, anyhow};
 
 use super::settings::{data_dir, hands_config};
+use super::term::{json_line, json_safe, one_line, printable};
 use super::{Failure, exit};
 use crate::brain::agent::{self, Frozen, RunEnd, Runner};
 use crate::brain::config::{AgentConfig, ModelConfig, SessionLimits};
@@ -254,7 +260,9 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
         if args.json {
             println!(
                 "{}",
-                serde_json::json!({"session": session.as_str(), "status": state.status.as_str()})
+                json_line(
+                    &serde_json::json!({"session": session.as_str(), "status": state.status.as_str()})
+                )
             );
         } else {
             println!("session {session} is already {}", state.status);
@@ -296,7 +304,10 @@ fn parse_session(text: &str) -> Result<SessionId, Failure> {
 async fn drive(runner: &mut Runner<'_>, json: bool, from_seq: u64) -> Result<u8, Failure> {
     let id = runner.session().clone();
     if json {
-        println!("{}", serde_json::json!({"session": id.as_str()}));
+        println!(
+            "{}",
+            json_line(&serde_json::json!({"session": id.as_str()}))
+        );
     } else {
         println!("session {id}");
     }
@@ -307,7 +318,7 @@ async fn drive(runner: &mut Runner<'_>, json: bool, from_seq: u64) -> Result<u8,
             if json {
                 if let Ok(line) = serde_json::to_string(record) {
                     let mut out = std::io::stdout().lock();
-                    let _ = writeln!(out, "{line}");
+                    let _ = writeln!(out, "{}", json_safe(&line));
                 }
                 return;
             }
@@ -323,7 +334,7 @@ async fn drive(runner: &mut Runner<'_>, json: bool, from_seq: u64) -> Result<u8,
             if tty {
                 let _ = write!(err, "\r\x1b[2K{status} · {}", record.event.kind());
             } else if let Some(line) = progress_line(&record.event) {
-                let _ = writeln!(err, "{line} [{status}]");
+                let _ = writeln!(err, "{} [{status}]", one_line(&line));
             }
         },
     ));
@@ -341,7 +352,10 @@ async fn drive(runner: &mut Runner<'_>, json: bool, from_seq: u64) -> Result<u8,
         code: exit::DENIED,
         error: anyhow!(e),
     })?;
+    // The detail is the model's summary or an error: many lines are fine,
+    // terminal controls are not.
     let detail = end.detail.unwrap_or_default();
+    let detail = printable(&detail);
     if !json {
         match end.status {
             SessionStatus::Finished => println!("finished: {detail}"),
@@ -402,11 +416,14 @@ pub async fn sessions(json: bool) -> Result<u8, Failure> {
     let mut out = std::io::stdout().lock();
     for s in &list {
         let line = if json {
-            serde_json::to_string(s).unwrap_or_default()
+            json_line(s)
         } else {
             format!(
                 "{}  {:<9} {:>6} events  {}",
-                s.id, s.status, s.last_seq, s.agent_name
+                s.id,
+                s.status,
+                s.last_seq,
+                one_line(&s.agent_name)
             )
         };
         writeln!(out, "{line}").map_err(|e| Failure::usage(anyhow!(e)))?;
@@ -438,9 +455,11 @@ pub async fn log(args: LogArgs) -> Result<u8, Failure> {
         for record in &records {
             next = record.seq + 1;
             if args.json {
-                println!("{}", serde_json::to_string(record).unwrap_or_default());
+                println!("{}", json_line(record));
             } else {
-                println!("{}", render(store.as_ref(), record).await);
+                // One line per event: a goal, a model answer or a tool
+                // result cannot print a line that looks like another event.
+                println!("{}", one_line(&render(store.as_ref(), record).await));
             }
             if let Some(status) = record.event.status_after() {
                 running = !matches!(

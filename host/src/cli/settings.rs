@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use crate::hands::{DirGrant, Grants, HandsConfig, HostPattern, Limits, SecretGrant};
+use crate::hands::{DirSpec, Grants, HandsConfig, HostPattern, Limits, SecretGrant};
 
 /// Where sessions are stored: `$LONGHAND_HOME`, else
 /// `$XDG_DATA_HOME/longhand`, else `~/.local/share/longhand`.
@@ -51,9 +51,19 @@ pub fn hands_config() -> HandsConfig {
 #[derive(Debug, Default, Clone, clap::Args)]
 pub struct GrantFlags {
     /// Map a host directory: HOST_PATH[:GUEST_PATH][:ro|:rw]. The guest path
-    /// defaults to /workspace, access to read-only.
+    /// defaults to /workspace, access to read-only. A spec that could be
+    /// read two ways (a path containing `:`) is refused: use --mount.
     #[arg(long = "dir", value_name = "HOST_PATH[:GUEST_PATH][:ro|:rw]")]
     pub dirs: Vec<String>,
+    /// Map a host directory, long form: src=PATH,dst=GUEST_PATH,mode=ro|rw
+    /// [,symlinks=true]. dst defaults to /workspace, mode to ro; quote a
+    /// value holding `,` ("..."). symlinks=true lets the tool create
+    /// symbolic links in a rw directory (default: refused).
+    #[arg(
+        long = "mount",
+        value_name = "src=PATH,dst=GUEST,mode=ro|rw[,symlinks=true]"
+    )]
+    pub mounts: Vec<String>,
     /// Allow outbound HTTP to host[:port]; `*.example.com` matches subdomains.
     /// Without a port only 80 and 443 match. Loopback and private addresses
     /// must be named literally (e.g. 127.0.0.1:8080).
@@ -75,6 +85,10 @@ pub struct GrantFlags {
     /// Output size limit in bytes (default 1048576).
     #[arg(long = "max-output", value_name = "BYTES")]
     pub max_output: Option<u64>,
+    /// Bytes the call may write into granted directories (default
+    /// 268435456); past it the tool gets "no space left".
+    #[arg(long = "max-write", value_name = "BYTES")]
+    pub max_write: Option<u64>,
     /// Fuel limit, about one unit per wasm instruction (default 20000000000).
     #[arg(long, value_name = "UNITS")]
     pub fuel: Option<u64>,
@@ -96,8 +110,14 @@ impl GrantFlags {
             component_digest: self.digest.clone(),
             ..Grants::default()
         };
+        let cwd = std::env::current_dir().context("cannot read the current directory")?;
         for spec in &self.dirs {
-            grants.dirs.push(DirGrant::parse(spec)?);
+            grants.dirs.push(DirSpec::parse(spec, &cwd)?.resolve(&cwd)?);
+        }
+        for spec in &self.mounts {
+            grants
+                .dirs
+                .push(DirSpec::parse_mount(spec)?.resolve(&cwd)?);
         }
         for spec in &self.hosts {
             grants.hosts.push(HostPattern::parse(spec)?);
@@ -125,6 +145,7 @@ impl GrantFlags {
             timeout: self.timeout.unwrap_or(defaults.timeout),
             fuel: self.fuel.unwrap_or(defaults.fuel),
             max_output_bytes: self.max_output.unwrap_or(defaults.max_output_bytes),
+            max_write_bytes: self.max_write.unwrap_or(defaults.max_write_bytes),
             ..defaults
         };
         grants.validate()?;

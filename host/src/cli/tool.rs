@@ -1,4 +1,8 @@
 //! `longhand tool list | describe | call`.
+//!
+//! Everything a component says (its `describe` text, error messages,
+//! output, the resources it reached for) is foreign text: it is printed
+//! through [`term`](super::term), never raw.
 
 use std::io::Write;
 use std::path::Path;
@@ -7,6 +11,7 @@ use anyhow::Context;
 use serde_json::json;
 
 use super::settings::{GrantFlags, hands_config};
+use super::term::{json_line, json_pretty, one_line};
 use super::{Failure, exit};
 use crate::hands::{Hands, LoadError, LoadedTool, Receipt, ToolSource, builtin};
 
@@ -33,7 +38,9 @@ pub enum ToolCommand {
         /// The tool to call (see `describe`).
         tool: String,
         /// Input JSON; `@FILE` reads it from a file, `-` from stdin.
-        #[arg(long, value_name = "JSON")]
+        /// Without it the tool gets `{}`, the input of a tool with no
+        /// required fields.
+        #[arg(long, value_name = "JSON", default_value = "{}")]
         input: String,
         #[command(flatten)]
         grants: Box<GrantFlags>,
@@ -96,16 +103,17 @@ async fn list(json: bool) -> Result<u8, Failure> {
                     "name": t.name, "effect": t.effect, "description": t.description,
                 })).collect::<Vec<_>>(),
             });
-            writeln!(out, "{line}").map_err(|e| Failure::usage(anyhow::Error::from(e)))?;
+            writeln!(out, "{}", json_line(&line))
+                .map_err(|e| Failure::usage(anyhow::Error::from(e)))?;
         } else {
             let tools: Vec<&str> = info.tools.iter().map(|t| t.name.as_str()).collect();
             writeln!(
                 out,
                 "{:<6} {:<8} {}  [{}]",
                 b.name,
-                info.version,
-                first_line(&info.description),
-                tools.join(", ")
+                one_line(&info.version),
+                one_line(first_line(&info.description)),
+                one_line(&tools.join(", "))
             )
             .map_err(|e| Failure::usage(anyhow::Error::from(e)))?;
         }
@@ -124,13 +132,22 @@ async fn describe(component: &str, json: bool) -> Result<u8, Failure> {
             "imports": tool.capabilities(),
             "info": info,
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&value).unwrap_or_default()
-        );
+        println!("{}", json_pretty(&value));
         return Ok(exit::OK);
     }
-    println!("{} {} — {}", info.name, info.version, info.description);
+    // One line per item: a guest's newline must not print a line of its
+    // own (a forged `digest:` or `asks for` line).
+    println!(
+        "{} {} — {}",
+        one_line(&info.name),
+        one_line(&info.version),
+        one_line(first_line(&info.description))
+    );
+    if info.description.trim_end().contains('\n') {
+        for line in info.description.trim_end().lines().skip(1) {
+            println!("    {}", one_line(line));
+        }
+    }
     println!("digest:  {}", tool.digest());
     println!("imports: {}", tool.capabilities().join(", "));
     let req = &info.requests;
@@ -143,24 +160,28 @@ async fn describe(component: &str, json: bool) -> Result<u8, Failure> {
             crate::hands::Access::ReadOnly => "ro",
             crate::hands::Access::ReadWrite => "rw",
         };
-        println!("  dir    {} ({access}): {}", d.guest_path, d.why);
+        println!(
+            "  dir    {} ({access}): {}",
+            one_line(&d.guest_path),
+            one_line(&d.why)
+        );
     }
     for h in &req.hosts {
-        println!("  host   {h}");
+        println!("  host   {}", one_line(h));
     }
     for e in &req.env {
-        println!("  env    {e}");
+        println!("  env    {}", one_line(e));
     }
     for s in &req.secrets {
-        println!("  secret {s}");
+        println!("  secret {}", one_line(s));
     }
     println!("tools:");
     for t in &info.tools {
         println!(
             "  {} ({:?}): {}",
-            t.name,
+            one_line(&t.name),
             t.effect,
-            first_line(&t.description)
+            one_line(first_line(&t.description))
         );
         if let Some(props) = t.input_schema.get("properties").and_then(|p| p.as_object()) {
             let required: Vec<&str> = t
@@ -186,7 +207,12 @@ async fn describe(component: &str, json: bool) -> Result<u8, Failure> {
                     .get("description")
                     .and_then(|d| d.as_str())
                     .unwrap_or("");
-                println!("      {name} ({ty}{req}) {}", first_line(desc));
+                println!(
+                    "      {} ({}{req}) {}",
+                    one_line(name),
+                    one_line(&ty),
+                    one_line(first_line(desc))
+                );
             }
         }
     }
@@ -225,7 +251,7 @@ async fn call(
         let names: Vec<&str> = tool.info().tools.iter().map(|t| t.name.as_str()).collect();
         return Err(Failure::usage(anyhow::anyhow!(
             "{component} has no tool `{tool_name}`; it offers: {}",
-            names.join(", ")
+            one_line(&names.join(", "))
         )));
     }
     let outcome = hands.call(&tool, &grants, tool_name, &input).await;
@@ -239,20 +265,15 @@ async fn call(
             Ok(output) => json!({"ok": true, "output": output, "receipt": outcome.receipt}),
             Err(error) => json!({"ok": false, "error": error, "receipt": outcome.receipt}),
         };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&value).unwrap_or_default()
-        );
+        println!("{}", json_pretty(&value));
         return Ok(code);
     }
     match &outcome.result {
-        Ok(output) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(output).unwrap_or_default()
-            );
-        }
-        Err(error) => eprintln!("error: {error}"),
+        // Output is JSON for people too: still valid JSON, never raw
+        // controls.
+        Ok(output) => println!("{}", json_pretty(output)),
+        // One line, so a message cannot forge the receipt lines below it.
+        Err(error) => eprintln!("error: {}", one_line(&error.to_string())),
     }
     eprintln!("{}", summarize(&outcome.receipt));
     Ok(code)
@@ -271,17 +292,21 @@ fn summarize(r: &Receipt) -> String {
     for u in &r.used {
         line.push_str(&format!(
             "\n  used   {} {}: {}",
-            u.capability, u.resource, u.detail
+            u.capability,
+            one_line(&u.resource),
+            one_line(&u.detail)
         ));
     }
     for d in &r.denied {
         line.push_str(&format!(
             "\n  denied {} {}: {}",
-            d.capability, d.resource, d.reason
+            d.capability,
+            one_line(&d.resource),
+            one_line(&d.reason)
         ));
     }
     for l in &r.limits_hit {
-        line.push_str(&format!("\n  limit  {l}"));
+        line.push_str(&format!("\n  limit  {}", one_line(l)));
     }
     if r.stdout.dropped_bytes > 0 || r.stderr.dropped_bytes > 0 {
         line.push_str(&format!(

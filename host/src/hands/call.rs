@@ -19,6 +19,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpHooks, WasiHttpView};
 
 use super::bindings::longhand::tool::host::{self as host_api, LogLevel};
+use super::fs::{FsState, GuardedFsView, WriteQuota};
 use super::grants::Grants;
 use super::net::HttpPolicy;
 use super::receipt::{Captured, Journal, Progress};
@@ -29,8 +30,19 @@ pub(crate) struct CallState {
     table: ResourceTable,
     http: WasiHttpCtx,
     hooks: Hooks,
+    fs: FsState,
     pub(crate) limiter: Limiter,
     pub(crate) journal: Arc<Mutex<Journal>>,
+}
+
+impl CallState {
+    /// The guarded `wasi:filesystem` view (see [`super::fs`]).
+    pub(crate) fn guarded_fs(&mut self) -> GuardedFsView<'_> {
+        GuardedFsView {
+            table: &mut self.table,
+            fs: &mut self.fs,
+        }
+    }
 }
 
 impl WasiView for CallState {
@@ -138,6 +150,9 @@ pub(crate) const MAX_HTTP_FIELDS_BYTES: usize = 32 << 10;
 /// Collects the pieces of a [`CallState`] while capabilities prepare them.
 pub(crate) struct CallBuilder {
     pub(crate) wasi: WasiCtxBuilder,
+    /// Granted directories and the write limit; filled by the filesystem
+    /// capability.
+    pub(crate) fs: FsState,
     journal: Arc<Mutex<Journal>>,
     stdout: Option<CappedPipe>,
     stderr: Option<CappedPipe>,
@@ -146,7 +161,9 @@ pub(crate) struct CallBuilder {
 }
 
 impl CallBuilder {
-    pub(crate) fn new(memory_limit: u64) -> Self {
+    pub(crate) fn new(memory_limit: u64, write_limit: u64) -> Self {
+        let journal = Arc::new(Mutex::new(Journal::default()));
+        let quota = Arc::new(WriteQuota::new(write_limit, journal.clone()));
         let mut wasi = WasiCtxBuilder::new();
         // Nothing ambient: no args, no inherited env, no network, and the
         // socket checks refuse everything even though sockets are never linked.
@@ -156,7 +173,8 @@ impl CallBuilder {
             .socket_addr_check(|_, _| Box::pin(async { false }));
         Self {
             wasi,
-            journal: Arc::new(Mutex::new(Journal::default())),
+            fs: FsState::new(quota, journal.clone()),
+            journal,
             stdout: None,
             stderr: None,
             policy: None,
@@ -208,6 +226,7 @@ impl CallBuilder {
             table,
             http,
             hooks: Hooks { policy },
+            fs: self.fs,
             limiter: Limiter {
                 memory_limit: self.memory_limit,
                 memory_total: 0,
@@ -351,16 +370,10 @@ impl host_api::Host for CallState {
 
     fn progress(&mut self, done: u64, total: Option<u64>, message: String) {
         if let Ok(mut journal) = self.journal.lock() {
-            let mut end = message.len().min(super::receipt::MAX_LOG_LINE_BYTES);
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
-            let mut message = message;
-            message.truncate(end);
             journal.progress = Some(Progress {
                 done,
                 total,
-                message,
+                message: super::bound::cut(message, super::receipt::MAX_LOG_LINE_BYTES),
             });
         }
     }

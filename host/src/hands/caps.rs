@@ -16,7 +16,7 @@
 use wasmtime::component::{Linker, types::ComponentItem};
 
 use super::call::{CallBuilder, CallState};
-use super::grants::{Access, Grants};
+use super::grants::Grants;
 
 /// One grantable capability.
 pub(crate) trait Capability {
@@ -214,39 +214,24 @@ impl Capability for Env {
     }
 }
 
-/// `wasi:filesystem`: only granted directories, with their access.
+/// `wasi:filesystem`: only granted directories, with their access, through
+/// the guard in [`super::fs`] (pinned directories, no special files, no
+/// symlink creation unless granted, a write limit).
 pub(crate) struct Filesystem;
 
 impl Capability for Filesystem {
     const NAME: &'static str = "filesystem";
 
     fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-        use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
+        use super::fs::GuardedFs;
         use wasmtime_wasi::p2::bindings::filesystem;
-        filesystem::types::add_to_linker::<CallState, WasiFilesystem>(
-            linker,
-            CallState::filesystem,
-        )?;
-        filesystem::preopens::add_to_linker::<CallState, WasiFilesystem>(
-            linker,
-            CallState::filesystem,
-        )
+        filesystem::types::add_to_linker::<CallState, GuardedFs>(linker, CallState::guarded_fs)?;
+        filesystem::preopens::add_to_linker::<CallState, GuardedFs>(linker, CallState::guarded_fs)
     }
 
     fn prepare(grants: &Grants, call: &mut CallBuilder) -> wasmtime::Result<()> {
         for dir in &grants.dirs {
-            let perms = match dir.access {
-                Access::ReadOnly => wasmtime_wasi::FsPerms::ReadOnly,
-                Access::ReadWrite => wasmtime_wasi::FsPerms::ReadWrite,
-            };
-            call.wasi
-                .preopened_dir(&dir.host_path, &dir.guest_path, perms)
-                .map_err(|e| {
-                    wasmtime::Error::msg(format!(
-                        "cannot open granted directory {}: {e}",
-                        dir.host_path.display()
-                    ))
-                })?;
+            call.fs.preopen(dir).map_err(wasmtime::Error::msg)?;
         }
         Ok(())
     }

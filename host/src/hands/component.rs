@@ -19,6 +19,7 @@ use super::bindings::ToolPre;
 use super::call::CallState;
 use super::caps::{UnsupportedImport, check_imports};
 use super::grants::Access;
+use super::schema::{InputSchema, SchemaLoader};
 
 /// What running a tool does to the world; decides what is re-run after a crash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -98,7 +99,7 @@ pub struct LoadedTool {
     pub(crate) info: ComponentInfo,
     pub(crate) capabilities: Vec<&'static str>,
     pub(crate) pre: ToolPre<CallState>,
-    pub(crate) validators: HashMap<String, jsonschema::Validator>,
+    pub(crate) validators: HashMap<String, InputSchema>,
 }
 
 impl LoadedTool {
@@ -368,7 +369,7 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 pub(crate) fn validate_info(
     label: &str,
     raw: super::bindings::longhand::tool::types::ComponentInfo,
-) -> Result<(ComponentInfo, HashMap<String, jsonschema::Validator>), LoadError> {
+) -> Result<(ComponentInfo, HashMap<String, InputSchema>), LoadError> {
     use super::bindings::longhand::tool::types as wit;
     let bad = |reason: String| LoadError::Describe {
         label: label.to_owned(),
@@ -376,6 +377,7 @@ pub(crate) fn validate_info(
     };
     let mut tools = Vec::with_capacity(raw.tools.len());
     let mut validators = HashMap::new();
+    let mut schemas = SchemaLoader::new();
     if raw.tools.is_empty() {
         return Err(bad("the component offers no tools".to_owned()));
     }
@@ -394,10 +396,14 @@ pub(crate) fn validate_info(
         if validators.contains_key(&t.name) {
             return Err(bad(format!("tool `{}` is declared twice", t.name)));
         }
+        // The schema is hostile input: compiled under the bounds of
+        // `schema.rs` before anything else reads it, so a refused one is
+        // never even parsed twice.
+        let validator = schemas
+            .compile(&t.input_schema)
+            .map_err(|e| bad(format!("tool `{}`: input schema refused: {e}", t.name)))?;
         let schema: serde_json::Value = serde_json::from_str(&t.input_schema)
             .map_err(|e| bad(format!("tool `{}`: input schema is not JSON: {e}", t.name)))?;
-        let validator = jsonschema::validator_for(&schema)
-            .map_err(|e| bad(format!("tool `{}`: input schema is invalid: {e}", t.name)))?;
         validators.insert(t.name.clone(), validator);
         tools.push(ToolSpec {
             name: t.name,

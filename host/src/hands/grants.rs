@@ -6,13 +6,13 @@
 //! ([`Grants::validate`]) before any call is made with it; the capability
 //! modules in [`super::caps`] turn a validated grant into per-call state.
 //!
-//! This module owns parsing and validation only. It never opens a file or a
-//! socket.
+//! This module owns parsing and validation only. It never opens a socket;
+//! directories are opened (to pin them) by [`super::dirs`].
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -21,47 +21,103 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Access {
-    /// Read files and list directories. The default.
+    /// Read files and list directories. The default. (`ro` in agent.toml.)
     #[default]
+    #[serde(alias = "ro")]
     ReadOnly,
-    /// Also create, write, rename and delete inside the directory.
+    /// Also create, write, rename and delete inside the directory. (`rw`.)
+    #[serde(alias = "rw")]
     ReadWrite,
 }
 
-/// A host directory mapped into the guest.
+/// A directory grant as the operator wrote it, before it is resolved.
 ///
-/// The guest sees `guest_path` and nothing above it: `..`, absolute paths and
-/// symlinks that point outside `host_path` fail inside the guest with "not
-/// permitted" (enforced by cap-std, which resolves every path relative to the
-/// opened directory handle).
+/// Two spellings exist on the command line: the short form
+/// `HOST_PATH[:GUEST_PATH][:ro|:rw]` ([`DirSpec::parse`]) and the long form
+/// `src=PATH,dst=GUEST_PATH,mode=ro|rw[,symlinks=true]`
+/// ([`DirSpec::parse_mount`]), which is the only one that can grant a path
+/// containing `:`. [`DirSpec::resolve`] turns a spec into a [`DirGrant`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DirGrant {
-    /// Directory on the host. Must exist and be a directory.
+#[serde(deny_unknown_fields)]
+pub struct DirSpec {
+    /// Directory on the host; relative paths are resolved against the base
+    /// given to [`DirSpec::resolve`].
+    #[serde(rename = "host")]
     pub host_path: PathBuf,
-    /// Where the guest sees it, e.g. `/workspace`. Must be absolute.
+    /// Where the guest sees it. Default [`DEFAULT_GUEST_DIR`].
+    #[serde(rename = "guest", default = "default_guest_dir")]
     pub guest_path: String,
     /// Default [`Access::ReadOnly`].
-    #[serde(default)]
+    #[serde(rename = "mode", default)]
     pub access: Access,
+    /// Whether the tool may create symbolic links inside the directory
+    /// (read-write grants only). Default `false`: a link a tool plants
+    /// could redirect a later grant or a person's tools elsewhere.
+    #[serde(default)]
+    pub symlinks: bool,
 }
 
-impl DirGrant {
-    /// Parse the CLI form `HOST_PATH[:GUEST_PATH][:ro|:rw]`.
+fn default_guest_dir() -> String {
+    DEFAULT_GUEST_DIR.to_owned()
+}
+
+impl DirSpec {
+    /// Parse the short form `HOST_PATH[:GUEST_PATH][:ro|:rw]`.
     ///
-    /// Without a guest path the directory appears as `/workspace`; without an
-    /// access suffix it is read-only.
-    pub fn parse(spec: &str) -> Result<Self, GrantError> {
+    /// Without a guest path the directory appears as `/workspace`; without
+    /// an access suffix it is read-only. Because `:` separates the parts, a
+    /// spec is refused when it could name two different grants — when
+    /// another split of it at a `:` (or the whole spec) also names a path
+    /// that exists under `base` — and when it does not parse but the whole
+    /// spec is an existing path: both get advice to use the long form.
+    pub fn parse(spec: &str, base: &Path) -> Result<Self, GrantError> {
+        let bad = |reason: String| GrantError::Dir {
+            spec: spec.to_owned(),
+            reason,
+        };
+        let exists = |candidate: &str| {
+            !candidate.is_empty() && std::fs::symlink_metadata(base.join(candidate)).is_ok()
+        };
+        let long_form = |what: &str| {
+            format!(
+                "{what}; use the long form, which has no ambiguity: \
+                 --mount src=PATH,dst=/workspace,mode=ro (or dirs = [{{ host = \"PATH\", \
+                 guest = \"/workspace\", mode = \"read-only\" }}] in agent.toml)"
+            )
+        };
+        let parsed = match Self::parse_short(spec) {
+            Ok(parsed) => parsed,
+            Err(reason) if spec.contains(':') && exists(spec) => {
+                return Err(bad(long_form(&format!(
+                    "{reason}, but `{spec}` is itself an existing path: a path containing `:` \
+                     cannot be granted in the short form"
+                ))));
+            }
+            Err(reason) => return Err(bad(reason)),
+        };
+        let chosen = parsed.host_path.to_string_lossy().into_owned();
+        let other = spec
+            .match_indices(':')
+            .map(|(i, _)| &spec[..i])
+            .chain(std::iter::once(spec))
+            .find(|candidate| *candidate != chosen && exists(candidate));
+        if let Some(other) = other {
+            return Err(bad(long_form(&format!(
+                "ambiguous: it reads as host path `{chosen}`, but `{other}` also exists"
+            ))));
+        }
+        Ok(parsed)
+    }
+
+    fn parse_short(spec: &str) -> Result<Self, String> {
         let mut parts: Vec<&str> = spec.split(':').collect();
         let mut access = Access::ReadOnly;
-        if let Some(last) = parts.last().copied()
-            && parts.len() > 1
-        {
-            match last {
-                "ro" => {
-                    access = Access::ReadOnly;
+        if parts.len() > 1 {
+            match parts.last().copied() {
+                Some("ro") => {
                     parts.pop();
                 }
-                "rw" => {
+                Some("rw") => {
                     access = Access::ReadWrite;
                     parts.pop();
                 }
@@ -71,24 +127,255 @@ impl DirGrant {
         let (host, guest) = match parts.as_slice() {
             [host] => (*host, DEFAULT_GUEST_DIR),
             [host, guest] => (*host, *guest),
-            _ => {
-                return Err(GrantError::Dir {
-                    spec: spec.to_owned(),
-                    reason: "expected HOST_PATH[:GUEST_PATH][:ro|:rw]".to_owned(),
-                });
-            }
+            _ => return Err("expected HOST_PATH[:GUEST_PATH][:ro|:rw]".to_owned()),
         };
         if host.is_empty() {
-            return Err(GrantError::Dir {
-                spec: spec.to_owned(),
-                reason: "the host path is empty".to_owned(),
-            });
+            return Err("the host path is empty".to_owned());
+        }
+        if !guest.starts_with('/') {
+            return Err(format!(
+                "the guest path `{guest}` is not absolute (expected HOST_PATH[:GUEST_PATH][:ro|:rw])"
+            ));
         }
         Ok(Self {
             host_path: PathBuf::from(host),
             guest_path: guest.to_owned(),
             access,
+            symlinks: false,
         })
+    }
+
+    /// Parse the long form `src=PATH,dst=GUEST_PATH,mode=ro|rw[,symlinks=true|false]`.
+    ///
+    /// `src` (alias `source`) is required; `dst` (alias `target`) defaults to
+    /// `/workspace`, `mode` to `ro`, `symlinks` to `false`. A value holding
+    /// `,` or `"` is written in double quotes, with `""` for a quote:
+    /// `src="/data/a,b",mode=rw`.
+    pub fn parse_mount(spec: &str) -> Result<Self, GrantError> {
+        let bad = |reason: String| GrantError::Dir {
+            spec: spec.to_owned(),
+            reason,
+        };
+        let mut out = Self {
+            host_path: PathBuf::new(),
+            guest_path: DEFAULT_GUEST_DIR.to_owned(),
+            access: Access::ReadOnly,
+            symlinks: false,
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for (key, value) in split_fields(spec).map_err(&bad)? {
+            let canonical = match key.as_str() {
+                "src" | "source" => "src",
+                "dst" | "target" | "destination" => "dst",
+                "mode" => "mode",
+                "symlinks" => "symlinks",
+                other => {
+                    return Err(bad(format!(
+                        "unknown field `{other}`; expected src, dst, mode, symlinks"
+                    )));
+                }
+            };
+            if !seen.insert(canonical) {
+                return Err(bad(format!("`{canonical}` is given twice")));
+            }
+            match canonical {
+                "src" => out.host_path = PathBuf::from(value),
+                "dst" => out.guest_path = value,
+                "mode" => {
+                    out.access = match value.as_str() {
+                        "ro" | "read-only" => Access::ReadOnly,
+                        "rw" | "read-write" => Access::ReadWrite,
+                        other => return Err(bad(format!("mode `{other}` is not ro or rw"))),
+                    }
+                }
+                _ => {
+                    out.symlinks = match value.as_str() {
+                        "true" => true,
+                        "false" => false,
+                        other => {
+                            return Err(bad(format!("symlinks `{other}` is not true or false")));
+                        }
+                    }
+                }
+            }
+        }
+        if out.host_path.as_os_str().is_empty() {
+            return Err(bad("`src=PATH` is required".to_owned()));
+        }
+        Ok(out)
+    }
+
+    /// Resolve the spec into a grant: make the host path absolute (relative
+    /// paths against `base`), open it without following a symbolic link in
+    /// any component, and pin the directory's identity. See
+    /// [`DirGrant`] for what pinning guarantees.
+    pub fn resolve(&self, base: &Path) -> Result<DirGrant, GrantError> {
+        let bad = |reason: String| GrantError::Dir {
+            spec: self.host_path.display().to_string(),
+            reason,
+        };
+        if !self.guest_path.starts_with('/') {
+            return Err(GrantError::Dir {
+                spec: self.guest_path.clone(),
+                reason: "the guest path must be absolute, e.g. /workspace".to_owned(),
+            });
+        }
+        if self.symlinks && self.access == Access::ReadOnly {
+            return Err(bad(
+                "`symlinks = true` needs a read-write grant (mode = rw)".to_owned(),
+            ));
+        }
+        let joined = if self.host_path.is_absolute() {
+            self.host_path.clone()
+        } else {
+            let base = if base.is_absolute() {
+                base.to_owned()
+            } else {
+                std::env::current_dir()
+                    .map_err(|e| bad(format!("cannot read the current directory: {e}")))?
+                    .join(base)
+            };
+            base.join(&self.host_path)
+        };
+        let (host_path, identity) = super::dirs::pin(&joined).map_err(bad)?;
+        Ok(DirGrant {
+            host_path,
+            guest_path: self.guest_path.clone(),
+            access: self.access,
+            symlinks: self.symlinks,
+            identity,
+        })
+    }
+}
+
+/// Split `key=value,key="quoted, value"` into pairs.
+fn split_fields(spec: &str) -> Result<Vec<(String, String)>, String> {
+    let mut fields = Vec::new();
+    let mut chars = spec.chars().peekable();
+    loop {
+        let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+        let key = key.trim().to_ascii_lowercase();
+        if key.is_empty() || key.contains(',') {
+            return Err("expected comma-separated key=value fields, e.g. \
+                        src=./data,dst=/workspace,mode=rw"
+                .to_owned());
+        }
+        let mut value = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            loop {
+                match chars.next() {
+                    Some('"') if chars.peek() == Some(&'"') => {
+                        chars.next();
+                        value.push('"');
+                    }
+                    Some('"') => break,
+                    Some(c) => value.push(c),
+                    None => return Err(format!("unclosed quote in the value of `{key}`")),
+                }
+            }
+            match chars.next() {
+                None | Some(',') => {}
+                Some(c) => return Err(format!("unexpected `{c}` after the quoted `{key}`")),
+            }
+        } else {
+            for c in chars.by_ref() {
+                if c == ',' {
+                    break;
+                }
+                value.push(c);
+            }
+        }
+        fields.push((key, value));
+        if chars.peek().is_none() {
+            return Ok(fields);
+        }
+    }
+}
+
+/// Identity of a directory: device and inode on Unix. Two paths with the
+/// same identity are the same directory, whatever was renamed in between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirIdentity {
+    /// Device id (`st_dev`).
+    pub dev: u64,
+    /// Inode number (`st_ino`).
+    pub ino: u64,
+}
+
+impl fmt::Display for DirIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "device {} inode {}", self.dev, self.ino)
+    }
+}
+
+/// A host directory mapped into the guest: resolved and pinned.
+///
+/// A grant is the directory the operator meant when the grant was made, not
+/// whatever its path names later. [`DirSpec::resolve`] (or
+/// [`DirGrant::new`]) opens the path component by component **without
+/// following symbolic links** and records the directory's identity; every
+/// call opens it the same way again and refuses the call, naming the grant
+/// and what changed, if a component became a symlink or the directory was
+/// replaced. A session freezes its resolved grants, identity included, into
+/// its first event.
+///
+/// Inside the directory the guest sees `guest_path` and nothing above it:
+/// `..`, absolute paths and symlinks pointing outside fail with "not
+/// permitted" (cap-std resolves every path beneath the opened handle). A
+/// hard link the *operator* made to a file outside cannot be told apart from
+/// the file itself; see docs/security.md.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirGrant {
+    host_path: PathBuf,
+    guest_path: String,
+    #[serde(default)]
+    access: Access,
+    #[serde(default)]
+    symlinks: bool,
+    identity: DirIdentity,
+}
+
+impl DirGrant {
+    /// Resolve and pin `host_path` (relative to the current directory),
+    /// mapped to `guest_path` with `access`; no symlink creation.
+    pub fn new(
+        host_path: impl Into<PathBuf>,
+        guest_path: &str,
+        access: Access,
+    ) -> Result<Self, GrantError> {
+        DirSpec {
+            host_path: host_path.into(),
+            guest_path: guest_path.to_owned(),
+            access,
+            symlinks: false,
+        }
+        .resolve(Path::new("."))
+    }
+
+    /// The absolute host path, free of symbolic links when pinned.
+    pub fn host_path(&self) -> &Path {
+        &self.host_path
+    }
+
+    /// Where the guest sees it.
+    pub fn guest_path(&self) -> &str {
+        &self.guest_path
+    }
+
+    /// Read-only or read-write.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// Whether the tool may create symbolic links in it.
+    pub fn symlinks(&self) -> bool {
+        self.symlinks
+    }
+
+    /// The identity pinned when the grant was resolved.
+    pub fn identity(&self) -> DirIdentity {
+        self.identity
     }
 }
 
@@ -381,6 +668,11 @@ pub struct Limits {
     pub max_stdio_bytes: u64,
     /// Outbound HTTP requests per call. Default 64.
     pub max_http_requests: u32,
+    /// Bytes the call may write into granted directories: file data
+    /// (however it is written), growth by truncation, and one 4 KiB block
+    /// for each file, directory or link it creates. Past it the guest gets
+    /// "no space left" and the receipt names the limit. Default 256 MiB.
+    pub max_write_bytes: u64,
 }
 
 impl Default for Limits {
@@ -393,6 +685,7 @@ impl Default for Limits {
             max_http_response_bytes: 8 << 20,
             max_stdio_bytes: 64 << 10,
             max_http_requests: 64,
+            max_write_bytes: 256 << 20,
         }
     }
 }
@@ -458,21 +751,8 @@ impl Grants {
                     reason: "two directories are mapped to the same guest path".to_owned(),
                 });
             }
-            match std::fs::metadata(&dir.host_path) {
-                Ok(meta) if meta.is_dir() => {}
-                Ok(_) => {
-                    return Err(GrantError::Dir {
-                        spec: dir.host_path.display().to_string(),
-                        reason: "not a directory".to_owned(),
-                    });
-                }
-                Err(err) => {
-                    return Err(GrantError::Dir {
-                        spec: dir.host_path.display().to_string(),
-                        reason: format!("cannot open it: {err}"),
-                    });
-                }
-            }
+            // The host side was opened and pinned when the grant was
+            // resolved; every call checks it again (`super::dirs::open`).
         }
         for name in self.env.keys() {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
@@ -565,20 +845,60 @@ mod tests {
 
     #[test]
     fn dir_specs_parse_with_defaults() {
-        let d = DirGrant::parse("/tmp/x").unwrap();
+        let nowhere = Path::new("/nonexistent-longhand-base");
+        let d = DirSpec::parse("/tmp/x", nowhere).unwrap();
         assert_eq!(d.guest_path, "/workspace");
         assert_eq!(d.access, Access::ReadOnly);
-        let d = DirGrant::parse("/tmp/x:/data:rw").unwrap();
+        let d = DirSpec::parse("/tmp/x:/data:rw", nowhere).unwrap();
         assert_eq!(
             (d.guest_path.as_str(), d.access),
             ("/data", Access::ReadWrite)
         );
-        let d = DirGrant::parse("./src:rw").unwrap();
+        let d = DirSpec::parse("./src:rw", nowhere).unwrap();
         assert_eq!(
             (d.guest_path.as_str(), d.access),
             ("/workspace", Access::ReadWrite)
         );
-        assert!(DirGrant::parse("a:b:c:d").is_err());
+        assert!(DirSpec::parse("a:b:c:d", nowhere).is_err());
+        assert!(DirSpec::parse("a:relative", nowhere).is_err());
+    }
+
+    #[test]
+    fn ambiguous_short_forms_are_refused_with_advice() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("data")).unwrap();
+        std::fs::create_dir(tmp.path().join("data:rw")).unwrap();
+        std::fs::create_dir(tmp.path().join("a:b")).unwrap();
+        let err = DirSpec::parse("data:rw", tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("ambiguous") && err.contains("--mount"), "{err}");
+        let err = DirSpec::parse("a:b", tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("cannot be granted in the short form"), "{err}");
+        // Unambiguous short forms still work.
+        let d = DirSpec::parse("data:/d:rw", tmp.path()).unwrap();
+        assert_eq!(d.host_path, PathBuf::from("data"));
+    }
+
+    #[test]
+    fn mount_specs_parse_with_quotes_and_defaults() {
+        let d = DirSpec::parse_mount("src=/tmp/a:b,dst=/data,mode=rw,symlinks=true").unwrap();
+        assert_eq!(d.host_path, PathBuf::from("/tmp/a:b"));
+        assert_eq!(d.guest_path, "/data");
+        assert_eq!(d.access, Access::ReadWrite);
+        assert!(d.symlinks);
+        let d = DirSpec::parse_mount(r#"src="/tmp/x,""y""",mode=ro"#).unwrap();
+        assert_eq!(d.host_path, PathBuf::from(r#"/tmp/x,"y""#));
+        assert_eq!(d.guest_path, "/workspace");
+        for bad in [
+            "",
+            "dst=/x",
+            "src=/x,mode=rwx",
+            "src=/x,src=/y",
+            "src=/x,color=red",
+            r#"src="/x"#,
+            "src=/x,symlinks=yes",
+        ] {
+            assert!(DirSpec::parse_mount(bad).is_err(), "{bad} should not parse");
+        }
     }
 
     #[test]

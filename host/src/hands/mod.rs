@@ -10,14 +10,21 @@
 //! loop. It takes a tool, grants and an input, and gives back an outcome and
 //! a receipt; recording them is the caller's business.
 
+mod addr;
+mod bound;
 pub mod builtin;
 mod call;
 pub mod caps;
 mod component;
 pub mod dev;
+mod dirs;
+mod exec;
+mod fs;
 pub mod grants;
 mod net;
 pub mod receipt;
+mod redact;
+pub mod schema;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,14 +32,18 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
-use wasmtime::component::Linker;
+use wasmtime::component::{Linker, ResourceTableError};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+use wasmtime_wasi_http::FieldMapError;
 
 pub use component::{
     CapabilityRequests, ComponentInfo, DirRequest, Effect, LoadError, LoadedTool, ToolSpec,
     digest_of,
 };
-pub use grants::{Access, DirGrant, GrantError, Grants, HostPattern, Limits, Secret, SecretGrant};
+pub use grants::{
+    Access, DirGrant, DirIdentity, DirSpec, GrantError, Grants, HostPattern, Limits, Secret,
+    SecretGrant,
+};
 pub use receipt::Receipt;
 
 use call::{CallBuilder, CallState};
@@ -51,7 +62,8 @@ pub(crate) mod bindings {
     });
 }
 
-/// How often the epoch advances; the granularity of call timeouts.
+/// How often the epoch advances: the granularity of call timeouts, and how
+/// often a running guest yields to the executor (see [`exec`]).
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Engine-wide settings. Defaults suit a laptop running a few agents.
@@ -83,6 +95,8 @@ pub struct Hands {
     /// Loaded components by digest: loading the same bytes twice returns the
     /// same compiled, described component (it holds no guest state).
     loaded: std::sync::Mutex<std::collections::HashMap<String, Arc<LoadedTool>>>,
+    /// Moves calls that run long off the caller's thread.
+    offloader: exec::Offloader,
 }
 
 /// Why a call did not produce output.
@@ -234,7 +248,16 @@ impl Hands {
             cache_dir: config.cache_dir,
             permits: Arc::new(Semaphore::new(slots as usize)),
             loaded: std::sync::Mutex::new(std::collections::HashMap::new()),
+            offloader: exec::Offloader::default(),
         })
+    }
+
+    /// Calls (and describes) running right now on a thread of their own:
+    /// those whose guest code ran longer than a couple of milliseconds (see
+    /// `docs/security.md`, "Busy guests and the runtime"). For tests and
+    /// metrics; 0 when nothing long is running.
+    pub fn offloaded_calls(&self) -> usize {
+        self.offloader.live()
     }
 
     /// Load, check, link and describe a component.
@@ -329,23 +352,39 @@ impl Hands {
             label: label.clone(),
             reason,
         };
-        let (state, stdio) = CallBuilder::new(limits.memory_bytes).build();
-        let mut store = self
+        let (state, stdio) = CallBuilder::new(limits.memory_bytes, limits.max_write_bytes).build();
+        let (mut store, watch) = self
             .store(state, &limits)
             .map_err(|e| describe_err(format!("{e:#}")))?;
-        let raw = tokio::time::timeout(limits.timeout, async {
-            let instance = pre.instantiate_async(&mut store).await?;
-            instance
-                .longhand_tool_tools()
-                .call_describe(&mut store)
-                .await
-        })
-        .await
-        .map_err(|_| describe_err(format!("timed out after {:?}", limits.timeout)))?
-        .map_err(|e| {
-            let (_, stderr) = stdio.take();
-            describe_err(format!("{e:#}{}", panic_note(&stderr.text)))
-        })?;
+        // The guest future owns what it uses, so that it can move to a
+        // thread of its own if it runs long; the store comes back with the
+        // result and is dropped here, not on a low-priority thread.
+        let describing = pre.clone();
+        let deadline = watch.deadline;
+        let guest = async move {
+            let raw = exec::within(deadline, async {
+                let instance = describing.instantiate_async(&mut store).await?;
+                instance
+                    .longhand_tool_tools()
+                    .call_describe(&mut store)
+                    .await
+            })
+            .await;
+            (raw, store)
+        };
+        let (raw, store) = self
+            .offloader
+            .run(guest, &watch)
+            .await
+            .map_err(|e| describe_err(e.to_string()))?;
+        drop(store);
+        let raw = raw
+            .map_err(|_| describe_err(format!("timed out after {:?}", limits.timeout)))?
+            .map_err(|e| {
+                let (_, stderr) = stdio.take();
+                describe_err(format!("{e:#}{}", panic_note(&stderr.text)))
+            })?;
+        let raw = bound::describe(raw).map_err(describe_err)?;
         let (info, validators) = component::validate_info(&label, raw)?;
         // Only components that passed every check are cached.
         if let Some(path) = cache_to {
@@ -365,14 +404,19 @@ impl Hands {
         Ok(tool)
     }
 
-    fn store(&self, state: CallState, limits: &Limits) -> wasmtime::Result<Store<CallState>> {
+    /// A store for one call: its limiter and fuel, and the epoch watch that
+    /// traps it at its timeout and lets it leave the caller's thread when it
+    /// runs long (see [`exec`]).
+    fn store(
+        &self,
+        state: CallState,
+        limits: &Limits,
+    ) -> wasmtime::Result<(Store<CallState>, exec::Watch)> {
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_fuel(limits.fuel)?;
-        let ticks = limits.timeout.as_micros() / EPOCH_TICK.as_micros() + 1;
-        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
-        store.epoch_deadline_trap();
-        Ok(store)
+        let watch = exec::arm(&mut store, limits.timeout);
+        Ok((store, watch))
     }
 
     /// Run tool `name` of `tool` on `input` with `grants`, in a fresh instance.
@@ -439,31 +483,47 @@ impl Hands {
                 ),
             });
         };
-        validate_input(validator, input)?;
+        validate_input(validator, input, receipt)?;
 
         let _permit = self.permits.acquire().await.map_err(|_| CallError::Host {
             message: "the tool host is shutting down".to_owned(),
         })?;
 
         let limits = &grants.limits;
-        let mut builder = CallBuilder::new(limits.memory_bytes);
+        let mut builder = CallBuilder::new(limits.memory_bytes, limits.max_write_bytes);
         caps::prepare_all(grants, &mut builder).map_err(|e| CallError::Refused {
             message: format!("{e:#}"),
         })?;
         let (state, stdio) = builder.build();
         let journal = state.journal.clone();
-        let mut store = self.store(state, limits).map_err(|e| CallError::Host {
+        let (mut store, watch) = self.store(state, limits).map_err(|e| CallError::Host {
             message: format!("{e:#}"),
         })?;
 
-        let run = tokio::time::timeout(limits.timeout, async {
-            let instance = tool.pre.instantiate_async(&mut store).await?;
-            instance
-                .longhand_tool_tools()
-                .call_call(&mut store, name, input_text)
+        // The guest future owns everything it uses (the store, a handle to
+        // the component, its input), so that it can move to a thread of its
+        // own if it runs long; it hands the store back for the receipt.
+        let pre = tool.pre.clone();
+        let (tool_name, input_owned) = (name.to_owned(), input_text.to_owned());
+        let deadline = watch.deadline;
+        let guest = async move {
+            let run = exec::within(deadline, async {
+                let instance = pre.instantiate_async(&mut store).await?;
+                instance
+                    .longhand_tool_tools()
+                    .call_call(&mut store, &tool_name, &input_owned)
+                    .await
+            })
+            .await;
+            (run, store)
+        };
+        let (run, store) =
+            self.offloader
+                .run(guest, &watch)
                 .await
-        })
-        .await;
+                .map_err(|e| CallError::Host {
+                    message: e.to_string(),
+                })?;
 
         receipt.fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         let limiter = &store.data().limiter;
@@ -481,6 +541,7 @@ impl Hands {
             receipt.logs_dropped = j.logs_dropped;
             receipt.progress = j.progress.take();
             receipt.http_bytes_in = j.http_bytes_in;
+            receipt.bytes_written = j.bytes_written();
         }
 
         if memory_limit_hit {
@@ -490,7 +551,7 @@ impl Hands {
             ));
         }
         let result = match run {
-            Err(_elapsed) => Err(CallError::Limit {
+            Err(exec::TimedOut) => Err(CallError::Limit {
                 message: format!("timeout of {:?} reached", limits.timeout),
             }),
             Ok(Err(err)) => Err(classify_trap(
@@ -499,7 +560,10 @@ impl Hands {
                 limits,
                 &receipt.stderr.text,
             )),
-            Ok(Ok(Err(err))) => Err(tool_error(err)),
+            Ok(Ok(Err(err))) => Err(tool_error(bound::tool_error(
+                err,
+                limits.max_output_bytes,
+            ))),
             Ok(Ok(Ok(output))) => {
                 receipt.output_bytes = output.len() as u64;
                 if output.len() as u64 > limits.max_output_bytes {
@@ -572,18 +636,25 @@ fn classify_trap(
             ),
         };
     }
-    let chain = format!("{err:#}");
-    if chain.contains("resource table has no free keys") {
+    // Host-side bounds trap with their own error types, wrapped in context
+    // by whichever host function hit them: look for the type, not the words.
+    if let Some(ResourceTableError::Full) = cause::<ResourceTableError>(err) {
         return limit(format!(
             "resource table full: the call held more than {} host resources (handles)",
             call::MAX_RESOURCES
         ));
     }
-    if chain.contains("total size of fields exceeds limit") {
-        return limit(format!(
-            "HTTP header fields of more than {} KiB",
-            call::MAX_HTTP_FIELDS_BYTES >> 10
-        ));
+    match cause::<FieldMapError>(err) {
+        Some(FieldMapError::TotalSizeTooBig) => {
+            return limit(format!(
+                "HTTP header fields of more than {} KiB",
+                call::MAX_HTTP_FIELDS_BYTES >> 10
+            ));
+        }
+        Some(FieldMapError::TooManyFields) => {
+            return limit("HTTP header map with too many fields".to_owned());
+        }
+        _ => {}
     }
     // The first line says where, the root cause says why; the backtrace is
     // for debugging and stays out of the message.
@@ -600,6 +671,16 @@ fn classify_trap(
     }
 }
 
+/// The first error of type `E` in `err`'s chain, whether wasmtime wrapped
+/// it with context or a host function returned it as another error's source.
+fn cause<E>(err: &wasmtime::Error) -> Option<&E>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    err.downcast_ref::<E>()
+        .or_else(|| err.chain().find_map(|e| e.downcast_ref::<E>()))
+}
+
 /// The guest's panic message from stderr, if it printed one.
 fn panic_note(stderr: &str) -> String {
     let Some(at) = stderr.find("panicked at") else {
@@ -610,28 +691,22 @@ fn panic_note(stderr: &str) -> String {
 }
 
 /// Check input against the tool's schema; name the first few violations.
+/// The check is metered (see [`schema`]): a schema and input that would cost
+/// more than its step budget end the call with a limit error, recorded in
+/// the receipt, before the guest runs.
 fn validate_input(
-    validator: &jsonschema::Validator,
+    validator: &schema::InputSchema,
     input: &serde_json::Value,
+    receipt: &mut Receipt,
 ) -> Result<(), CallError> {
-    let errors: Vec<String> = validator
-        .iter_errors(input)
-        .take(3)
-        .map(|e| {
-            let path = e.instance_path().to_string();
-            let at = if path.is_empty() {
-                "input".to_owned()
-            } else {
-                format!("field {path}")
-            };
-            format!("{at}: {e}")
-        })
-        .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(CallError::InvalidInput {
+    match validator.validate(input) {
+        Ok(()) => Ok(()),
+        Err(schema::Rejection::Invalid(errors)) => Err(CallError::InvalidInput {
             message: errors.join("; "),
-        })
+        }),
+        Err(schema::Rejection::Limit(message)) => {
+            receipt.limits_hit.push(message.clone());
+            Err(CallError::Limit { message })
+        }
     }
 }

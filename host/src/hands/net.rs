@@ -3,37 +3,44 @@
 //! Every `wasi:http/outgoing-handler.handle` call lands in
 //! [`HttpPolicy::send`], which, in order:
 //! 1. refuses a host that no [`HostPattern`] grants (by name and port);
-//! 2. resolves the name itself and drops every address that is loopback,
-//!    private, link-local, cloud-metadata or otherwise special unless a
-//!    pattern names that address literally — and then connects to an address
-//!    it checked, so DNS rebinding between check and connect is impossible;
+//! 2. resolves the name itself and drops every address that
+//!    [`super::addr`] classes as special (loopback, private, link-local,
+//!    cloud metadata, the rest of the IANA special-purpose registries, IPv6
+//!    outside global unicast) unless a pattern names that address literally —
+//!    and then connects to an address it checked, so DNS rebinding between
+//!    check and connect is impossible;
 //! 3. adds secrets for matching hosts (overwriting any header of that name the
-//!    guest set), never over clear-text HTTP to a non-loopback address;
-//! 4. caps the response body and redacts secret values from the response
-//!    headers and body before the guest can read them.
+//!    guest set), never over clear-text HTTP to a non-loopback address, and
+//!    asks for an uncompressed answer to such a request: a compressed one is
+//!    refused, since redaction cannot look inside it;
+//! 4. caps the response body and, when the call holds any secret, redacts
+//!    every reflection of one ([`super::redact`]) from the response headers
+//!    and body before the guest can read them.
 //!
 //! Each decision is written to the call's [`Journal`] so the receipt shows
 //! what was used and what was denied. This module never sees guest memory and
 //! must not touch the component instance.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use http::header::{CONTENT_LENGTH, HOST, HeaderValue};
+use bytes::Bytes;
+use http::HeaderMap;
+use http::header::{
+    ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, HOST, HeaderValue, TE, TRANSFER_ENCODING,
+};
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 
+use super::addr;
 use super::grants::{HostPattern, SecretGrant};
 use super::receipt::Journal;
-
-/// Text that replaces a secret value found in a response.
-pub const REDACTED: &str = "[REDACTED]";
+use super::redact::{self, REDACTED, Redactor};
 
 /// How long to wait for a TCP connection and TLS handshake.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -51,11 +58,29 @@ pub(crate) struct HttpPolicy {
 
 impl HttpPolicy {
     fn deny(&self, resource: String, reason: String) -> HttpError {
+        self.record_denial("http", resource, reason);
+        HttpError::HttpRequestDenied
+    }
+
+    fn record_denial(&self, capability: &str, resource: String, reason: String) {
         self.journal
             .lock()
-            .map(|mut j| j.deny("http", resource, reason))
+            .map(|mut j| j.deny(capability, resource, reason))
             .ok();
-        HttpError::HttpRequestDenied
+    }
+
+    /// Note in the receipt that secrets `found` (indexes into `secrets`)
+    /// came back from `resource` and were withheld from the guest.
+    fn record_reflections(&self, found: &[usize], resource: &str, place: &str) {
+        for &i in found {
+            if let Some(secret) = self.secrets.get(i) {
+                self.record_denial(
+                    "secret",
+                    secret.name.clone(),
+                    format!("reflected by {resource} in the response {place}; the guest got {REDACTED}"),
+                );
+            }
+        }
     }
 
     /// Decide on, and if allowed send, one guest request.
@@ -127,17 +152,16 @@ impl HttpPolicy {
         let allowed: Vec<SocketAddr> = addrs
             .into_iter()
             .filter(|addr| {
-                let ip = canonical_ip(addr.ip());
-                let Some(class) = special_class(ip) else {
+                let Some(special) = addr::special(addr.ip()) else {
                     return true;
                 };
                 let named = matching.iter().any(|p| {
                     p.names_ip(addr.ip())
-                        || p.names_ip(ip)
-                        || (class == "loopback" && host_is_localhost && p.names_localhost())
+                        || p.names_ip(special.judged)
+                        || (special.is_loopback() && host_is_localhost && p.names_localhost())
                 });
                 if !named {
-                    refused.push(format!("{ip} ({class})"));
+                    refused.push(format!("{} ({special})", addr.ip()));
                 }
                 named
             })
@@ -153,7 +177,9 @@ impl HttpPolicy {
         }
 
         // Secrets: the host adds them; the guest's own value is replaced.
-        let dest_loopback = allowed.iter().all(|a| canonical_ip(a.ip()).is_loopback());
+        let dest_loopback = allowed
+            .iter()
+            .all(|a| addr::special(a.ip()).is_some_and(|s| s.is_loopback()));
         let mut injected = Vec::new();
         for secret in self.secrets.iter().filter(|s| s.host.matches(&host, port)) {
             if !scheme_https && !dest_loopback {
@@ -178,6 +204,14 @@ impl HttpPolicy {
             value.set_sensitive(true);
             req.headers_mut().insert(name, value);
             injected.push(secret.name.clone());
+        }
+        if !injected.is_empty() {
+            // A compressed reflection is invisible to redaction: ask for the
+            // answer as it is (whatever the guest asked for), and refuse a
+            // compressed one below. `TE` could ask for a compressed transfer.
+            req.headers_mut()
+                .insert(ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+            req.headers_mut().remove(TE);
         }
 
         // The request line carries only path and query; Host comes from the URI.
@@ -234,54 +268,164 @@ impl HttpPolicy {
             })
             .ok();
 
-        let secrets: Vec<Vec<u8>> = self
-            .secrets
-            .iter()
-            .flat_map(|s| encodings(s.value.expose()))
-            .collect();
         let (mut parts, incoming) = response.into_parts();
-        if !secrets.is_empty() {
-            // Redaction may change the body's length.
-            parts.headers.remove(CONTENT_LENGTH);
-            // A header *name* can carry a secret too: drop such headers.
-            let tainted: Vec<http::HeaderName> = parts
-                .headers
-                .keys()
-                .filter(|name| {
-                    secrets.iter().any(|s| {
-                        contains(
-                            &name.as_str().as_bytes().to_ascii_lowercase(),
-                            &s.to_ascii_lowercase(),
-                        )
-                    })
-                })
-                .cloned()
-                .collect();
-            for name in tainted {
-                parts.headers.remove(&name);
-            }
-            for value in parts.headers.values_mut() {
-                let bytes = value.as_bytes();
-                if secrets.iter().any(|s| contains(bytes, s)) {
-                    let redacted = redact(bytes, &secrets);
-                    if let Ok(v) = HeaderValue::from_bytes(&redacted) {
-                        *value = v;
-                    }
+        if !injected.is_empty()
+            && let Some(coding) = compression(&parts.headers)
+        {
+            // Dropping the response closes the connection unread.
+            self.record_denial(
+                "http",
+                resource,
+                format!(
+                    "answered a request carrying secret {} with {coding}; compressed answers \
+                     to requests with secrets are refused, since redaction cannot look inside them",
+                    injected.join(", ")
+                ),
+            );
+            return Err(match coding {
+                Coding::Content(_) => HttpError::HttpResponseContentCoding(None),
+                Coding::Transfer(_) => HttpError::HttpResponseTransferCoding(None),
+            });
+        }
+
+        let redactor = if self.secrets.is_empty() {
+            None
+        } else {
+            let values: Vec<&str> = self.secrets.iter().map(|s| s.value.expose()).collect();
+            match Redactor::shared(&values) {
+                Ok(r) => Some(r),
+                Err(err) => {
+                    // Fail closed: an unredacted answer could carry a secret.
+                    self.record_denial("http", resource, format!("response withheld: {err}"));
+                    return Err(HttpError::InternalError(Some(
+                        "the host could not check the response for secrets".to_owned(),
+                    )));
                 }
             }
-        }
+        };
+        let stream = match &redactor {
+            Some(redactor) => {
+                // Redaction may change the body's length.
+                parts.headers.remove(CONTENT_LENGTH);
+                let found = redact_headers(&mut parts.headers, redactor);
+                self.record_reflections(&found, &resource, "headers");
+                Some(redactor.stream())
+            }
+            None => None,
+        };
         let body = GuardedBody {
             inner: incoming,
-            secrets,
-            carry: BytesMut::new(),
+            redact: stream,
             seen: 0,
             limit: self.max_response_bytes,
-            journal: self.journal.clone(),
+            policy: self.clone(),
             resource,
             done: false,
         };
         Ok(http::Response::from_parts(parts, body.boxed_unsync()))
     }
+}
+
+/// How a response is compressed, named for the receipt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Coding {
+    Content(&'static str),
+    Transfer(&'static str),
+}
+
+impl std::fmt::Display for Coding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Content(c) => write!(f, "content-encoding {c}"),
+            Self::Transfer(c) => write!(f, "transfer-encoding {c}"),
+        }
+    }
+}
+
+/// The first coding other than identity (or, for transfer, chunked) in
+/// the response headers. The name is the server's text only when it is a
+/// registered coding: anything else could itself carry a secret.
+fn compression(headers: &HeaderMap) -> Option<Coding> {
+    const KNOWN: &[&str] = &[
+        "gzip", "x-gzip", "deflate", "br", "zstd", "compress", "x-compress", "dcb", "dcz",
+        "exi", "pack200-gzip", "aes128gcm",
+    ];
+    let name = |c: &str| {
+        KNOWN
+            .iter()
+            .find(|k| k.eq_ignore_ascii_case(c))
+            .copied()
+            .unwrap_or("an unknown coding")
+    };
+    let codings = |value: &HeaderValue| -> Vec<String> {
+        String::from_utf8_lossy(value.as_bytes())
+            .split(',')
+            .map(|c| c.split(';').next().unwrap_or_default().trim().to_owned())
+            .filter(|c| !c.is_empty())
+            .collect()
+    };
+    for value in headers.get_all(CONTENT_ENCODING) {
+        if let Some(c) = codings(value)
+            .iter()
+            .find(|c| !c.eq_ignore_ascii_case("identity"))
+        {
+            return Some(Coding::Content(name(c)));
+        }
+    }
+    for value in headers.get_all(TRANSFER_ENCODING) {
+        if let Some(c) = codings(value)
+            .iter()
+            .find(|c| !c.eq_ignore_ascii_case("identity") && !c.eq_ignore_ascii_case("chunked"))
+        {
+            return Some(Coding::Transfer(name(c)));
+        }
+    }
+    None
+}
+
+/// Redact the response headers in place; return which secrets were found.
+///
+/// A header whose *name* carries a secret is dropped. Values are scanned as
+/// one text, one value a line, so an echo wrapped across several headers is
+/// caught like one wrapped across lines of a body.
+fn redact_headers(headers: &mut HeaderMap, redactor: &Arc<Redactor>) -> Vec<usize> {
+    let mut found = Vec::new();
+    let tainted: Vec<http::HeaderName> = headers
+        .keys()
+        .filter(|name| {
+            let hit = redactor.find(name.as_str().as_bytes());
+            found.extend(hit.secrets);
+            !hit.spans.is_empty()
+        })
+        .cloned()
+        .collect();
+    for name in tainted {
+        headers.remove(&name);
+    }
+    let mut joined = Vec::new();
+    let mut ranges = Vec::new();
+    for value in headers.values() {
+        let start = joined.len();
+        joined.extend_from_slice(value.as_bytes());
+        ranges.push(start..joined.len());
+        joined.push(b'\n');
+    }
+    let hit = redactor.find(&joined);
+    found.extend(hit.secrets);
+    if !hit.spans.is_empty() {
+        for (value, range) in headers.values_mut().zip(ranges) {
+            if hit.spans.iter().any(|s| s.start < range.end && range.start < s.end) {
+                let redacted = redact::replace(&joined, range, &hit.spans);
+                // Only visible bytes were removed and ASCII added, so this
+                // cannot fail; if it did, the marker alone is still safe.
+                *value = HeaderValue::from_bytes(&redacted)
+                    .unwrap_or_else(|_| HeaderValue::from_static(REDACTED));
+            }
+        }
+    }
+    found.sort_unstable();
+    found.dedup();
+    found
 }
 
 async fn resolve(host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
@@ -374,171 +518,30 @@ fn tls_connector() -> tokio_rustls::TlsConnector {
     }
 }
 
-/// IPv4-mapped and NAT64 IPv6 addresses are judged as the IPv4 address they
-/// carry, so `::ffff:127.0.0.1` is loopback.
-pub(crate) fn canonical_ip(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return IpAddr::V4(v4);
-            }
-            let s = v6.segments();
-            // 64:ff9b::/96, the well-known NAT64 prefix.
-            if s[0] == 0x64 && s[1] == 0xff9b && s[2..6].iter().all(|x| *x == 0) {
-                let o = v6.octets();
-                return IpAddr::V4(Ipv4Addr::new(o[12], o[13], o[14], o[15]));
-            }
-            IpAddr::V6(v6)
-        }
-        v4 => v4,
-    }
-}
-
-/// Why an address is off limits without a literal grant, or `None` for an
-/// ordinary public address.
-pub(crate) fn special_class(ip: IpAddr) -> Option<&'static str> {
-    match canonical_ip(ip) {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            if v4.is_loopback() {
-                Some("loopback")
-            } else if v4 == Ipv4Addr::new(169, 254, 169, 254)
-                || v4 == Ipv4Addr::new(100, 100, 100, 200)
-            {
-                Some("cloud metadata")
-            } else if v4.is_private() {
-                Some("private")
-            } else if v4.is_link_local() {
-                Some("link-local")
-            } else if o[0] == 100 && (o[1] & 0xc0) == 64 {
-                Some("shared address space")
-            } else if v4.is_unspecified() || o[0] == 0 {
-                Some("unspecified")
-            } else if v4.is_broadcast() || v4.is_multicast() || o[0] >= 240 {
-                Some("broadcast/multicast/reserved")
-            } else if o[0] == 192 && o[1] == 0 && o[2] == 0 {
-                Some("IETF protocol assignment")
-            } else if (o[0] == 198 && (o[1] & 0xfe) == 18) || v4.is_documentation() {
-                Some("benchmarking/documentation")
-            } else {
-                None
-            }
-        }
-        IpAddr::V6(v6) => {
-            let s = v6.segments();
-            if v6.is_loopback() {
-                Some("loopback")
-            } else if v6.is_unspecified() {
-                Some("unspecified")
-            } else if v6 == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254) {
-                Some("cloud metadata")
-            } else if (s[0] & 0xfe00) == 0xfc00 {
-                Some("private")
-            } else if (s[0] & 0xffc0) == 0xfe80 {
-                Some("link-local")
-            } else if (s[0] & 0xff00) == 0xff00 {
-                Some("multicast")
-            } else if s[0] == 0x2001 && s[1] == 0xdb8 {
-                Some("documentation")
-            } else if s[0] == 0x2002 {
-                // 6to4 embeds an IPv4 address; judge it by that.
-                let v4 =
-                    Ipv4Addr::new((s[1] >> 8) as u8, s[1] as u8, (s[2] >> 8) as u8, s[2] as u8);
-                special_class(IpAddr::V4(v4))
-            } else {
-                None
-            }
-        }
-    }
-}
-
-/// The forms in which a server is likely to reflect a secret: raw, JSON
-/// string-escaped, percent-encoded and base64 (standard and URL-safe).
-/// Reflections in other encodings (compressed, split, transformed) cannot be
-/// caught this way; a granted host is trusted not to do that on purpose.
-pub(crate) fn encodings(secret: &str) -> Vec<Vec<u8>> {
-    use base64::Engine as _;
-    let mut forms = vec![secret.as_bytes().to_vec()];
-    let json = serde_json::to_string(secret).unwrap_or_default();
-    let json = json.trim_matches('"').to_owned();
-    forms.push(json.as_bytes().to_vec());
-    forms.push(json.replace('/', "\\/").into_bytes());
-    let pct: String = secret
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect();
-    forms.push(pct.into_bytes());
-    for engine in [
-        &base64::engine::general_purpose::STANDARD,
-        &base64::engine::general_purpose::STANDARD_NO_PAD,
-        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
-    ] {
-        forms.push(engine.encode(secret).into_bytes());
-    }
-    forms.sort();
-    forms.dedup();
-    forms.retain(|f| !f.is_empty());
-    // Longest first, so a form is never cut by a shorter one inside it.
-    forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
-    forms
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
-}
-
-/// Replace every occurrence of each secret in `data` by [`REDACTED`].
-pub(crate) fn redact(data: &[u8], secrets: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = data.to_vec();
-    for secret in secrets.iter().filter(|s| !s.is_empty()) {
-        if !contains(&out, secret) {
-            continue;
-        }
-        let mut next = Vec::with_capacity(out.len());
-        let mut i = 0;
-        while i < out.len() {
-            if out[i..].starts_with(secret) {
-                next.extend_from_slice(REDACTED.as_bytes());
-                i += secret.len();
-            } else {
-                next.push(out[i]);
-                i += 1;
-            }
-        }
-        out = next;
-    }
-    out
-}
-
-/// A response body that stops at the size limit and redacts secrets, even
-/// when a secret is split across chunks: the last `longest - 1` bytes of each
-/// chunk are held back until the next chunk (or the end) shows whether they
-/// start a secret.
+/// A response body that stops at the size limit and, when the call holds
+/// secrets, comes out through a [`redact::Stream`]: reflections are
+/// replaced even when split across chunks, and only the bytes a reflection
+/// could still be completed by are held back (bounded by the body limit,
+/// since they are part of the body).
 struct GuardedBody {
     inner: hyper::body::Incoming,
-    secrets: Vec<Vec<u8>>,
-    carry: BytesMut,
+    redact: Option<redact::Stream>,
     seen: u64,
     limit: u64,
-    journal: Arc<Mutex<Journal>>,
+    policy: Arc<HttpPolicy>,
     resource: String,
     done: bool,
 }
 
 impl GuardedBody {
-    fn hold_back(&self) -> usize {
-        self.secrets
-            .iter()
-            .map(Vec::len)
-            .max()
-            .unwrap_or(0)
-            .saturating_sub(1)
+    /// Pass redacted `out` on, noting any secret the stream has found.
+    fn out(&mut self, out: Vec<u8>) -> Option<Bytes> {
+        if let Some(stream) = &mut self.redact {
+            let found = stream.take_hits();
+            self.policy
+                .record_reflections(&found, &self.resource, "body");
+        }
+        (!out.is_empty()).then(|| Bytes::from(out))
     }
 }
 
@@ -553,14 +556,13 @@ impl Body for GuardedBody {
         let this = &mut *self;
         loop {
             if this.done {
-                if this.carry.is_empty() {
-                    return Poll::Ready(None);
-                }
-                let rest = this.carry.split().freeze();
-                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(redact(
-                    &rest,
-                    &this.secrets,
-                ))))));
+                let rest = match &mut this.redact {
+                    Some(stream) => stream.finish(),
+                    None => Vec::new(),
+                };
+                let rest = this.out(rest);
+                this.redact = None;
+                return Poll::Ready(rest.map(|b| Ok(Frame::data(b))));
             }
             match Pin::new(&mut this.inner).poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
@@ -573,11 +575,12 @@ impl Body for GuardedBody {
                         continue;
                     };
                     this.seen += data.len() as u64;
-                    if let Ok(mut j) = this.journal.lock() {
+                    if let Ok(mut j) = this.policy.journal.lock() {
                         j.http_bytes_in += data.len() as u64;
                     }
                     if this.seen > this.limit {
-                        this.journal
+                        this.policy
+                            .journal
                             .lock()
                             .map(|mut j| {
                                 j.limit_hit(format!(
@@ -587,23 +590,18 @@ impl Body for GuardedBody {
                             })
                             .ok();
                         this.done = true;
-                        this.carry.clear();
+                        // What is held back is never let out.
+                        this.redact = None;
                         return Poll::Ready(Some(Err(HttpError::HttpResponseBodySize(Some(
                             this.limit,
                         )))));
                     }
-                    if this.secrets.is_empty() {
+                    let Some(stream) = &mut this.redact else {
                         return Poll::Ready(Some(Ok(Frame::data(data))));
-                    }
-                    this.carry.extend_from_slice(&data);
-                    let redacted = redact(&this.carry, &this.secrets);
-                    let keep = this.hold_back().min(redacted.len());
-                    let emit = redacted.len() - keep;
-                    this.carry = BytesMut::from(&redacted[emit..]);
-                    if emit > 0 {
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::copy_from_slice(
-                            &redacted[..emit],
-                        )))));
+                    };
+                    let out = stream.push(&data);
+                    if let Some(bytes) = this.out(out) {
+                        return Poll::Ready(Some(Ok(Frame::data(bytes))));
                     }
                 }
             }
@@ -615,52 +613,67 @@ impl Body for GuardedBody {
 mod tests {
     use super::*;
 
-    #[test]
-    fn special_addresses_are_classified() {
-        for (ip, class) in [
-            ("127.0.0.1", "loopback"),
-            ("10.1.2.3", "private"),
-            ("172.16.0.1", "private"),
-            ("192.168.1.1", "private"),
-            ("169.254.169.254", "cloud metadata"),
-            ("169.254.1.1", "link-local"),
-            ("100.64.0.1", "shared address space"),
-            ("0.0.0.0", "unspecified"),
-            ("::1", "loopback"),
-            ("::ffff:127.0.0.1", "loopback"),
-            ("::ffff:10.0.0.1", "private"),
-            ("64:ff9b::a00:1", "private"),
-            ("fd00:ec2::254", "cloud metadata"),
-            ("fc00::1", "private"),
-            ("fe80::1", "link-local"),
-            ("2002:7f00:1::", "loopback"),
-        ] {
-            assert_eq!(special_class(ip.parse().unwrap()), Some(class), "{ip}");
-        }
-        for ip in ["1.1.1.1", "93.184.216.34", "2606:4700::1111"] {
-            assert_eq!(special_class(ip.parse().unwrap()), None, "{ip}");
-        }
-    }
-
-    #[test]
-    fn encoded_reflections_are_redacted() {
-        let forms = encodings("a/b+c");
-        for reflected in ["a/b+c", "a\\/b+c", "a%2Fb%2Bc", "YS9iK2M=", "YS9iK2M"] {
-            assert_eq!(
-                redact(reflected.as_bytes(), &forms),
-                b"[REDACTED]",
-                "{reflected}"
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
             );
         }
+        map
     }
 
     #[test]
-    fn redaction_replaces_every_occurrence() {
-        let secrets = vec![b"hunter2".to_vec()];
-        assert_eq!(
-            redact(b"a hunter2 b hunter2", &secrets),
-            b"a [REDACTED] b [REDACTED]"
-        );
-        assert_eq!(redact(b"hunter", &secrets), b"hunter");
+    fn compressed_answers_are_recognised() {
+        for (pairs, want) in [
+            (vec![], None),
+            (vec![("content-encoding", "identity")], None),
+            (vec![("transfer-encoding", "chunked")], None),
+            (
+                vec![("content-encoding", "gzip")],
+                Some(Coding::Content("gzip")),
+            ),
+            (
+                vec![("content-encoding", "identity, BR")],
+                Some(Coding::Content("br")),
+            ),
+            (
+                vec![("content-encoding", "identity"), ("content-encoding", "zstd")],
+                Some(Coding::Content("zstd")),
+            ),
+            (
+                vec![("content-encoding", "secret-looking-token")],
+                Some(Coding::Content("an unknown coding")),
+            ),
+            (
+                vec![("transfer-encoding", "gzip, chunked")],
+                Some(Coding::Transfer("gzip")),
+            ),
+        ] {
+            assert_eq!(compression(&headers(&pairs)), want, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn headers_are_redacted_by_name_value_and_across_values() {
+        let secret = "abcdefghijklmnopqrstuvwxyz";
+        let redactor = Redactor::shared(&[secret]).unwrap();
+        let mut map = headers(&[
+            ("x-plain", "nothing here"),
+            ("x-echo", &format!("Bearer {secret}")),
+            ("x-abcdefghijklmnop", "1"),
+            ("x-wrap-1", "token=abcdefghij"),
+            ("x-wrap-2", "klmnopqrstuvwxyz;"),
+            ("x-b64", "QmVhcmVyIGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6"),
+        ]);
+        assert_eq!(redact_headers(&mut map, &redactor), vec![0]);
+        let get = |n: &str| map.get(n).map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(get("x-plain").as_deref(), Some("nothing here"));
+        assert_eq!(get("x-echo").as_deref(), Some("Bearer [REDACTED]"));
+        assert_eq!(get("x-abcdefghijklmnop"), None);
+        assert_eq!(get("x-wrap-1").as_deref(), Some("token=[REDACTED]"));
+        assert_eq!(get("x-wrap-2").as_deref(), Some("[REDACTED];"));
+        assert!(get("x-b64").is_some_and(|v| v.contains(REDACTED)));
     }
 }

@@ -84,6 +84,11 @@ pub struct Receipt {
     pub output_bytes: u64,
     /// Bytes of HTTP response bodies received for the guest.
     pub http_bytes_in: u64,
+    /// Bytes the call wrote into granted directories, as counted against
+    /// `Limits::max_write_bytes` (data, truncation growth, 4 KiB per created
+    /// entry).
+    #[serde(default)]
+    pub bytes_written: u64,
     /// Capabilities used, in order.
     pub used: Vec<CapabilityUse>,
     /// Capabilities refused, in order.
@@ -120,18 +125,25 @@ pub struct Journal {
     pub(crate) progress: Option<Progress>,
     pub(crate) http_requests: u32,
     pub(crate) http_bytes_in: u64,
+    /// Shared with the call's write quota, which counts into it.
+    pub(crate) written: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Most entries kept per list, so a hostile guest cannot grow the receipt.
 const MAX_ENTRIES: usize = 64;
 
 impl Journal {
+    /// Bytes written into granted directories so far.
+    pub(crate) fn bytes_written(&self) -> u64 {
+        self.written.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub(crate) fn use_cap(&mut self, capability: &str, resource: String, detail: String) {
         if self.used.len() < MAX_ENTRIES {
             self.used.push(CapabilityUse {
                 capability: capability.to_owned(),
-                resource,
-                detail,
+                resource: super::bound::cut(resource, MAX_LOG_LINE_BYTES),
+                detail: super::bound::cut(detail, MAX_LOG_LINE_BYTES),
             });
         }
     }
@@ -140,8 +152,8 @@ impl Journal {
         if self.denied.len() < MAX_ENTRIES {
             self.denied.push(Denial {
                 capability: capability.to_owned(),
-                resource,
-                reason,
+                resource: super::bound::cut(resource, MAX_LOG_LINE_BYTES),
+                reason: super::bound::cut(reason, MAX_LOG_LINE_BYTES),
             });
         }
     }
@@ -161,9 +173,13 @@ impl Journal {
         while !message.is_char_boundary(end) {
             end -= 1;
         }
+        let mut kept = message[..end].to_owned();
+        if end < message.len() {
+            kept.push_str(&format!(" … [{} bytes dropped]", message.len() - end));
+        }
         self.logs.push(LogLine {
             level: level.to_owned(),
-            message: message[..end].to_owned(),
+            message: kept,
         });
     }
 }

@@ -88,13 +88,11 @@ pub async fn assert_still_serves() {
     assert_eq!(ok(&outcome), &json!({ "value": "still here" }));
 }
 
-/// A directory grant.
+/// A directory grant, resolved and pinned.
+#[track_caller]
 pub fn dir(host_path: &Path, guest_path: &str, access: Access) -> DirGrant {
-    DirGrant {
-        host_path: host_path.to_owned(),
-        guest_path: guest_path.to_owned(),
-        access,
-    }
+    DirGrant::new(host_path, guest_path, access)
+        .unwrap_or_else(|e| panic!("cannot grant {}: {e}", host_path.display()))
 }
 
 /// Base of the probe's rolling hash; see `fixtures/probe/src/lib.rs`.

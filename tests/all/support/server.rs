@@ -197,11 +197,17 @@ fn serve(
     requests.lock().expect("server lock").push(req);
 
     let mut out = stream;
-    let len: usize = reply.chunks.iter().map(Vec::len).sum();
-    let mut head = format!(
-        "HTTP/1.1 {} X\r\ncontent-length: {len}\r\nconnection: close\r\n",
-        reply.status
-    );
+    // A reply that names a transfer-encoding is sent chunked, one HTTP
+    // chunk per `chunks` entry; any other has a content-length.
+    let chunked = reply
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding"));
+    let mut head = format!("HTTP/1.1 {} X\r\nconnection: close\r\n", reply.status);
+    if !chunked {
+        let len: usize = reply.chunks.iter().map(Vec::len).sum();
+        head.push_str(&format!("content-length: {len}\r\n"));
+    }
     for (name, value) in &reply.headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -211,10 +217,72 @@ fn serve(
         if i > 0 {
             std::thread::sleep(Duration::from_millis(30));
         }
-        out.write_all(chunk)?;
+        if chunked {
+            out.write_all(format!("{:x}\r\n", chunk.len()).as_bytes())?;
+            out.write_all(chunk)?;
+            out.write_all(b"\r\n")?;
+        } else {
+            out.write_all(chunk)?;
+        }
         out.flush()?;
     }
+    if chunked {
+        out.write_all(b"0\r\n\r\n")?;
+    }
     out.shutdown(std::net::Shutdown::Write)
+}
+
+/// `data` as a gzip member whose one deflate block uses the fixed Huffman
+/// code: a real compressed body (any gunzip reads it) in which no byte of
+/// `data` appears as itself, so only decompressing reveals what it holds.
+pub fn gzip(data: &[u8]) -> Vec<u8> {
+    struct Bits {
+        out: Vec<u8>,
+        acc: u32,
+        n: u32,
+    }
+    impl Bits {
+        /// `len` bits of `value`, least significant first.
+        fn put(&mut self, value: u32, len: u32) {
+            self.acc |= value << self.n;
+            self.n += len;
+            while self.n >= 8 {
+                self.out.push(self.acc as u8);
+                self.acc >>= 8;
+                self.n -= 8;
+            }
+        }
+        /// A Huffman code: most significant bit first.
+        fn code(&mut self, code: u32, len: u32) {
+            self.put(code.reverse_bits() >> (32 - len), len);
+        }
+    }
+    let mut bits = Bits {
+        out: vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff],
+        acc: 0,
+        n: 0,
+    };
+    bits.put(1, 1); // last block
+    bits.put(1, 2); // fixed Huffman codes
+    for &b in data {
+        match b {
+            0..=143 => bits.code(0x30 + u32::from(b), 8),
+            _ => bits.code(0x190 + u32::from(b) - 144, 9),
+        }
+    }
+    bits.code(0, 7); // end of block
+    if bits.n > 0 {
+        bits.out.push(bits.acc as u8);
+    }
+    let mut out = bits.out;
+    let crc = data.iter().fold(!0u32, |crc, &b| {
+        (0..8).fold(crc ^ u32::from(b), |c, _| {
+            if c & 1 == 1 { (c >> 1) ^ 0xedb8_8320 } else { c >> 1 }
+        })
+    });
+    out.extend_from_slice(&(!crc).to_le_bytes());
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out
 }
 
 fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {

@@ -1,0 +1,113 @@
+//! Bounds on guest text crossing into the host.
+//!
+//! Every string a guest hands the host ends up somewhere a person or a
+//! model reads it: a tool error goes to the model and the session log, a
+//! `describe` text into every model request, a log line into a receipt. A
+//! hostile guest can make any of them as large as its memory limit. This
+//! module cuts each one to a bound and says so in the text: a cut string
+//! ends with ` … [N bytes dropped]`, so neither a person nor a model takes
+//! it for the whole.
+//!
+//! Bounds (documented in docs/security.md):
+//! - tool error messages, denied resources and reasons: the call's
+//!   `max_output_bytes` (default 1 MiB), like the output itself;
+//! - `describe`: names and versions 256 bytes, descriptions 16 KiB, at most
+//!   64 entries per capability-request list, each 1 KiB; at most
+//!   [`MAX_TOOLS`] tools (more is refused at load);
+//! - log lines and progress messages: [`super::receipt::MAX_LOG_LINE_BYTES`]
+//!   each (cut in the receipt journal).
+//!
+//! The strings have already been copied out of guest memory when they get
+//! here; that copy is bounded by the guest's memory limit. What this module
+//! bounds is everything after: the log, the model's context, the terminal.
+
+use super::bindings::longhand::tool::types as wit;
+
+/// Most tools one component may declare.
+pub const MAX_TOOLS: usize = 256;
+/// Longest component or tool description kept, in bytes.
+pub const MAX_DESCRIPTION_BYTES: usize = 16 << 10;
+/// Longest name or version kept, in bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+/// Most entries kept in each capability-request list.
+pub const MAX_REQUESTS: usize = 64;
+/// Longest capability-request entry kept, in bytes.
+pub const MAX_REQUEST_BYTES: usize = 1 << 10;
+
+/// Cut `text` to at most `limit` bytes of its own (on a character
+/// boundary), followed by a marker saying how much was dropped.
+pub fn cut(mut text: String, limit: usize) -> String {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let dropped = text.len() - end;
+    text.truncate(end);
+    text.push_str(&format!(" … [{dropped} bytes dropped]"));
+    text
+}
+
+/// Cut every string of a tool error to `limit` bytes.
+pub(crate) fn tool_error(err: wit::ToolError, limit: u64) -> wit::ToolError {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    match err {
+        wit::ToolError::InvalidInput(m) => wit::ToolError::InvalidInput(cut(m, limit)),
+        wit::ToolError::NotFound(m) => wit::ToolError::NotFound(cut(m, limit)),
+        wit::ToolError::Failed(m) => wit::ToolError::Failed(cut(m, limit)),
+        wit::ToolError::AccessDenied(d) => wit::ToolError::AccessDenied(wit::Denied {
+            resource: cut(d.resource, limit),
+            reason: cut(d.reason, limit),
+        }),
+    }
+}
+
+/// Cut what `describe` returned to the bounds above; refuse a component
+/// declaring more than [`MAX_TOOLS`] tools. Input schemas are bounded by
+/// the schema loader, not here.
+pub(crate) fn describe(mut info: wit::ComponentInfo) -> Result<wit::ComponentInfo, String> {
+    if info.tools.len() > MAX_TOOLS {
+        return Err(format!(
+            "it declares {} tools; at most {MAX_TOOLS} are accepted",
+            info.tools.len()
+        ));
+    }
+    info.name = cut(info.name, MAX_NAME_BYTES);
+    info.version = cut(info.version, MAX_NAME_BYTES);
+    info.description = cut(info.description, MAX_DESCRIPTION_BYTES);
+    for tool in &mut info.tools {
+        tool.description = cut(std::mem::take(&mut tool.description), MAX_DESCRIPTION_BYTES);
+    }
+    let r = &mut info.requests;
+    let list = |items: &mut Vec<String>| {
+        items.truncate(MAX_REQUESTS);
+        for item in items.iter_mut() {
+            *item = cut(std::mem::take(item), MAX_REQUEST_BYTES);
+        }
+    };
+    list(&mut r.hosts);
+    list(&mut r.env);
+    list(&mut r.secrets);
+    r.dirs.truncate(MAX_REQUESTS);
+    for dir in &mut r.dirs {
+        dir.guest_path = cut(std::mem::take(&mut dir.guest_path), MAX_REQUEST_BYTES);
+        dir.why = cut(std::mem::take(&mut dir.why), MAX_REQUEST_BYTES);
+    }
+    Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cut_keeps_short_text_and_marks_long_text() {
+        assert_eq!(cut("short".to_owned(), 10), "short");
+        assert_eq!(cut("abcdef".to_owned(), 3), "abc … [3 bytes dropped]");
+        // Never splits a character: "é" is two bytes.
+        assert_eq!(cut("éé".to_owned(), 3), "é … [2 bytes dropped]");
+        assert_eq!(cut("x".repeat(100), 0), " … [100 bytes dropped]");
+    }
+}

@@ -1,0 +1,694 @@
+//! `wasi:filesystem` for guests: wasmtime-wasi's implementation behind a
+//! guard that adds what a hostile tool needs to be held to.
+//!
+//! wasmtime-wasi already confines every path beneath an open directory
+//! handle (cap-std) and enforces read-only versus read-write. On top of
+//! that, every call here:
+//!
+//! - gets its preopens from [`super::dirs::open`] — pinned directories,
+//!   opened without following symlinks (see that module);
+//! - opens files itself, non-blocking, and refuses anything that is not a
+//!   regular file or a directory: a FIFO would block a host thread forever,
+//!   a device or socket is not what a grant of "files" means;
+//! - refuses to create symbolic links unless the grant says `symlinks`;
+//! - counts bytes written (data however written, growth by truncation, one
+//!   block per created entry) against the call's write limit and answers
+//!   "no space left" past it.
+//!
+//! Everything else is delegated unchanged to wasmtime-wasi. Denials and the
+//! limit go to the call's journal, so the receipt shows them. This module
+//! must not decide which directories are granted (that is the grant), and
+//! it keeps no state beyond the call.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use wasmtime::component::{HasData, Resource, ResourceTable};
+use wasmtime_wasi::filesystem::{
+    Descriptor, Dir, File, FsPerms, OpenMode, WasiFilesystemCtx, WasiFilesystemCtxView,
+};
+use wasmtime_wasi::p2::bindings::filesystem::preopens;
+use wasmtime_wasi::p2::bindings::filesystem::types::{
+    self, ErrorCode, HostDescriptor, HostDirectoryEntryStream,
+};
+use wasmtime_wasi::p2::{FsError, FsResult};
+use wasmtime_wasi_io::streams::{DynInputStream, DynOutputStream, OutputStream, StreamError};
+
+use super::grants::{Access, DirGrant};
+use super::receipt::Journal;
+
+/// What one created file, directory or link costs against the write limit:
+/// one filesystem block, so a flood of empty files is bounded like data.
+pub(crate) const ENTRY_COST: u64 = 4096;
+
+/// The write budget of one call, shared with its file streams.
+pub(crate) struct WriteQuota {
+    limit: u64,
+    /// The journal's counter, so the receipt reads it without this type.
+    written: Arc<AtomicU64>,
+    hit: AtomicBool,
+    journal: Arc<Mutex<Journal>>,
+}
+
+impl WriteQuota {
+    pub(crate) fn new(limit: u64, journal: Arc<Mutex<Journal>>) -> Self {
+        let written = journal
+            .lock()
+            .map(|j| j.written.clone())
+            .unwrap_or_default();
+        Self {
+            limit,
+            written,
+            hit: AtomicBool::new(false),
+            journal,
+        }
+    }
+
+    fn remaining(&self) -> u64 {
+        self.limit
+            .saturating_sub(self.written.load(Ordering::Relaxed))
+    }
+
+    /// Charge `bytes`, or refuse (and record the limit) if they do not fit.
+    fn charge(&self, bytes: u64) -> Result<(), ErrorCode> {
+        let fits = self
+            .written
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                w.checked_add(bytes).filter(|next| *next <= self.limit)
+            })
+            .is_ok();
+        if fits {
+            return Ok(());
+        }
+        if !self.hit.swap(true, Ordering::Relaxed)
+            && let Ok(mut journal) = self.journal.lock()
+        {
+            journal.limit_hit(format!(
+                "write limit of {} bytes per call reached (max_write)",
+                self.limit
+            ));
+        }
+        Err(ErrorCode::InsufficientSpace)
+    }
+}
+
+/// One granted directory as the guest sees it.
+struct Preopen {
+    dir: Dir,
+    guest_path: String,
+    symlinks: bool,
+}
+
+/// The filesystem part of one call's state.
+pub(crate) struct FsState {
+    /// Empty wasmtime-wasi context: only its "may block the current
+    /// thread" setting (no) is read by the delegated operations.
+    ctx: WasiFilesystemCtx,
+    preopens: Vec<Preopen>,
+    /// Which grant each open descriptor came from, by resource index, so a
+    /// per-grant rule (symlinks) applies to descriptors opened beneath it.
+    origin: HashMap<u32, usize>,
+    quota: Arc<WriteQuota>,
+    journal: Arc<Mutex<Journal>>,
+}
+
+impl FsState {
+    pub(crate) fn new(quota: Arc<WriteQuota>, journal: Arc<Mutex<Journal>>) -> Self {
+        Self {
+            ctx: WasiFilesystemCtx::default(),
+            preopens: Vec::new(),
+            origin: HashMap::new(),
+            quota,
+            journal,
+        }
+    }
+
+    /// Open `grant` (checking it is still the pinned directory) and add it
+    /// to this call's preopens.
+    pub(crate) fn preopen(&mut self, grant: &DirGrant) -> Result<(), String> {
+        let file = super::dirs::open(grant)?;
+        let (perms, mode) = match grant.access() {
+            Access::ReadOnly => (FsPerms::ReadOnly, OpenMode::READ),
+            Access::ReadWrite => (FsPerms::ReadWrite, OpenMode::READ | OpenMode::WRITE),
+        };
+        self.preopens.push(Preopen {
+            dir: Dir::new(file, perms, mode, false),
+            guest_path: grant.guest_path().to_owned(),
+            symlinks: grant.symlinks(),
+        });
+        Ok(())
+    }
+
+    fn deny(&self, resource: String, reason: String) {
+        if let Ok(mut journal) = self.journal.lock() {
+            journal.deny("filesystem", resource, reason);
+        }
+    }
+}
+
+/// [`HasData`] for the guarded filesystem.
+pub(crate) struct GuardedFs;
+
+impl HasData for GuardedFs {
+    type Data<'a> = GuardedFsView<'a>;
+}
+
+/// The guarded filesystem's view of a call's state.
+pub(crate) struct GuardedFsView<'a> {
+    pub(crate) table: &'a mut ResourceTable,
+    pub(crate) fs: &'a mut FsState,
+}
+
+impl GuardedFsView<'_> {
+    /// wasmtime-wasi's implementation, for what needs no guard.
+    fn inner(&mut self) -> WasiFilesystemCtxView<'_> {
+        WasiFilesystemCtxView {
+            ctx: &mut self.fs.ctx,
+            table: self.table,
+        }
+    }
+
+    fn dir_of(&self, fd: &Resource<Descriptor>) -> FsResult<Dir> {
+        match self.table.get(fd)? {
+            Descriptor::Dir(d) => Ok(d.clone()),
+            Descriptor::File(_) => Err(ErrorCode::NotDirectory.into()),
+        }
+    }
+
+    fn origin_of(&self, fd: &Resource<Descriptor>) -> Option<&Preopen> {
+        self.fs
+            .origin
+            .get(&fd.rep())
+            .and_then(|i| self.fs.preopens.get(*i))
+    }
+
+    /// `guest/path` for messages: the grant's guest path and the path the
+    /// guest gave, relative to the descriptor it used.
+    fn shown(&self, fd: &Resource<Descriptor>, path: &str) -> String {
+        match self.origin_of(fd) {
+            Some(p) => format!("{}/…/{path}", p.guest_path.trim_end_matches('/')),
+            None => path.to_owned(),
+        }
+    }
+
+    /// Refuse a new write stream once the limit is reached: the guest then
+    /// gets "insufficient space" as a filesystem error code, which its libc
+    /// reports as ENOSPC (a failing stream reaches most guests as a bare
+    /// I/O error).
+    fn check_room(&self) -> FsResult<()> {
+        if self.fs.quota.remaining() == 0 {
+            self.fs.quota.charge(1)?;
+        }
+        Ok(())
+    }
+
+    fn wrap_stream(&mut self, stream: Resource<DynOutputStream>) -> FsResult<Resource<DynOutputStream>> {
+        let inner: DynOutputStream = self.table.delete(stream)?;
+        let counted: DynOutputStream = Box::new(CountedStream {
+            inner,
+            quota: self.fs.quota.clone(),
+        });
+        Ok(self.table.push(counted)?)
+    }
+}
+
+impl preopens::Host for GuardedFsView<'_> {
+    fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
+        let mut out = Vec::with_capacity(self.fs.preopens.len());
+        for (index, preopen) in self.fs.preopens.iter().enumerate() {
+            let fd = self.table.push(Descriptor::Dir(preopen.dir.clone()))?;
+            self.fs.origin.insert(fd.rep(), index);
+            out.push((fd, preopen.guest_path.clone()));
+        }
+        Ok(out)
+    }
+}
+
+impl types::Host for GuardedFsView<'_> {
+    fn convert_error_code(&mut self, err: FsError) -> wasmtime::Result<ErrorCode> {
+        types::Host::convert_error_code(&mut self.inner(), err)
+    }
+
+    fn filesystem_error_code(
+        &mut self,
+        err: Resource<wasmtime::Error>,
+    ) -> wasmtime::Result<Option<ErrorCode>> {
+        types::Host::filesystem_error_code(&mut self.inner(), err)
+    }
+}
+
+/// What `open_at` found at the path.
+enum Opened {
+    Dir(std::fs::File),
+    File(std::fs::File),
+    NotDir,
+    /// A FIFO, socket or device, with its kind for the message.
+    Special(&'static str),
+}
+
+#[cfg(unix)]
+fn special_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let ty = meta.file_type();
+    if ty.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if ty.is_socket() {
+        "a socket"
+    } else if ty.is_char_device() {
+        "a character device"
+    } else if ty.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
+}
+
+#[cfg(not(unix))]
+fn special_kind(_meta: &std::fs::Metadata) -> &'static str {
+    "not a regular file"
+}
+
+/// Open `path` beneath `dir` without blocking, and keep it only if it is a
+/// regular file or a directory.
+fn open_checked(
+    dir: &std::fs::File,
+    path: &str,
+    options: &cap_primitives::fs::OpenOptions,
+    want_dir: bool,
+) -> std::io::Result<Opened> {
+    let file = match cap_primitives::fs::open(dir, path.as_ref(), options) {
+        Ok(file) => file,
+        // Opening a FIFO for writing with no reader, non-blocking.
+        #[cfg(unix)]
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
+            return Ok(Opened::Special("a FIFO or device"));
+        }
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Ok(Opened::Dir(file));
+    }
+    if want_dir {
+        return Ok(Opened::NotDir);
+    }
+    if !meta.is_file() {
+        return Ok(Opened::Special(special_kind(&meta)));
+    }
+    // Regular files never block; reads and writes may as well behave as
+    // the guest expects.
+    #[cfg(unix)]
+    {
+        let flags = rustix::fs::fcntl_getfl(&file)?;
+        rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)?;
+    }
+    Ok(Opened::File(file))
+}
+
+impl HostDescriptor for GuardedFsView<'_> {
+    async fn open_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+        oflags: types::OpenFlags,
+        flags: types::DescriptorFlags,
+    ) -> FsResult<Resource<Descriptor>> {
+        use cap_primitives::fs::FollowSymlinks;
+        let dir = self.dir_of(&fd)?;
+        let origin = self.fs.origin.get(&fd.rep()).copied();
+
+        // The `_cap_fs_ext_*` setters are cap-primitives' public hooks for
+        // what `std::fs::OpenOptions` lacks (cap-fs-ext wraps exactly these).
+        let mut options = cap_primitives::fs::OpenOptions::new();
+        options._cap_fs_ext_maybe_dir(true);
+        let mut mode = OpenMode::empty();
+        let create = oflags.contains(types::OpenFlags::CREATE);
+        if create {
+            if oflags.contains(types::OpenFlags::EXCLUSIVE) {
+                options.create_new(true);
+            } else {
+                options.create(true);
+            }
+            options.write(true);
+            mode |= OpenMode::WRITE;
+        }
+        if oflags.contains(types::OpenFlags::TRUNCATE) {
+            options.truncate(true).write(true);
+            mode |= OpenMode::WRITE;
+        }
+        if flags.contains(types::DescriptorFlags::READ) {
+            options.read(true);
+            mode |= OpenMode::READ;
+        }
+        if flags.contains(types::DescriptorFlags::WRITE) {
+            options.write(true);
+            mode |= OpenMode::WRITE;
+        } else {
+            // As wasmtime-wasi does: open for reading so the OS accepts the
+            // open; the descriptor's perms refuse writes later.
+            options.read(true);
+            mode |= OpenMode::READ;
+        }
+        options._cap_fs_ext_follow(if path_flags.contains(types::PathFlags::SYMLINK_FOLLOW) {
+            FollowSymlinks::Yes
+        } else {
+            FollowSymlinks::No
+        });
+        if flags.intersects(
+            types::DescriptorFlags::FILE_INTEGRITY_SYNC
+                | types::DescriptorFlags::DATA_INTEGRITY_SYNC
+                | types::DescriptorFlags::REQUESTED_WRITE_SYNC,
+        ) {
+            return Err(ErrorCode::Unsupported.into());
+        }
+        let want_dir = oflags.contains(types::OpenFlags::DIRECTORY);
+        if want_dir
+            && oflags.intersects(
+                types::OpenFlags::CREATE | types::OpenFlags::EXCLUSIVE | types::OpenFlags::TRUNCATE,
+            )
+        {
+            return Err(ErrorCode::Invalid.into());
+        }
+        if dir.perms.write_not_permitted() && (create || mode.contains(OpenMode::WRITE)) {
+            return Err(ErrorCode::NotPermitted.into());
+        }
+        if create {
+            self.fs.quota.charge(ENTRY_COST)?;
+        }
+        // Non-blocking, so opening a FIFO returns at once instead of waiting
+        // for a writer on a host thread that nothing can stop.
+        options._cap_fs_ext_nonblock(true);
+
+        let handle = dir.dir.clone();
+        let target = path.clone();
+        let opened = tokio::task::spawn_blocking(move || {
+            open_checked(&handle, &target, &options, want_dir)
+        })
+        .await
+        .map_err(|e| FsError::trap(wasmtime::Error::msg(format!("open task failed: {e}"))))??;
+
+        let descriptor = match opened {
+            Opened::Dir(file) => Descriptor::Dir(Dir::new(file, dir.perms, mode, false)),
+            Opened::File(file) => Descriptor::File(File::new(file, dir.perms, mode, false)),
+            Opened::NotDir => return Err(ErrorCode::NotDirectory.into()),
+            Opened::Special(kind) => {
+                let shown = self.shown(&fd, &path);
+                self.fs.deny(
+                    shown,
+                    format!("{kind}: only regular files and directories may be opened"),
+                );
+                return Err(ErrorCode::Access.into());
+            }
+        };
+        let new = self.table.push(descriptor)?;
+        if let Some(origin) = origin {
+            self.fs.origin.insert(new.rep(), origin);
+        }
+        Ok(new)
+    }
+
+    fn drop(&mut self, fd: Resource<Descriptor>) -> wasmtime::Result<()> {
+        self.fs.origin.remove(&fd.rep());
+        HostDescriptor::drop(&mut self.inner(), fd)
+    }
+
+    async fn symlink_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        src_path: String,
+        dest_path: String,
+    ) -> FsResult<()> {
+        let allowed = self.origin_of(&fd).is_some_and(|p| p.symlinks);
+        if !allowed {
+            let shown = self.shown(&fd, &dest_path);
+            self.fs.deny(
+                shown,
+                "creating symbolic links is not granted (a read-write grant may allow it with \
+                 symlinks = true)"
+                    .to_owned(),
+            );
+            return Err(ErrorCode::NotPermitted.into());
+        }
+        self.dir_of(&fd)?;
+        self.fs.quota.charge(ENTRY_COST)?;
+        self.inner().symlink_at(fd, src_path, dest_path).await
+    }
+
+    async fn link_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        old_path_flags: types::PathFlags,
+        old_path: String,
+        new_descriptor: Resource<Descriptor>,
+        new_path: String,
+    ) -> FsResult<()> {
+        self.fs.quota.charge(ENTRY_COST)?;
+        self.inner()
+            .link_at(fd, old_path_flags, old_path, new_descriptor, new_path)
+            .await
+    }
+
+    async fn create_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+        self.fs.quota.charge(ENTRY_COST)?;
+        self.inner().create_directory_at(fd, path).await
+    }
+
+    async fn write(
+        &mut self,
+        fd: Resource<Descriptor>,
+        buf: Vec<u8>,
+        offset: types::Filesize,
+    ) -> FsResult<types::Filesize> {
+        if let Descriptor::File(f) = self.table.get(&fd)?
+            && !f.perms.write_not_permitted()
+        {
+            self.fs.quota.charge(buf.len() as u64)?;
+        }
+        self.inner().write(fd, buf, offset).await
+    }
+
+    async fn set_size(&mut self, fd: Resource<Descriptor>, size: types::Filesize) -> FsResult<()> {
+        if let Descriptor::File(f) = self.table.get(&fd)?
+            && !f.perms.write_not_permitted()
+        {
+            let current = f.file.metadata().map(|m| m.len()).unwrap_or(0);
+            self.fs.quota.charge(size.saturating_sub(current))?;
+        }
+        self.inner().set_size(fd, size).await
+    }
+
+    fn write_via_stream(
+        &mut self,
+        fd: Resource<Descriptor>,
+        offset: types::Filesize,
+    ) -> FsResult<Resource<DynOutputStream>> {
+        self.check_room()?;
+        let stream = self.inner().write_via_stream(fd, offset)?;
+        self.wrap_stream(stream)
+    }
+
+    fn append_via_stream(&mut self, fd: Resource<Descriptor>) -> FsResult<Resource<DynOutputStream>> {
+        self.check_room()?;
+        let stream = self.inner().append_via_stream(fd)?;
+        self.wrap_stream(stream)
+    }
+
+    // Unguarded: reads, metadata, renames and removals within a grant.
+
+    async fn advise(
+        &mut self,
+        fd: Resource<Descriptor>,
+        offset: types::Filesize,
+        len: types::Filesize,
+        advice: types::Advice,
+    ) -> FsResult<()> {
+        self.inner().advise(fd, offset, len, advice).await
+    }
+
+    async fn sync_data(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
+        self.inner().sync_data(fd).await
+    }
+
+    async fn get_flags(&mut self, fd: Resource<Descriptor>) -> FsResult<types::DescriptorFlags> {
+        self.inner().get_flags(fd).await
+    }
+
+    async fn get_type(&mut self, fd: Resource<Descriptor>) -> FsResult<types::DescriptorType> {
+        self.inner().get_type(fd).await
+    }
+
+    async fn set_times(
+        &mut self,
+        fd: Resource<Descriptor>,
+        atim: types::NewTimestamp,
+        mtim: types::NewTimestamp,
+    ) -> FsResult<()> {
+        self.inner().set_times(fd, atim, mtim).await
+    }
+
+    async fn read(
+        &mut self,
+        fd: Resource<Descriptor>,
+        len: types::Filesize,
+        offset: types::Filesize,
+    ) -> FsResult<(Vec<u8>, bool)> {
+        self.inner().read(fd, len, offset).await
+    }
+
+    async fn read_directory(
+        &mut self,
+        fd: Resource<Descriptor>,
+    ) -> FsResult<Resource<types::DirectoryEntryStream>> {
+        self.inner().read_directory(fd).await
+    }
+
+    async fn sync(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
+        self.inner().sync(fd).await
+    }
+
+    async fn stat(&mut self, fd: Resource<Descriptor>) -> FsResult<types::DescriptorStat> {
+        self.inner().stat(fd).await
+    }
+
+    async fn stat_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+    ) -> FsResult<types::DescriptorStat> {
+        self.inner().stat_at(fd, path_flags, path).await
+    }
+
+    async fn set_times_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+        atim: types::NewTimestamp,
+        mtim: types::NewTimestamp,
+    ) -> FsResult<()> {
+        self.inner()
+            .set_times_at(fd, path_flags, path, atim, mtim)
+            .await
+    }
+
+    async fn readlink_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<String> {
+        self.inner().readlink_at(fd, path).await
+    }
+
+    async fn remove_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+        self.inner().remove_directory_at(fd, path).await
+    }
+
+    async fn rename_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        old_path: String,
+        new_fd: Resource<Descriptor>,
+        new_path: String,
+    ) -> FsResult<()> {
+        self.inner().rename_at(fd, old_path, new_fd, new_path).await
+    }
+
+    async fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+        self.inner().unlink_file_at(fd, path).await
+    }
+
+    fn read_via_stream(
+        &mut self,
+        fd: Resource<Descriptor>,
+        offset: types::Filesize,
+    ) -> FsResult<Resource<DynInputStream>> {
+        self.inner().read_via_stream(fd, offset)
+    }
+
+    async fn is_same_object(
+        &mut self,
+        a: Resource<Descriptor>,
+        b: Resource<Descriptor>,
+    ) -> wasmtime::Result<bool> {
+        self.inner().is_same_object(a, b).await
+    }
+
+    async fn metadata_hash(&mut self, fd: Resource<Descriptor>) -> FsResult<types::MetadataHashValue> {
+        self.inner().metadata_hash(fd).await
+    }
+
+    async fn metadata_hash_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: types::PathFlags,
+        path: String,
+    ) -> FsResult<types::MetadataHashValue> {
+        self.inner().metadata_hash_at(fd, path_flags, path).await
+    }
+}
+
+impl HostDirectoryEntryStream for GuardedFsView<'_> {
+    async fn read_directory_entry(
+        &mut self,
+        stream: Resource<types::DirectoryEntryStream>,
+    ) -> FsResult<Option<types::DirectoryEntry>> {
+        self.inner().read_directory_entry(stream).await
+    }
+
+    fn drop(&mut self, stream: Resource<types::DirectoryEntryStream>) -> wasmtime::Result<()> {
+        HostDirectoryEntryStream::drop(&mut self.inner(), stream)
+    }
+}
+
+/// A file output stream whose bytes count against the call's write limit.
+struct CountedStream {
+    inner: DynOutputStream,
+    quota: Arc<WriteQuota>,
+}
+
+fn no_space() -> StreamError {
+    // An `std::io::Error` with ENOSPC, so `filesystem-error-code` tells the
+    // guest "insufficient space" rather than a bare stream failure.
+    #[cfg(unix)]
+    let err = std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error());
+    #[cfg(not(unix))]
+    let err = std::io::Error::other("write limit reached");
+    StreamError::LastOperationFailed(wasmtime::Error::from(err))
+}
+
+#[wasmtime_wasi::async_trait]
+impl OutputStream for CountedStream {
+    fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
+        if self.quota.charge(bytes.len() as u64).is_err() {
+            return Err(no_space());
+        }
+        self.inner.write(bytes)
+    }
+
+    fn flush(&mut self) -> Result<(), StreamError> {
+        self.inner.flush()
+    }
+
+    fn check_write(&mut self) -> Result<usize, StreamError> {
+        let permit = self.inner.check_write()?;
+        let remaining = usize::try_from(self.quota.remaining()).unwrap_or(usize::MAX);
+        if remaining == 0 && permit > 0 {
+            // Record the limit and fail the stream: a zero permit would
+            // leave the guest waiting for room that never comes.
+            let _ = self.quota.charge(1);
+            return Err(no_space());
+        }
+        Ok(permit.min(remaining))
+    }
+
+    async fn cancel(&mut self) {
+        self.inner.cancel().await
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl wasmtime_wasi_io::poll::Pollable for CountedStream {
+    async fn ready(&mut self) {
+        self.inner.ready().await
+    }
+}
