@@ -28,4 +28,6 @@ mod limits;
 mod loading;
 mod receipts;
 mod sandbox;
+mod schemas;
+mod scheduling;
 mod secrets;

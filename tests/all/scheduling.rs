@@ -195,7 +195,8 @@ async fn a_timed_out_call_leaves_nothing_running() {
 /// keeps an exact receipt: the store came back with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_call_keeps_its_receipt() {
-    let fuel = 400_000_000;
+    let (hands, probe) = private_host().await;
+    let fuel = 4_000_000_000;
     let grants = Grants {
         limits: Limits {
             fuel,
@@ -203,17 +204,23 @@ async fn a_long_call_keeps_its_receipt() {
         },
         ..Grants::default()
     };
-    let started = Instant::now();
-    let outcome = call_probe(&grants, "spin", json!({})).await;
+    let watcher = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        hands.offloaded_calls()
+    };
+    let input = json!({});
+    let (outcome, during) = tokio::join!(hands.call(&probe, &grants, "spin", &input), watcher);
     let message = limit_message(&outcome);
     assert!(message.contains("fuel"), "{message}");
-    assert!(
-        started.elapsed() > Duration::from_millis(30),
-        "{fuel} fuel ran out in {:?}: too quick to have moved threads; raise it",
-        started.elapsed()
+    assert_eq!(
+        during,
+        1,
+        "{fuel} fuel ran out in {:?}, before the call moved threads; raise it",
+        outcome.receipt.wall()
     );
     assert_eq!(outcome.receipt.fuel_used, fuel);
     assert!(outcome.receipt.peak_memory_bytes > 0);
+    assert_eq!(hands.offloaded_calls(), 0);
 }
 
 /// A header map over the host's size limit traps inside wasi-http; the

@@ -476,6 +476,49 @@ mod opt_duration_text {
 }
 
 #[cfg(test)]
+mod dir_tests {
+    use super::*;
+    use crate::hands::Access;
+
+    #[derive(Deserialize)]
+    struct Dirs {
+        dirs: Vec<DirConfig>,
+    }
+
+    #[test]
+    fn dirs_take_the_short_and_the_table_form() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("data:2024")).unwrap();
+        std::fs::create_dir(tmp.path().join("src")).unwrap();
+        let parsed: Dirs = toml::from_str(
+            r#"dirs = ["src:/src:rw", { host = "data:2024", guest = "/data", mode = "ro" },
+                       { host = "src", mode = "rw", symlinks = true }]"#,
+        )
+        .unwrap();
+        let grants: Vec<_> = parsed
+            .dirs
+            .iter()
+            .map(|d| d.spec(tmp.path()).unwrap().resolve(tmp.path()).unwrap())
+            .collect();
+        assert_eq!(grants[0].guest_path(), "/src");
+        assert_eq!(grants[0].access(), Access::ReadWrite);
+        assert!(grants[1].host_path().ends_with("data:2024"));
+        assert_eq!(grants[2].guest_path(), "/workspace");
+        assert!(grants[2].symlinks());
+        // A typo in the table form is named.
+        let err = toml::from_str::<Dirs>(r#"dirs = [{ host = "src", gest = "/x" }]"#)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("gest"), "{err}");
+        // Symlink creation needs a read-write grant.
+        let ro: Dirs = toml::from_str(r#"dirs = [{ host = "src", symlinks = true }]"#).unwrap();
+        let err = ro.dirs[0].spec(tmp.path()).unwrap().resolve(tmp.path());
+        assert!(err.is_err());
+    }
+}
+
+#[cfg(test)]
 mod fuzz {
     //! Property tests over `agent.toml` as an operator (or a tool writing
     //! into a checked-out agent directory) might hand it over: any text is
@@ -534,18 +577,6 @@ mod fuzz {
         })
     }
 
-    /// Mostly a value of the type the field expects, sometimes absent,
-    /// rarely anything at all: one wrong field refuses the whole file, so
-    /// wrong types must be rare for cases to reach `check`.
-    fn field(typed: impl Strategy<Value = Value> + 'static) -> BoxedStrategy<Option<Value>> {
-        prop_oneof![
-            30 => typed.prop_map(Some),
-            6 => Just(None),
-            1 => any_value().prop_map(Some),
-        ]
-        .boxed()
-    }
-
     fn string() -> BoxedStrategy<Value> {
         text().prop_map(Value::String).boxed()
     }
@@ -559,8 +590,8 @@ mod fuzz {
         .boxed()
     }
 
-    fn strings() -> BoxedStrategy<Value> {
-        prop::collection::vec(text().prop_map(Value::String), 0..4)
+    fn list(item: BoxedStrategy<Value>, most: usize) -> BoxedStrategy<Value> {
+        prop::collection::vec(item, 0..=most)
             .prop_map(Value::Array)
             .boxed()
     }
@@ -568,36 +599,119 @@ mod fuzz {
     fn integer() -> BoxedStrategy<Value> {
         prop_oneof![
             1 => any::<i64>(),
-            4 => 0i64..100_000,
-            1 => prop::sample::select(vec![0i64, 1, -1, 1 << 44, (1 << 44) + 256, i64::MAX]),
+            20 => 0i64..100_000,
+            2 => prop::sample::select(vec![0i64, 1, -1, 1 << 44, (1 << 44) + 256, i64::MAX]),
         ]
         .prop_map(Value::Integer)
         .boxed()
     }
 
-    /// A table with each of `fields` present or not.
+    /// A table with each of `fields` present (four times in five) or not;
+    /// a name ending in `!` is required, so always present (as the name
+    /// without the `!`).
     fn table(fields: Vec<(&'static str, BoxedStrategy<Value>)>) -> BoxedStrategy<Value> {
         let (names, values): (Vec<_>, Vec<_>) = fields
             .into_iter()
-            .map(|(name, value)| (name, field(value)))
+            .map(|(name, value)| match name.strip_suffix('!') {
+                Some(name) => (name, value.prop_map(Some).boxed()),
+                None => (
+                    name,
+                    prop_oneof![4 => value.prop_map(Some), 1 => Just(None)].boxed(),
+                ),
+            })
             .unzip();
-        (values, prop::option::weighted(0.02, (text(), any_value())))
-            .prop_map(move |(values, unknown)| {
-                let mut t: Table = names
+        values
+            .prop_map(move |values| {
+                let t: Table = names
                     .iter()
                     .zip(values)
                     .filter_map(|(n, v)| Some(((*n).to_owned(), v?)))
                     .collect();
-                if let Some((k, v)) = unknown {
-                    t.insert(k, v);
-                }
                 Value::Table(t)
             })
             .boxed()
     }
 
+    /// One wrong field refuses a whole file, so a generated file is well
+    /// typed except, in some cases, for one corruption: a field of one of
+    /// its tables replaced by any value, or an unknown field added.
+    #[derive(Debug, Clone)]
+    struct Corruption {
+        table: prop::sample::Index,
+        field: prop::sample::Index,
+        replace: bool,
+        key: String,
+        value: Value,
+    }
+
+    fn corruption() -> impl Strategy<Value = Option<Corruption>> {
+        let one = (
+            any::<prop::sample::Index>(),
+            any::<prop::sample::Index>(),
+            any::<bool>(),
+            text(),
+            any_value(),
+        )
+            .prop_map(|(table, field, replace, key, value)| Corruption {
+                table,
+                field,
+                replace,
+                key,
+                value,
+            });
+        prop::option::weighted(0.3, one)
+    }
+
+    fn count_tables(value: &Value) -> usize {
+        match value {
+            Value::Table(t) => 1 + t.values().map(count_tables).sum::<usize>(),
+            Value::Array(a) => a.iter().map(count_tables).sum(),
+            _ => 0,
+        }
+    }
+
+    /// Call `edit` on table number `n` of `value`, depth first.
+    fn visit(value: &mut Value, n: &mut Option<usize>, edit: &mut dyn FnMut(&mut Table)) {
+        match value {
+            Value::Table(t) => {
+                match n {
+                    Some(0) => {
+                        edit(t);
+                        *n = None;
+                        return;
+                    }
+                    Some(k) => *k -= 1,
+                    None => return,
+                }
+                for (_, child) in t.iter_mut() {
+                    visit(child, n, edit);
+                }
+            }
+            Value::Array(a) => {
+                for child in a {
+                    visit(child, n, edit);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn corrupt(mut doc: Value, c: Option<Corruption>) -> Value {
+        let Some(c) = c else { return doc };
+        let mut n = Some(c.table.index(count_tables(&doc)));
+        visit(&mut doc, &mut n, &mut |t: &mut Table| {
+            let existing = if c.replace && !t.is_empty() {
+                t.keys().nth(c.field.index(t.len())).cloned()
+            } else {
+                None
+            };
+            t.insert(existing.unwrap_or_else(|| c.key.clone()), c.value.clone());
+        });
+        doc
+    }
+
     fn dir() -> BoxedStrategy<Value> {
-        let shorts = [
+        let short = one_of(&[
             "work",
             "work:rw",
             "work:/w",
@@ -610,36 +724,31 @@ mod fuzz {
             "work:w",
             "missing:/m",
             "work:/a/../b",
-        ];
-        prop_oneof![
-            3 => one_of(&shorts),
-            1 => table(vec![
-                ("host", one_of(&["work", "data", "data:rw", "out/{run}", "missing", "/"])),
-                ("guest", one_of(&["/w", "/d", "/", "w", "/a/../b", "/w/"])),
-                ("mode", one_of(&["ro", "rw", "RW", "read-write"])),
-                ("symlinks", any::<bool>().prop_map(Value::Boolean).boxed()),
-            ]),
-        ]
-        .boxed()
+        ]);
+        let long = table(vec![
+            (
+                "host!",
+                one_of(&["work", "data", "data:rw", "out/{run}", "missing", "/"]),
+            ),
+            ("guest", one_of(&["/w", "/d", "/", "w", "/a/../b", "/w/"])),
+            ("mode", one_of(&["ro", "rw", "RW", "read-write"])),
+            ("symlinks", any::<bool>().prop_map(Value::Boolean).boxed()),
+        ]);
+        prop_oneof![3 => short, 1 => long].boxed()
     }
 
     fn tool() -> BoxedStrategy<Value> {
         table(vec![
             (
-                "component",
+                "component!",
                 one_of(&["fs", "json", "http", "nope", "./x.wasm"]),
             ),
             ("digest", string()),
-            ("only", strings()),
-            (
-                "dirs",
-                prop::collection::vec(dir(), 0..3)
-                    .prop_map(Value::Array)
-                    .boxed(),
-            ),
+            ("only", list(string(), 3)),
+            ("dirs", list(dir(), 3)),
             (
                 "allow_hosts",
-                prop::collection::vec(
+                list(
                     one_of(&[
                         "example.com",
                         "*.example.com",
@@ -647,20 +756,16 @@ mod fuzz {
                         "*",
                         "[::1]:80",
                     ]),
-                    0..3,
-                )
-                .prop_map(Value::Array)
-                .boxed(),
+                    3,
+                ),
             ),
-            ("env", strings()),
+            ("env", list(string(), 2)),
             (
                 "secrets",
-                prop::collection::vec(
+                list(
                     one_of(&["KEY@api.example.com", "KEY@*.example.com:x-api-key", "KEY@"]),
-                    0..2,
-                )
-                .prop_map(Value::Array)
-                .boxed(),
+                    2,
+                ),
             ),
             ("memory_mib", integer()),
             (
@@ -672,15 +777,15 @@ mod fuzz {
         ])
     }
 
-    /// An agent file built key by key, so most cases get past the TOML
-    /// syntax and into the fields' own parsing and `check`.
+    /// An agent file built field by field, so most cases get past the
+    /// TOML syntax and the types into `check`.
     fn agent() -> impl Strategy<Value = Value> {
         let model = table(vec![
             (
-                "provider",
+                "provider!",
                 one_of(&["openai", "anthropic", "replay", "script"]),
             ),
-            ("model", string()),
+            ("model!", string()),
             ("base_url", string()),
             ("api_key_env", string()),
             ("cassette", string()),
@@ -699,39 +804,35 @@ mod fuzz {
                 .map(|n| (*n, integer()))
                 .collect(),
         );
-        table(vec![
-            ("name", string()),
+        let agent = table(vec![
+            ("name!", string()),
             ("instructions", string()),
             ("instructions_file", string()),
             ("goal", string()),
-            ("model", model),
+            ("model!", model),
             ("limits", limits),
-            (
-                "tools",
-                prop::collection::vec(tool(), 0..3)
-                    .prop_map(Value::Array)
-                    .boxed(),
-            ),
+            ("tools", list(tool(), 3)),
             (
                 "completion",
-                table(vec![("tool", string()), ("input", any_value().boxed())]),
+                table(vec![("tool!", string()), ("input", any_value().boxed())]),
             ),
-        ])
+        ]);
+        (agent, corruption()).prop_map(|(agent, c)| corrupt(agent, c))
     }
 
     /// Parse and check as `AgentConfig::load` does, in a directory holding
-    /// `work/` so some directory grants resolve.
-    fn parse_and_check(text: &str) {
+    /// `work/` and `data/` so some directory grants resolve. Returns how far
+    /// the text got.
+    fn parse_and_check(text: &str) -> Reached {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("work")).unwrap();
         std::fs::create_dir(dir.path().join("data")).unwrap();
-        let config = match toml::from_str::<AgentConfig>(text) { Ok(c) => c, Err(e) => {
-            eprintln!("STAT parse-fail {}", e.to_string().replace('\n', " "));
-            return; }
+        let Ok(config) = toml::from_str::<AgentConfig>(text) else {
+            return Reached::Parse;
         };
         if let Err(message) = config.check(dir.path()) {
             assert!(!message.is_empty());
-            return;
+            return Reached::Check;
         }
         // An accepted config resolves into grants the hands accept.
         for tool in &config.tools {
@@ -741,6 +842,14 @@ mod fuzz {
             grants.validate().unwrap();
         }
         let _ = config.instructions_text(dir.path());
+        Reached::Accepted
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    enum Reached {
+        Parse,
+        Check,
+        Accepted,
     }
 
     proptest! {
@@ -748,15 +857,6 @@ mod fuzz {
 
         #[test]
         fn any_text_is_parsed_or_refused(text in prop_oneof![any::<String>(), "\\PC{0,200}"]) {
-            parse_and_check(&text);
-        }
-
-        #[test]
-        fn any_structured_agent_file_is_checked_or_refused(agent in agent()) {
-            let Value::Table(table) = agent else { unreachable!("agent() makes a table") };
-            // Floats such as NaN have a TOML spelling; a table that cannot
-            // be written at all is not an agent file anyone can hand over.
-            let Ok(text) = toml::to_string(&table) else { return Ok(()) };
             parse_and_check(&text);
         }
 
@@ -769,16 +869,36 @@ mod fuzz {
     }
 
     #[test]
-    fn a_minimal_agent_file_passes_the_same_check() {
-        // The structured strategy above must be able to reach an accepted
-        // config; this is one, checked through the same function.
-        let text = "name = \"a\"\ninstructions = \"i\"\n[model]\nprovider = \"openai\"\nmodel = \"m\"\n\
-                    [[tools]]\ncomponent = \"fs\"\ndirs = [\"work:/w:rw\"]\nmemory_mib = 64\n";
-        let config: AgentConfig = toml::from_str(text).unwrap();
-        config.check(Path::new("/nonexistent")).unwrap_err();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("work")).unwrap();
-        config.check(dir.path()).unwrap();
-        parse_and_check(text);
+    fn any_structured_agent_file_is_checked_or_refused() {
+        use proptest::test_runner::TestRunner;
+        // Run by hand rather than with `proptest!` to count how far cases
+        // got: a generator whose cases all die in the TOML parser would
+        // test nothing past it.
+        let mut runner = TestRunner::new(cases(256));
+        let reached = std::cell::RefCell::new(std::collections::BTreeMap::new());
+        runner
+            .run(&agent(), |agent| {
+                let Value::Table(table) = agent else {
+                    unreachable!("agent() makes a table")
+                };
+                // A table TOML cannot spell is no file anyone can hand over.
+                let Ok(text) = toml::to_string(&table) else {
+                    return Ok(());
+                };
+                *reached
+                    .borrow_mut()
+                    .entry(parse_and_check(&text))
+                    .or_insert(0) += 1;
+                Ok(())
+            })
+            .unwrap();
+        let reached = reached.into_inner();
+        eprintln!("REACHED {reached:?}");
+        for stage in [Reached::Parse, Reached::Check, Reached::Accepted] {
+            assert!(
+                reached.get(&stage).copied().unwrap_or(0) >= 5,
+                "too few cases stopped at {stage:?}: {reached:?}"
+            );
+        }
     }
 }

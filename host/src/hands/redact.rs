@@ -22,9 +22,10 @@
 //! How: one Aho-Corasick automaton holds every window of every secret in
 //! each of those encodings (hex and base64 of a window keep only the
 //! characters the window fully determines). The response runs through it
-//! twice, in one pass and in linear time: once as raw bytes, and once as a
-//! *canonical view* in which escapes are decoded and whitespace is dropped,
-//! with each canonical byte remembering the source bytes it came from. Every
+//! twice, in one pass and in linear time, each view remembering for each of
+//! its bytes the source bytes it came from: once with whitespace dropped
+//! (the secret as is, hex, base64), and once as a *canonical view* in which
+//! escapes are decoded as well (escaped forms, in any mixture). Every
 //! match marks a span of source bytes; overlapping and touching spans merge
 //! and each merged span becomes one [`REDACTED`]. Both automaton states carry
 //! across chunks, so a reflection split over chunk boundaries is found
@@ -204,10 +205,8 @@ impl Redactor {
             base: 0,
             total: 0,
             decoded: 0,
-            raw: self.start,
-            canon: self.start,
-            starts: VecDeque::with_capacity(self.max_len + 1),
-            gap: 0,
+            strip: View::new(self),
+            canon: View::new(self),
             spans: Vec::new(),
             open: false,
             hits: vec![false; self.secrets],
@@ -281,14 +280,12 @@ pub(crate) struct Stream {
     total: u64,
     /// Source offset up to which the canonical view has decoded.
     decoded: u64,
-    /// Automaton state of the raw view.
-    raw: StateID,
-    /// Automaton state of the canonical view.
-    canon: StateID,
-    /// Source offset where each of the last `max_len` canonical bytes began.
-    starts: VecDeque<u64>,
-    /// Source bytes of whitespace since the last canonical byte.
-    gap: u64,
+    /// The stream with whitespace dropped and nothing decoded: finds the
+    /// secret as it is, and hex or base64 of it, even where the canonical
+    /// view read a stray `%`, `&` or `\` as the start of an escape.
+    strip: View,
+    /// The canonical view: escapes decoded, whitespace dropped.
+    canon: View,
     /// Source ranges to replace: sorted, disjoint, not touching.
     spans: Vec<(u64, u64)>,
     /// The first span's marker is already out (it started before `base`).
@@ -341,16 +338,16 @@ impl Stream {
     }
 
     fn scan_with<A: Automaton>(&mut self, aut: &A, r: &Redactor, chunk: &[u8], last: bool) {
-        let mut sid = self.raw;
         for (i, &b) in chunk.iter().enumerate() {
-            sid = aut.next_state(Anchored::No, sid, b);
-            if aut.is_special(sid) && aut.is_match(sid) {
-                let end = self.total + i as u64 + 1;
+            let from = self.total + i as u64;
+            if dropped(b) {
+                self.strip.skip(1, r);
+            } else if let Some(sid) = self.strip.byte(aut, r, b, from) {
                 let len = self.longest(aut, r, sid);
-                self.add_span(end - len as u64, end);
+                let start = self.strip.start_of(len, self.base);
+                self.add_span(start, from + 1);
             }
         }
-        self.raw = sid;
         self.buf.extend_from_slice(chunk);
         self.total += chunk.len() as u64;
         self.decode(aut, r, last);
@@ -373,13 +370,7 @@ impl Stream {
             let from = self.decoded;
             let to = from + len as u64;
             match token {
-                Token::Drop => {
-                    self.gap += len as u64;
-                    if self.gap > MAX_GAP && !self.starts.is_empty() {
-                        self.canon = r.start;
-                        self.starts.clear();
-                    }
-                }
+                Token::Drop => self.canon.skip(len as u64, r),
                 Token::Byte(b) => self.canon_byte(aut, r, b, from, to),
                 Token::Char(c) => {
                     let mut utf8 = [0u8; 4];
@@ -394,24 +385,9 @@ impl Stream {
 
     /// One byte of the canonical view, decoded from source `from..to`.
     fn canon_byte<A: Automaton>(&mut self, aut: &A, r: &Redactor, b: u8, from: u64, to: u64) {
-        self.gap = 0;
-        if self.starts.len() == r.max_len {
-            self.starts.pop_front();
-        }
-        self.starts.push_back(from);
-        self.canon = aut.next_state(Anchored::No, self.canon, b);
-        if aut.is_special(self.canon) && aut.is_match(self.canon) {
-            let len = self.longest(aut, r, self.canon);
-            // A match is never longer than the canonical bytes since the
-            // last restart, so its first byte is in `starts`; the fallback
-            // only widens the span.
-            let start = self
-                .starts
-                .len()
-                .checked_sub(len)
-                .and_then(|i| self.starts.get(i))
-                .copied()
-                .unwrap_or(self.base);
+        if let Some(sid) = self.canon.byte(aut, r, b, from) {
+            let len = self.longest(aut, r, sid);
+            let start = self.canon.start_of(len, self.base);
             self.add_span(start, to);
         }
     }
@@ -454,19 +430,9 @@ impl Stream {
     /// The source offset before which no future match can start.
     fn safe(&self) -> u64 {
         let keep = self.redactor.max_len - 1;
-        let raw = self.total.saturating_sub(keep as u64);
-        let canon = if keep == 0 {
-            self.decoded
-        } else {
-            self.starts
-                .len()
-                .checked_sub(keep)
-                .and_then(|i| self.starts.get(i))
-                .or(self.starts.front())
-                .copied()
-                .unwrap_or(self.decoded)
-        };
-        raw.min(canon).min(self.decoded).max(self.base)
+        let strip = self.strip.hold_from(keep, self.total);
+        let canon = self.canon.hold_from(keep, self.decoded);
+        strip.min(canon).max(self.base)
     }
 
     /// Let out source bytes up to `upto`, spans replaced.
@@ -500,6 +466,78 @@ impl Stream {
         self.buf.drain(..local(upto));
         self.base = upto;
         out
+    }
+}
+
+/// One view of a stream being matched: the automaton state and where in
+/// the source each of its last bytes began.
+struct View {
+    sid: StateID,
+    /// Source offset where each of the last `max_len` view bytes began.
+    starts: VecDeque<u64>,
+    /// Source bytes of whitespace since the last view byte.
+    gap: u64,
+}
+
+impl View {
+    fn new(r: &Redactor) -> Self {
+        Self {
+            sid: r.start,
+            starts: VecDeque::with_capacity(r.max_len + 1),
+            gap: 0,
+        }
+    }
+
+    /// Feed byte `b`, which began at source offset `from`; the match state
+    /// if a needle ends here.
+    fn byte<A: Automaton>(&mut self, aut: &A, r: &Redactor, b: u8, from: u64) -> Option<StateID> {
+        self.gap = 0;
+        if self.starts.len() == r.max_len {
+            self.starts.pop_front();
+        }
+        self.starts.push_back(from);
+        self.sid = aut.next_state(Anchored::No, self.sid, b);
+        (aut.is_special(self.sid) && aut.is_match(self.sid)).then_some(self.sid)
+    }
+
+    /// `len` source bytes of whitespace went by; past [`MAX_GAP`] the view
+    /// starts over, so nothing before the gap can join what comes after.
+    fn skip(&mut self, len: u64, r: &Redactor) {
+        self.gap += len;
+        if self.gap > MAX_GAP && !self.starts.is_empty() {
+            self.sid = r.start;
+            self.starts.clear();
+        }
+    }
+
+    /// Source start of a match `len` view bytes long that just ended. A
+    /// match is never longer than the view bytes since the last restart, so
+    /// its first byte is in `starts`; the fallback only widens the span.
+    fn start_of(&self, len: usize, fallback: u64) -> u64 {
+        self.starts
+            .len()
+            .checked_sub(len)
+            .and_then(|i| self.starts.get(i))
+            .copied()
+            .unwrap_or(fallback)
+    }
+
+    /// The earliest source offset a match completed later could start at:
+    /// the start of the `keep`th-last view byte (a needle is at most `keep`
+    /// bytes plus the one that completes it), or `next` (where the view's
+    /// next byte will begin at the earliest) if fewer are kept.
+    fn hold_from(&self, keep: usize, next: u64) -> u64 {
+        if keep == 0 {
+            return next;
+        }
+        self.starts
+            .len()
+            .checked_sub(keep)
+            .and_then(|i| self.starts.get(i))
+            .or(self.starts.front())
+            .copied()
+            .unwrap_or(next)
+            .min(next)
     }
 }
 

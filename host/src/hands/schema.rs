@@ -2676,6 +2676,139 @@ mod tests {
         assert!(spent < 20, "{spent}");
     }
 
+    /// A small deterministic generator (xorshift64*), so the property test
+    /// needs no extra crate and a failure names its seed.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+        fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+            &items[self.below(items.len())]
+        }
+    }
+
+    const KEYS: &[&str] = &["a", "b", "x-1", "", "~/"];
+    const PATTERNS: &[&str] = &["^a", "(a+)+$", "^(a|aa)*b$", "\\d{2,4}", "[[:alpha:]]", "^.{0,3}$", "(?=x)", "{"];
+
+    fn random_schema(rng: &mut Rng, depth: u32) -> Value {
+        if depth == 0 || rng.below(4) == 0 {
+            return match rng.below(6) {
+                0 => json!(true),
+                1 => json!(false),
+                2 => json!({ "$ref": "#" }),
+                3 => json!({ "$ref": "#/$defs/d" }),
+                _ => json!({ "type": *rng.pick(&["string", "integer", "number", "array", "object", "null", "boolean"]) }),
+            };
+        }
+        let mut map = Map::new();
+        for _ in 0..=rng.below(3) {
+            let d = depth - 1;
+            let (k, v) = match rng.below(30) {
+                0 => ("type", json!([*rng.pick(&["string", "integer"]), "null"])),
+                1 => ("enum", json!([1, "a", [1], { "a": null }])),
+                2 => ("const", random_value(rng, 2)),
+                3 => ("multipleOf", json!(*rng.pick(&[0.5, 2.0, 3.0]))),
+                4 => ("minimum", json!(rng.below(5) as i64 - 2)),
+                5 => ("exclusiveMaximum", json!(2.5)),
+                6 => ("minLength", json!(rng.below(3))),
+                7 => ("maxLength", json!(rng.below(3))),
+                8 => ("pattern", json!(*rng.pick(PATTERNS))),
+                9 => ("minItems", json!(rng.below(3))),
+                10 => ("maxItems", json!(rng.below(3))),
+                11 => ("uniqueItems", json!(true)),
+                12 => ("contains", random_schema(rng, d)),
+                13 => ("items", random_schema(rng, d)),
+                14 => ("prefixItems", json!([random_schema(rng, d), random_schema(rng, d)])),
+                15 => ("required", json!([*rng.pick(KEYS)])),
+                16 => ("properties", json!({ *rng.pick(KEYS): random_schema(rng, d) })),
+                17 => ("patternProperties", json!({ *rng.pick(PATTERNS): random_schema(rng, d) })),
+                18 => ("additionalProperties", random_schema(rng, d)),
+                19 => ("propertyNames", random_schema(rng, d)),
+                20 => ("allOf", json!([random_schema(rng, d), random_schema(rng, d)])),
+                21 => ("anyOf", json!([random_schema(rng, d), random_schema(rng, d)])),
+                22 => ("oneOf", json!([random_schema(rng, d), random_schema(rng, d)])),
+                23 => ("not", random_schema(rng, d)),
+                24 => ("if", random_schema(rng, d)),
+                25 => ("then", random_schema(rng, d)),
+                26 => ("else", random_schema(rng, d)),
+                27 => ("dependentSchemas", json!({ *rng.pick(KEYS): random_schema(rng, d) })),
+                28 => ("dependentRequired", json!({ *rng.pick(KEYS): [*rng.pick(KEYS)] })),
+                _ => ("maxProperties", json!(rng.below(3))),
+            };
+            map.insert(k.to_owned(), v);
+        }
+        if depth == 3 {
+            map.insert("$defs".to_owned(), json!({ "d": random_schema(rng, 2) }));
+        }
+        Value::Object(map)
+    }
+
+    fn random_value(rng: &mut Rng, depth: u32) -> Value {
+        let leaf = depth == 0 || rng.below(3) == 0;
+        match rng.below(if leaf { 5 } else { 7 }) {
+            0 => Value::Null,
+            1 => json!(rng.below(2) == 0),
+            2 => json!(*rng.pick(&[0.0, 1.0, -2.0, 2.5, 1e300])),
+            3 => json!(rng.below(7) as i64 - 3),
+            4 => json!(*rng.pick(&["", "a", "aaaaaaaaaaaaaaaaaaaaaaaa!", "12", "é"])),
+            5 => Value::Array((0..rng.below(4)).map(|_| random_value(rng, depth - 1)).collect()),
+            _ => Value::Object(
+                (0..rng.below(4))
+                    .map(|_| ((*rng.pick(KEYS)).to_owned(), random_value(rng, depth - 1)))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Random schemas and inputs: compiling never panics; validating never
+    /// panics, never passes the budget without saying so, keeps at most
+    /// three errors, and agrees with the yes-or-no evaluation.
+    #[test]
+    fn random_schemas_and_inputs_keep_the_invariants() {
+        let (mut compiled, mut limited) = (0, 0);
+        for seed in 1..=1_500u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let schema_json = random_schema(&mut rng, 3);
+            let Ok(s) = compile(&schema_json) else { continue };
+            compiled += 1;
+            for _ in 0..6 {
+                let input = random_value(&mut rng, 4);
+                let (spent, result) = s.validate_counting(&input);
+                let context = || format!("seed {seed}: schema {schema_json} input {input}");
+                match &result {
+                    Ok(()) => {}
+                    Err(Rejection::Invalid(errs)) => {
+                        assert!((1..=MAX_ERRORS).contains(&errs.len()), "{}", context());
+                    }
+                    Err(Rejection::Limit(_)) => limited += 1,
+                }
+                if spent > STEP_BUDGET {
+                    assert!(matches!(result, Err(Rejection::Limit(_))), "{}", context());
+                }
+                let mut quick = Eval { schema: &s, steps: 0, depth: 0, path: Vec::new(), errors: Vec::new() };
+                match quick.test(ROOT, &input) {
+                    Ok(valid) if !matches!(result, Err(Rejection::Limit(_))) => {
+                        assert_eq!(valid, result.is_ok(), "{}", context());
+                        assert!(quick.errors.is_empty(), "{}", context());
+                    }
+                    _ => {}
+                }
+                assert_eq!(s.validate_counting(&input), (spent, result), "{}", context());
+            }
+        }
+        // The generator must reach the validator, not only the refusals.
+        assert!(compiled > 300, "only {compiled} random schemas compiled");
+        let _ = limited;
+    }
+
     /// How long one full budget takes, for docs/security.md:
     /// `cargo test --release -p longhand-host --lib schema::tests::time_full_budget -- --ignored --nocapture`.
     #[test]
@@ -2721,6 +2854,33 @@ mod tests {
                 Value::Object((0..400_000).map(|i| (format!("key{i}"), json!(i))).collect()),
             ),
         ];
+        // Regexes: the worst cost per byte, against what one full budget
+        // of that regex would read.
+        let mut rng = Rng(7);
+        let ab: String = (0..(1 << 20)).map(|_| if rng.below(2) == 0 { 'a' } else { 'b' }).collect();
+        let regex_cases: Vec<(&str, String)> = vec![
+            ("^(a|b)*c$", ab.clone()),
+            ("(a|b)*a(a|b){20}$", ab.clone()),
+            ("(a|b)*a(a|b){60}c", ab.clone()),
+            ("((a|b)*a(a|b){12}){1,8}c", ab.clone()),
+            ("(\\w|a|b){1,100}(\\w|a|b){1,100}(\\w|a|b){1,100}c", ab.clone()),
+            ("[a-q][^u-z]{13}x", ab.clone()),
+            ("(?i)(a|b|c|d|e|f|g|h)*[a-h]{30}z", ab.clone()),
+            ("(a{1,20}b{1,20}){1,20}c", ab.clone()),
+        ];
+        for (pattern, text) in regex_cases {
+            let Ok(s) = compile(&json!({ "pattern": pattern })) else {
+                println!("regex {pattern}: refused at load");
+                continue;
+            };
+            let weight = s.regexes[0].weight;
+            let started = std::time::Instant::now();
+            let matched = s.regexes[0].regex.is_match(&text);
+            let ns_per_byte = started.elapsed().as_nanos() as f64 / text.len() as f64;
+            // One budget reads STEP_BUDGET * BYTES_PER_STEP / weight bytes.
+            let budget_ms = ns_per_byte * (STEP_BUDGET * BYTES_PER_STEP as u64 / weight) as f64 / 1e6;
+            println!("regex {pattern}: {ns_per_byte:.2} ns/byte, weight {weight}, one budget = {budget_ms:.1} ms (matched {matched})");
+        }
         for (name, s, input) in cases {
             let s = schema(s);
             let started = std::time::Instant::now();

@@ -21,5 +21,6 @@ mod canary;
 mod config;
 mod crash;
 mod example;
+mod grants;
 mod lease;
 mod limits;
