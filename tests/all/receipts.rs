@@ -70,13 +70,15 @@ async fn log_lines_are_capped_in_number_and_length() {
     let long = "é".repeat(MAX_LOG_LINE_BYTES); // twice the byte cap
     let outcome = call_probe(&Grants::default(), "log", json!({ "message": long })).await;
     ok(&outcome);
-    let kept = &outcome.receipt.logs[0].message;
+    let line = &outcome.receipt.logs[0].message;
+    let (kept, marker) = line.rsplit_once(" … [").expect("a cut line says so");
     assert!(
         kept.len() <= MAX_LOG_LINE_BYTES && kept.len() > MAX_LOG_LINE_BYTES - 4,
         "{}",
         kept.len()
     );
-    assert!(long.starts_with(kept.as_str()), "cut inside a character");
+    assert_eq!(marker, format!("{} bytes dropped]", long.len() - kept.len()));
+    assert!(long.starts_with(kept), "cut inside a character");
 }
 
 #[tokio::test]
@@ -137,15 +139,23 @@ async fn grants_for_another_digest_are_refused() {
 #[tokio::test]
 async fn invalid_grants_are_refused() {
     let tmp = tempfile::tempdir().expect("tempdir");
+    // A relative guest path is refused when the grant is made.
+    let made = longhand_host::hands::DirGrant::new(tmp.path(), "relative/path", Access::ReadOnly);
+    let message = made.expect_err("a relative guest path").to_string();
+    assert!(message.contains("absolute"), "{message}");
+    // Grants that do not hang together are refused before the guest runs.
     let grants = Grants {
-        dirs: vec![dir(tmp.path(), "relative/path", Access::ReadOnly)],
+        dirs: vec![
+            dir(tmp.path(), "/same", Access::ReadOnly),
+            dir(tmp.path(), "/same", Access::ReadWrite),
+        ],
         ..Grants::default()
     };
     let outcome = call_probe(&grants, "echo", json!({ "value": 1 })).await;
     let CallError::Refused { message } = err(&outcome) else {
         panic!("expected refused, got {:?}", err(&outcome));
     };
-    assert!(message.contains("absolute"), "{message}");
+    assert!(message.contains("same guest path"), "{message}");
     assert!(outcome.receipt.logs.is_empty());
 }
 

@@ -85,7 +85,7 @@ pub const CAPABILITIES: &[CapabilityInfo] = &[
     CapabilityInfo {
         name: "filesystem",
         interfaces: &["wasi:filesystem/types", "wasi:filesystem/preopens"],
-        grant: "only the directories granted by --dir",
+        grant: "only the directories granted by --mount/--dir (pinned; regular files and directories only)",
     },
     CapabilityInfo {
         name: "http",
