@@ -74,10 +74,10 @@ pub const MAX_REGEX_PROGRAM_BYTES: usize = 256 << 10;
 pub const MAX_REGEXES: usize = 64;
 /// Steps one validation may take: 1,000,000. A step is one subschema
 /// evaluated, one keyword checked, or one unit of keyword work (32 bytes of
-/// a string counted or compared, a value visited in a comparison, bytes of
-/// a regex match scaled by the regex's size). One full budget takes tens of
-/// milliseconds in a release build (see `docs/security.md`); a normal input
-/// costs tens to thousands of steps.
+/// a string counted or compared, a value visited in a comparison, 8 bytes
+/// times NFA states of a regex match). One full budget takes 5-50 ms in a
+/// release build (see `docs/security.md`); a normal input costs tens to
+/// thousands of steps.
 pub const STEP_BUDGET: u64 = 1_000_000;
 /// Deepest recursion of one validation (subschemas inside subschemas,
 /// descending into the input or not): 256.
@@ -87,6 +87,11 @@ pub const MAX_ERRORS: usize = 3;
 
 /// Bytes of string work that cost one step.
 const BYTES_PER_STEP: usize = 32;
+/// Bytes matched times NFA states that cost one step. Measured worst case
+/// (`time_full_budget`): 6.4 ns per byte per state, when a hostile pattern
+/// and input make the lazy DFA give way to the PikeVM; so one step of
+/// regex work is at most ~50 ns, and a full budget of it ~50 ms.
+const STATE_BYTES_PER_STEP: u64 = 8;
 /// Longest rendering of an input value or property name in a message.
 const MAX_SHOWN: usize = 64;
 
@@ -247,8 +252,8 @@ struct Pattern {
     regex: Arc<Regex>,
     /// The pattern as written, for messages.
     source: String,
-    /// Steps charged per [`BYTES_PER_STEP`] bytes matched.
-    weight: u64,
+    /// States of its NFA: the worst-case work per byte matched.
+    states: u64,
 }
 
 #[derive(Debug)]
@@ -583,7 +588,8 @@ impl<'a> Compiler<'a, '_> {
         let count = |this: &Self, key: &str| -> Result<Option<u64>, SchemaError> {
             map.get(key)
                 .map(|v| {
-                    as_count(v).ok_or_else(|| this.invalid(schema, key, "must be a non-negative integer"))
+                    as_count(v)
+                        .ok_or_else(|| this.invalid(schema, key, "must be a non-negative integer"))
                 })
                 .transpose()
         };
@@ -682,9 +688,9 @@ impl<'a> Compiler<'a, '_> {
         let mut prefix = Vec::new();
         let mut rest = None;
         if let Some(v) = map.get("prefixItems") {
-            let list = v
-                .as_array()
-                .ok_or_else(|| self.invalid(schema, "prefixItems", "must be an array of schemas"))?;
+            let list = v.as_array().ok_or_else(|| {
+                self.invalid(schema, "prefixItems", "must be an array of schemas")
+            })?;
             for s in list {
                 prefix.push(self.node(s)?);
             }
@@ -718,9 +724,7 @@ impl<'a> Compiler<'a, '_> {
             kws.push(Kw::MaxProperties(n));
         }
         if let Some(v) = map.get("required") {
-            kws.push(Kw::Required(
-                self.names(schema, "required", v)?,
-            ));
+            kws.push(Kw::Required(self.names(schema, "required", v)?));
         }
         let mut dependent_required = Vec::new();
         let mut dependent_schemas = Vec::new();
@@ -745,9 +749,9 @@ impl<'a> Compiler<'a, '_> {
         }
         let mut named = Vec::new();
         if let Some(v) = map.get("properties") {
-            let props = v
-                .as_object()
-                .ok_or_else(|| self.invalid(schema, "properties", "must be an object of schemas"))?;
+            let props = v.as_object().ok_or_else(|| {
+                self.invalid(schema, "properties", "must be an object of schemas")
+            })?;
             for (name, s) in props {
                 named.push((name.clone(), self.node(s)?));
             }
@@ -880,10 +884,12 @@ impl<'a> Compiler<'a, '_> {
             }
         };
         let id = RegexId::try_from(self.patterns.len()).unwrap_or(UNRESOLVED);
+        let states = nfa_states(&ecma_to_rust(text))
+            .ok_or_else(|| refuse(self, "its automaton could not be sized".to_owned()))?;
         self.patterns.push(Pattern {
             regex,
             source: text.to_owned(),
-            weight: regex_weight(text),
+            states,
         });
         self.pattern_ids.insert(text, id);
         Ok(id)
@@ -938,8 +944,7 @@ impl<'a> Compiler<'a, '_> {
                 _ => return Err(None),
             }
         };
-        let decoded = percent_decode(fragment)
-            .ok_or(Some("has a malformed percent-escape"))?;
+        let decoded = percent_decode(fragment).ok_or(Some("has a malformed percent-escape"))?;
         if !decoded.is_empty() && !decoded.starts_with('/') {
             return Err(Some(
                 "names an anchor; `$anchor` references are not supported, use a JSON pointer \
@@ -1007,7 +1012,11 @@ impl<'a> Compiler<'a, '_> {
                     .iter()
                     .fold(1u64, |acc, &ch| acc.saturating_add(count[ch as usize]))
                     .min(cap);
-                let d = 1 + children.iter().map(|&ch| depth[ch as usize]).max().unwrap_or(0);
+                let d = 1 + children
+                    .iter()
+                    .map(|&ch| depth[ch as usize])
+                    .max()
+                    .unwrap_or(0);
                 if c > MAX_IN_PLACE_EVALUATIONS {
                     return Err(SchemaError::InPlaceEvaluations {
                         at: self.at(node as NodeId),
@@ -1032,7 +1041,8 @@ fn as_count(v: &Value) -> Option<u64> {
     let n = v.as_number()?;
     n.as_u64().or_else(|| {
         let f = n.as_f64()?;
-        (f >= 0.0 && f.fract() == 0.0).then(|| if f >= u64::MAX as f64 { u64::MAX } else { f as u64 })
+        // The cast saturates at u64::MAX.
+        (f >= 0.0 && f.fract() == 0.0).then_some(f as u64)
     })
 }
 
@@ -1191,35 +1201,22 @@ fn starts_quantifier(mut rest: impl Iterator<Item = char>) -> bool {
     false
 }
 
-/// Steps charged per [`BYTES_PER_STEP`] bytes a regex reads. The `regex`
-/// crate matches in time linear in the input, but its worst-case factor
-/// grows with the compiled program, which only the pattern's size and its
-/// counted repetitions predict: 1 for small patterns, more for large ones.
-fn regex_weight(pattern: &str) -> u64 {
-    // Counted repetitions multiply the program: `a{1000}` is 1000 states.
-    let mut weight: u64 = 1 + pattern.len() as u64 / 64;
-    let mut digits = String::new();
-    let mut in_braces = false;
-    for c in pattern.chars() {
-        match c {
-            '{' => {
-                in_braces = true;
-                digits.clear();
-            }
-            '}' if in_braces => {
-                in_braces = false;
-                let biggest = digits
-                    .split(',')
-                    .filter_map(|d| d.trim().parse::<u64>().ok())
-                    .max()
-                    .unwrap_or(0);
-                weight = weight.saturating_add(biggest / 16);
-            }
-            c if in_braces && (c.is_ascii_digit() || c == ',' || c == ' ') => digits.push(c),
-            _ => in_braces = false,
-        }
-    }
-    weight.min(64)
+/// The worst-case work per byte of a regex match: its NFA's state count.
+///
+/// The `regex` crate matches in time linear in the input, but the factor is
+/// the size of its NFA: its lazy DFA is fast until a hostile pattern and
+/// input make it thrash, and then the PikeVM (or the bounded backtracker)
+/// visits every NFA state per byte. So a match is charged the worst case
+/// (see [`STATE_BYTES_PER_STEP`]), from the state count of the NFA the
+/// crate builds; `None` if it cannot be built (the `regex` crate just built
+/// it, so never in practice).
+fn nfa_states(translated: &str) -> Option<u64> {
+    use regex_automata::nfa::thompson;
+    let nfa = thompson::Compiler::new()
+        .configure(thompson::Config::new().nfa_size_limit(Some(MAX_REGEX_PROGRAM_BYTES)))
+        .build(translated)
+        .ok()?;
+    Some(nfa.states().len() as u64)
 }
 
 /// `s` cut to `max` characters, with `…` when cut.
@@ -1309,7 +1306,8 @@ impl InputSchema {
             Ok(true) => Ok(()),
             Ok(false) | Err(Stop::Enough) => {
                 if eval.errors.is_empty() {
-                    eval.errors.push("input: does not match the schema".to_owned());
+                    eval.errors
+                        .push("input: does not match the schema".to_owned());
                 }
                 Err(Rejection::Invalid(eval.errors))
             }
@@ -1496,7 +1494,9 @@ impl<'s, 'v> Eval<'s, 'v> {
                 if is_multiple(num(n), *m) {
                     return Ok(true);
                 }
-                self.fail(collect, || format!("{n} is not a multiple of {}", show_num(*m)))
+                self.fail(collect, || {
+                    format!("{n} is not a multiple of {}", show_num(*m))
+                })
             }
             Kw::Minimum(limit, exclusive) => {
                 let Value::Number(n) = v else { return Ok(true) };
@@ -1505,7 +1505,11 @@ impl<'s, 'v> Eval<'s, 'v> {
                     return Ok(true);
                 }
                 self.fail(collect, || {
-                    let how = if *exclusive { "less than or equal to" } else { "less than" };
+                    let how = if *exclusive {
+                        "less than or equal to"
+                    } else {
+                        "less than"
+                    };
                     format!("{n} is {how} the minimum of {}", show_num(*limit))
                 })
             }
@@ -1516,7 +1520,11 @@ impl<'s, 'v> Eval<'s, 'v> {
                     return Ok(true);
                 }
                 self.fail(collect, || {
-                    let how = if *exclusive { "greater than or equal to" } else { "greater than" };
+                    let how = if *exclusive {
+                        "greater than or equal to"
+                    } else {
+                        "greater than"
+                    };
                     format!("{n} is {how} the maximum of {}", show_num(*limit))
                 })
             }
@@ -1534,7 +1542,11 @@ impl<'s, 'v> Eval<'s, 'v> {
                     }
                 }
                 self.fail(collect, || {
-                    format!("{} is shorter than {min} character{}", show(v), plural(*min))
+                    format!(
+                        "{} is shorter than {min} character{}",
+                        show(v),
+                        plural(*min)
+                    )
                 })
             }
             Kw::MaxLength(max) => {
@@ -1566,32 +1578,46 @@ impl<'s, 'v> Eval<'s, 'v> {
                 })
             }
             Kw::MinItems(min) => {
-                let Value::Array(items) = v else { return Ok(true) };
+                let Value::Array(items) = v else {
+                    return Ok(true);
+                };
                 if items.len() as u64 >= *min {
                     return Ok(true);
                 }
                 self.fail(collect, || {
-                    format!("has {} item{}, fewer than {min}", items.len(), plural(items.len() as u64))
+                    format!(
+                        "has {} item{}, fewer than {min}",
+                        items.len(),
+                        plural(items.len() as u64)
+                    )
                 })
             }
             Kw::MaxItems(max) => {
-                let Value::Array(items) = v else { return Ok(true) };
+                let Value::Array(items) = v else {
+                    return Ok(true);
+                };
                 if items.len() as u64 <= *max {
                     return Ok(true);
                 }
-                self.fail(collect, || format!("has {} items, more than {max}", items.len()))
+                self.fail(collect, || {
+                    format!("has {} items, more than {max}", items.len())
+                })
             }
             Kw::UniqueItems => {
-                let Value::Array(items) = v else { return Ok(true) };
+                let Value::Array(items) = v else {
+                    return Ok(true);
+                };
                 match self.duplicate(items)? {
                     None => Ok(true),
-                    Some((a, b)) => {
-                        self.fail(collect, || format!("items {a} and {b} are equal; items must be unique"))
-                    }
+                    Some((a, b)) => self.fail(collect, || {
+                        format!("items {a} and {b} are equal; items must be unique")
+                    }),
                 }
             }
             Kw::Contains { node, min, max } => {
-                let Value::Array(items) = v else { return Ok(true) };
+                let Value::Array(items) = v else {
+                    return Ok(true);
+                };
                 let mut found = 0u64;
                 for item in items {
                     if self.test(*node, item)? {
@@ -1623,7 +1649,9 @@ impl<'s, 'v> Eval<'s, 'v> {
                 Ok(true)
             }
             Kw::Items { prefix, rest } => {
-                let Value::Array(items) = v else { return Ok(true) };
+                let Value::Array(items) = v else {
+                    return Ok(true);
+                };
                 let mut valid = true;
                 for (i, item) in items.iter().enumerate() {
                     let Some(node) = prefix.get(i).or(rest.as_ref()) else {
@@ -1639,23 +1667,35 @@ impl<'s, 'v> Eval<'s, 'v> {
                 Ok(valid)
             }
             Kw::MinProperties(min) => {
-                let Value::Object(map) = v else { return Ok(true) };
+                let Value::Object(map) = v else {
+                    return Ok(true);
+                };
                 if map.len() as u64 >= *min {
                     return Ok(true);
                 }
                 self.fail(collect, || {
-                    format!("has {} propert{}, fewer than {min}", map.len(), ies(map.len()))
+                    format!(
+                        "has {} propert{}, fewer than {min}",
+                        map.len(),
+                        ies(map.len())
+                    )
                 })
             }
             Kw::MaxProperties(max) => {
-                let Value::Object(map) = v else { return Ok(true) };
+                let Value::Object(map) = v else {
+                    return Ok(true);
+                };
                 if map.len() as u64 <= *max {
                     return Ok(true);
                 }
-                self.fail(collect, || format!("has {} properties, more than {max}", map.len()))
+                self.fail(collect, || {
+                    format!("has {} properties, more than {max}", map.len())
+                })
             }
             Kw::Required(names) => {
-                let Value::Object(map) = v else { return Ok(true) };
+                let Value::Object(map) = v else {
+                    return Ok(true);
+                };
                 let mut valid = true;
                 for name in names {
                     self.charge(1)?;
@@ -1672,7 +1712,9 @@ impl<'s, 'v> Eval<'s, 'v> {
                 Ok(valid)
             }
             Kw::DependentRequired(deps) => {
-                let Value::Object(map) = v else { return Ok(true) };
+                let Value::Object(map) = v else {
+                    return Ok(true);
+                };
                 let mut valid = true;
                 for (name, needs) in deps {
                     self.charge(1)?;
@@ -1703,7 +1745,9 @@ impl<'s, 'v> Eval<'s, 'v> {
                 patterns,
                 additional,
             } => {
-                let Value::Object(map) = v else { return Ok(true) };
+                let Value::Object(map) = v else {
+                    return Ok(true);
+                };
                 let mut valid = true;
                 for (key, value) in map {
                     self.charge(1)?;
@@ -1731,7 +1775,9 @@ impl<'s, 'v> Eval<'s, 'v> {
                 Ok(valid)
             }
             Kw::PropertyNames(node) => {
-                let Value::Object(map) = v else { return Ok(true) };
+                let Value::Object(map) = v else {
+                    return Ok(true);
+                };
                 for key in map.keys() {
                     self.charge_bytes(key.len())?;
                     // The name is not part of the input; test it in a
@@ -1748,7 +1794,10 @@ impl<'s, 'v> Eval<'s, 'v> {
                     self.steps = scratch.steps;
                     if !ok? {
                         return self.fail(collect, || {
-                            format!("property name {} is not allowed by propertyNames", show_str(key))
+                            format!(
+                                "property name {} is not allowed by propertyNames",
+                                show_str(key)
+                            )
                         });
                     }
                 }
@@ -1809,14 +1858,20 @@ impl<'s, 'v> Eval<'s, 'v> {
                 then,
                 otherwise,
             } => {
-                let branch = if self.test(*test, v)? { then } else { otherwise };
+                let branch = if self.test(*test, v)? {
+                    then
+                } else {
+                    otherwise
+                };
                 match branch {
                     Some(node) => self.eval(*node, v, collect),
                     None => Ok(true),
                 }
             }
             Kw::DependentSchemas(deps) => {
-                let Value::Object(map) = v else { return Ok(true) };
+                let Value::Object(map) = v else {
+                    return Ok(true);
+                };
                 let mut valid = true;
                 for (name, node) in deps {
                     self.charge(1)?;
@@ -1834,9 +1889,7 @@ impl<'s, 'v> Eval<'s, 'v> {
 
     fn matches(&mut self, id: RegexId, s: &str) -> Step {
         let pattern = &self.schema.regexes[id as usize];
-        self.charge(
-            ((s.len() / BYTES_PER_STEP) as u64 + 1).saturating_mul(pattern.weight),
-        )?;
+        self.charge(1 + (s.len() as u64).saturating_mul(pattern.states) / STATE_BYTES_PER_STEP)?;
         Ok(pattern.regex.is_match(s))
     }
 
@@ -1925,7 +1978,9 @@ impl<'s, 'v> Eval<'s, 'v> {
             Value::Bool(b) => (1u8, b).hash(&mut h),
             Value::Number(n) => match num(n) {
                 Num::Int(i) => (2u8, i).hash(&mut h),
-                Num::Float(f) if f.fract() == 0.0 && f.abs() < 1e38 => (2u8, f as i128).hash(&mut h),
+                Num::Float(f) if f.fract() == 0.0 && f.abs() < 1e38 => {
+                    (2u8, f as i128).hash(&mut h)
+                }
                 Num::Float(f) => (3u8, f.to_bits()).hash(&mut h),
             },
             Value::String(s) => {
@@ -1942,9 +1997,8 @@ impl<'s, 'v> Eval<'s, 'v> {
                 let mut sum = 0u64;
                 for (k, item) in map {
                     self.charge_bytes(k.len())?;
-                    let mut entry = self.schema.hash_seed.build_hasher();
-                    (k, self.hash(item, depth + 1)?).hash(&mut entry);
-                    sum = sum.wrapping_add(entry.finish());
+                    let entry = (k, self.hash(item, depth + 1)?);
+                    sum = sum.wrapping_add(self.schema.hash_seed.hash_one(entry));
                 }
                 (6u8, sum).hash(&mut h);
             }
@@ -1980,7 +2034,8 @@ mod tests {
 
     #[track_caller]
     fn schema(schema: Value) -> InputSchema {
-        compile(&schema).unwrap_or_else(|e| panic!("{} was refused: {e}", shorten(&schema.to_string(), 300)))
+        compile(&schema)
+            .unwrap_or_else(|e| panic!("{} was refused: {e}", shorten(&schema.to_string(), 300)))
     }
 
     #[track_caller]
@@ -2005,7 +2060,11 @@ mod tests {
     fn check(s: Value, good: &[Value], bad: &[(Value, &str)]) {
         let compiled = schema(s.clone());
         for input in good {
-            assert_eq!(compiled.validate(input), Ok(()), "{s} should accept {input}");
+            assert_eq!(
+                compiled.validate(input),
+                Ok(()),
+                "{s} should accept {input}"
+            );
         }
         for (input, word) in bad {
             let errs = errors(&compiled, input.clone());
@@ -2026,7 +2085,10 @@ mod tests {
         check(
             json!({ "type": ["integer", "null"] }),
             &[json!(1), json!(1.0), json!(null), json!(-3)],
-            &[(json!(1.5), "types \"null\", \"integer\""), (json!("1"), "is not of types")],
+            &[
+                (json!(1.5), "types \"null\", \"integer\""),
+                (json!("1"), "is not of types"),
+            ],
         );
         check(
             json!({ "type": "number" }),
@@ -2038,9 +2100,21 @@ mod tests {
             &[json!({})],
             &[(json!([]), "not of type \"object\"")],
         );
-        check(json!({ "type": "array" }), &[json!([])], &[(json!({}), "array")]);
-        check(json!({ "type": "boolean" }), &[json!(false)], &[(json!(0), "boolean")]);
-        check(json!({ "type": "null" }), &[json!(null)], &[(json!(0), "null")]);
+        check(
+            json!({ "type": "array" }),
+            &[json!([])],
+            &[(json!({}), "array")],
+        );
+        check(
+            json!({ "type": "boolean" }),
+            &[json!(false)],
+            &[(json!(0), "boolean")],
+        );
+        check(
+            json!({ "type": "null" }),
+            &[json!(null)],
+            &[(json!(0), "null")],
+        );
         assert!(refused(&json!({ "type": "str" })).contains("`type`"));
     }
 
@@ -2048,13 +2122,24 @@ mod tests {
     fn enum_and_const_compare_by_value() {
         check(
             json!({ "enum": ["a", 1, { "k": [1, 2] }, null] }),
-            &[json!("a"), json!(1.0), json!({ "k": [1.0, 2] }), json!(null)],
-            &[(json!("b"), "is not one of"), (json!({ "k": [2, 1] }), "not one of")],
+            &[
+                json!("a"),
+                json!(1.0),
+                json!({ "k": [1.0, 2] }),
+                json!(null),
+            ],
+            &[
+                (json!("b"), "is not one of"),
+                (json!({ "k": [2, 1] }), "not one of"),
+            ],
         );
         check(
             json!({ "const": { "a": 1, "b": "x" } }),
             &[json!({ "b": "x", "a": 1 })],
-            &[(json!({ "a": 1 }), "is not"), (json!({ "a": 1, "b": "y" }), "is not")],
+            &[
+                (json!({ "a": 1 }), "is not"),
+                (json!({ "a": 1, "b": "y" }), "is not"),
+            ],
         );
     }
 
@@ -2063,18 +2148,27 @@ mod tests {
         check(
             json!({ "minimum": 1, "maximum": 10 }),
             &[json!(1), json!(10), json!(5.5), json!("not a number")],
-            &[(json!(0), "less than the minimum of 1"), (json!(10.01), "greater than the maximum of 10")],
+            &[
+                (json!(0), "less than the minimum of 1"),
+                (json!(10.01), "greater than the maximum of 10"),
+            ],
         );
         check(
             json!({ "exclusiveMinimum": 0, "exclusiveMaximum": 1.5 }),
             &[json!(0.1), json!(1)],
-            &[(json!(0), "less than or equal to"), (json!(1.5), "greater than or equal to")],
+            &[
+                (json!(0), "less than or equal to"),
+                (json!(1.5), "greater than or equal to"),
+            ],
         );
         // Draft 4's boolean form.
         check(
             json!({ "minimum": 0, "exclusiveMinimum": true, "maximum": 2, "exclusiveMaximum": true }),
             &[json!(1)],
-            &[(json!(0), "less than or equal"), (json!(2), "greater than or equal")],
+            &[
+                (json!(0), "less than or equal"),
+                (json!(2), "greater than or equal"),
+            ],
         );
         check(
             json!({ "multipleOf": 3 }),
@@ -2122,18 +2216,53 @@ mod tests {
         check(
             json!({ "pattern": "^[a-z]+\\d$" }),
             &[json!("abc1"), json!(5)],
-            &[(json!("abc"), "does not match the pattern"), (json!("abc١"), "pattern")],
+            &[
+                (json!("abc"), "does not match the pattern"),
+                (json!("abc١"), "pattern"),
+            ],
         );
-        check(json!({ "pattern": "b" }), &[json!("abc")], &[(json!("xyz"), "pattern")]);
+        check(
+            json!({ "pattern": "b" }),
+            &[json!("abc")],
+            &[(json!("xyz"), "pattern")],
+        );
         // ECMA's `\w` and `.` are narrower than Rust's Unicode ones.
-        check(json!({ "pattern": "^\\w+$" }), &[json!("a_1")], &[(json!("é"), "pattern")]);
-        check(json!({ "pattern": "^a.b$" }), &[json!("axb")], &[(json!("a\rb"), "pattern")]);
-        check(json!({ "pattern": "^[\\d.]+$" }), &[json!("1.2")], &[(json!("1,2"), "pattern")]);
-        check(json!({ "pattern": "^[[]$" }), &[json!("[")], &[(json!("]"), "pattern")]);
-        check(json!({ "pattern": "\\bword\\b" }), &[json!("a word")], &[(json!("swordfish"), "pattern")]);
+        check(
+            json!({ "pattern": "^\\w+$" }),
+            &[json!("a_1")],
+            &[(json!("é"), "pattern")],
+        );
+        check(
+            json!({ "pattern": "^a.b$" }),
+            &[json!("axb")],
+            &[(json!("a\rb"), "pattern")],
+        );
+        check(
+            json!({ "pattern": "^[\\d.]+$" }),
+            &[json!("1.2")],
+            &[(json!("1,2"), "pattern")],
+        );
+        check(
+            json!({ "pattern": "^[[]$" }),
+            &[json!("[")],
+            &[(json!("]"), "pattern")],
+        );
+        check(
+            json!({ "pattern": "\\bword\\b" }),
+            &[json!("a word")],
+            &[(json!("swordfish"), "pattern")],
+        );
         check(json!({ "pattern": "^a\\/b$" }), &[json!("a/b")], &[]);
-        check(json!({ "pattern": "^{a}x{2}$" }), &[json!("{a}xx")], &[(json!("{a}x"), "pattern")]);
-        check(json!({ "pattern": "^a{1,}$" }), &[json!("aa")], &[(json!(""), "pattern")]);
+        check(
+            json!({ "pattern": "^{a}x{2}$" }),
+            &[json!("{a}xx")],
+            &[(json!("{a}x"), "pattern")],
+        );
+        check(
+            json!({ "pattern": "^a{1,}$" }),
+            &[json!("aa")],
+            &[(json!(""), "pattern")],
+        );
         let msg = refused(&json!({ "pattern": "(a)\\1" }));
         assert!(msg.contains("`pattern`"), "{msg}");
         let msg = refused(&json!({ "pattern": "a(?=b)" }));
@@ -2146,7 +2275,10 @@ mod tests {
         check(
             json!({ "minItems": 1, "maxItems": 2 }),
             &[json!([1]), json!([1, 2]), json!("x")],
-            &[(json!([]), "fewer than 1"), (json!([1, 2, 3]), "more than 2")],
+            &[
+                (json!([]), "fewer than 1"),
+                (json!([1, 2, 3]), "more than 2"),
+            ],
         );
         check(
             json!({ "uniqueItems": true }),
@@ -2166,7 +2298,10 @@ mod tests {
         check(
             json!({ "contains": { "const": 1 }, "minContains": 2, "maxContains": 3 }),
             &[json!([1, 1]), json!([1, 0, 1, 1])],
-            &[(json!([1, 0]), "fewer than 2"), (json!([1, 1, 1, 1]), "more than 3")],
+            &[
+                (json!([1, 0]), "fewer than 2"),
+                (json!([1, 1, 1, 1]), "more than 3"),
+            ],
         );
         check(
             json!({ "contains": { "const": 1 }, "minContains": 0 }),
@@ -2176,12 +2311,18 @@ mod tests {
         check(
             json!({ "items": { "type": "integer" } }),
             &[json!([1, 2]), json!([])],
-            &[(json!([1, "x"]), "field /1: \"x\" is not of type \"integer\"")],
+            &[(
+                json!([1, "x"]),
+                "field /1: \"x\" is not of type \"integer\"",
+            )],
         );
         check(
             json!({ "prefixItems": [{ "type": "string" }, { "type": "number" }], "items": false }),
             &[json!(["a", 1]), json!(["a"])],
-            &[(json!([1]), "field /0"), (json!(["a", 1, 2]), "item 2 is not allowed")],
+            &[
+                (json!([1]), "field /0"),
+                (json!(["a", 1, 2]), "item 2 is not allowed"),
+            ],
         );
         // Draft-07: `items` as an array and `additionalItems`.
         check(
@@ -2196,7 +2337,10 @@ mod tests {
         check(
             json!({ "minProperties": 1, "maxProperties": 2 }),
             &[json!({ "a": 1 }), json!([])],
-            &[(json!({}), "has 0 properties, fewer than 1"), (json!({ "a": 1, "b": 2, "c": 3 }), "more than 2")],
+            &[
+                (json!({}), "has 0 properties, fewer than 1"),
+                (json!({ "a": 1, "b": 2, "c": 3 }), "more than 2"),
+            ],
         );
         check(
             json!({ "required": ["a", "b"] }),
@@ -2211,7 +2355,10 @@ mod tests {
         check(
             json!({ "dependencies": { "a": ["b"], "c": { "required": ["d"] } } }),
             &[json!({ "c": 1, "d": 2 }), json!({})],
-            &[(json!({ "a": 1 }), "required when"), (json!({ "c": 1 }), "\"d\" is a required property")],
+            &[
+                (json!({ "a": 1 }), "required when"),
+                (json!({ "c": 1 }), "\"d\" is a required property"),
+            ],
         );
         check(
             json!({ "dependentSchemas": { "a": { "maxProperties": 1 } } }),
@@ -2226,9 +2373,15 @@ mod tests {
             }),
             &[json!({ "name": "n", "x-a": 1 }), json!({})],
             &[
-                (json!({ "name": 1 }), "field /name: 1 is not of type \"string\""),
+                (
+                    json!({ "name": 1 }),
+                    "field /name: 1 is not of type \"string\"",
+                ),
                 (json!({ "x-a": "1" }), "field /x-a"),
-                (json!({ "bogus": true }), "input: property \"bogus\" is not allowed"),
+                (
+                    json!({ "bogus": true }),
+                    "input: property \"bogus\" is not allowed",
+                ),
             ],
         );
         check(
@@ -2239,7 +2392,10 @@ mod tests {
         check(
             json!({ "propertyNames": { "maxLength": 3 } }),
             &[json!({ "abc": 1 })],
-            &[(json!({ "abcd": 1 }), "property name \"abcd\" is not allowed")],
+            &[(
+                json!({ "abcd": 1 }),
+                "property name \"abcd\" is not allowed",
+            )],
         );
     }
 
@@ -2248,7 +2404,10 @@ mod tests {
         check(
             json!({ "allOf": [{ "type": "integer" }, { "minimum": 2 }] }),
             &[json!(2)],
-            &[(json!(1), "less than the minimum"), (json!("x"), "not of type")],
+            &[
+                (json!(1), "less than the minimum"),
+                (json!("x"), "not of type"),
+            ],
         );
         check(
             json!({ "anyOf": [{ "type": "integer" }, { "type": "null" }] }),
@@ -2258,7 +2417,10 @@ mod tests {
         check(
             json!({ "oneOf": [{ "type": "integer" }, { "minimum": 2 }] }),
             &[json!(1), json!(2.5)],
-            &[(json!(3), "more than one of the schemas in oneOf (0 and 1)"), (json!(1.5), "any of the schemas in oneOf")],
+            &[
+                (json!(3), "more than one of the schemas in oneOf (0 and 1)"),
+                (json!(1.5), "any of the schemas in oneOf"),
+            ],
         );
         check(
             json!({ "not": { "type": "string" } }),
@@ -2271,8 +2433,14 @@ mod tests {
                 "then": { "required": ["path"] },
                 "else": { "required": ["url"] }
             }),
-            &[json!({ "kind": "file", "path": "p" }), json!({ "kind": "web", "url": "u" })],
-            &[(json!({ "kind": "file" }), "\"path\" is a required"), (json!({ "kind": "web" }), "\"url\"")],
+            &[
+                json!({ "kind": "file", "path": "p" }),
+                json!({ "kind": "web", "url": "u" }),
+            ],
+            &[
+                (json!({ "kind": "file" }), "\"path\" is a required"),
+                (json!({ "kind": "web" }), "\"url\""),
+            ],
         );
         check(json!({ "then": false }), &[json!(1)], &[]);
         assert!(refused(&json!({ "anyOf": [] })).contains("anyOf"));
@@ -2282,7 +2450,11 @@ mod tests {
     fn boolean_schemas_and_empty_schema() {
         check(json!(true), &[json!(1), json!({ "a": [] })], &[]);
         check(json!({}), &[json!(null)], &[]);
-        check(json!(false), &[], &[(json!(1), "input: no value is allowed here")]);
+        check(
+            json!(false),
+            &[],
+            &[(json!(1), "input: no value is allowed here")],
+        );
         check(
             json!({ "properties": { "a": false } }),
             &[json!({})],
@@ -2304,7 +2476,10 @@ mod tests {
                 }
             }),
             &[json!({ "n": 1, "s": "x", "t": "y" })],
-            &[(json!({ "n": 0 }), "field /n: 0 is less than"), (json!({ "t": 1 }), "field /t")],
+            &[
+                (json!({ "n": 0 }), "field /n: 0 is less than"),
+                (json!({ "t": 1 }), "field /t"),
+            ],
         );
         // Percent-escapes and `~1` in pointers.
         check(
@@ -2358,13 +2533,21 @@ mod tests {
 
     #[test]
     fn unsupported_keywords_are_named() {
-        for keyword in ["unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"] {
+        for keyword in [
+            "unevaluatedProperties",
+            "unevaluatedItems",
+            "$dynamicRef",
+            "$recursiveRef",
+        ] {
             let msg = refused(&json!({ "properties": { "a": { keyword: false } } }));
             assert!(msg.contains(&format!("`{keyword}`")), "{msg}");
             assert!(msg.contains("#/properties/a"), "{msg}");
         }
         let msg = refused(&json!({ "properties": { "a": { "$id": "x" } } }));
-        assert!(msg.contains("`$id`") && msg.contains("#/properties/a"), "{msg}");
+        assert!(
+            msg.contains("`$id`") && msg.contains("#/properties/a"),
+            "{msg}"
+        );
         // Annotations are ignored.
         schema(json!({
             "$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "urn:x",
@@ -2397,11 +2580,16 @@ mod tests {
                 "additionalProperties": false,
                 "required": ["path"]
             }),
-            &[json!({ "path": "a", "start_line": null, "mode": "text", "headers": { "a": "b" }, "body": { "text": "x" } })],
+            &[
+                json!({ "path": "a", "start_line": null, "mode": "text", "headers": { "a": "b" }, "body": { "text": "x" } }),
+            ],
             &[
                 (json!({}), "\"path\" is a required property"),
                 (json!({ "path": 7 }), "field /path"),
-                (json!({ "path": "a", "start_line": 0 }), "field /start_line: 0 is less than the minimum of 1"),
+                (
+                    json!({ "path": "a", "start_line": 0 }),
+                    "field /start_line: 0 is less than the minimum of 1",
+                ),
                 (json!({ "path": "a", "mode": "x" }), "field /mode"),
                 (json!({ "path": "a", "body": {} }), "field /body"),
             ],
@@ -2443,14 +2631,24 @@ mod tests {
     fn text_size_is_bounded_per_schema_and_per_component() {
         let big = json!({ "description": "x".repeat(MAX_SCHEMA_BYTES) });
         let msg = refused(&big);
-        assert!(msg.contains(&format!("bound of {MAX_SCHEMA_BYTES} bytes")), "{msg}");
+        assert!(
+            msg.contains(&format!("bound of {MAX_SCHEMA_BYTES} bytes")),
+            "{msg}"
+        );
 
         let mut loader = SchemaLoader::new();
         let each = json!({ "description": "x".repeat(MAX_SCHEMA_BYTES - 100) }).to_string();
         let results: Vec<_> = (0..5).map(|_| loader.compile(&each).map(|_| ())).collect();
         assert!(results[..4].iter().all(Result::is_ok));
-        let msg = results[4].clone().err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(msg.contains("all of the component's schemas together"), "{msg}");
+        let msg = results[4]
+            .clone()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            msg.contains("all of the component's schemas together"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -2466,12 +2664,20 @@ mod tests {
         }
         text.push_str("{}");
         text.push_str(&"}".repeat(100));
-        let msg = SchemaLoader::new().compile(&text).err().map(|e| e.to_string()).unwrap_or_default();
+        let msg = SchemaLoader::new()
+            .compile(&text)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(msg.contains("deeper than the bound of 64 levels"), "{msg}");
         assert!(msg.contains("line 1, column"), "{msg}");
         // Deeper than serde_json's own limit: still our message.
         let text = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
-        let msg = SchemaLoader::new().compile(&text).err().map(|e| e.to_string()).unwrap_or_default();
+        let msg = SchemaLoader::new()
+            .compile(&text)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(msg.contains("bound of 64 levels"), "{msg}");
         // Brackets inside strings do not count.
         schema(json!({ "description": "[[[[".repeat(100), "pattern": "\\[\\{" }));
@@ -2479,16 +2685,24 @@ mod tests {
 
     #[test]
     fn node_count_is_bounded() {
-        let props: Map<String, Value> = (0..MAX_NODES).map(|i| (format!("p{i}"), json!({}))).collect();
+        let props: Map<String, Value> = (0..MAX_NODES)
+            .map(|i| (format!("p{i}"), json!({})))
+            .collect();
         let msg = refused(&json!({ "properties": props }));
-        assert!(msg.contains(&format!("bound of {MAX_NODES} subschemas")), "{msg}");
+        assert!(
+            msg.contains(&format!("bound of {MAX_NODES} subschemas")),
+            "{msg}"
+        );
         assert!(msg.contains("#/properties/p"), "{msg}");
     }
 
     #[test]
     fn regexes_are_bounded() {
         let msg = refused(&json!({ "pattern": "a".repeat(MAX_PATTERN_BYTES + 1) }));
-        assert!(msg.contains(&format!("bound of {MAX_PATTERN_BYTES} bytes")), "{msg}");
+        assert!(
+            msg.contains(&format!("bound of {MAX_PATTERN_BYTES} bytes")),
+            "{msg}"
+        );
         let msg = refused(&json!({ "properties": { "x": { "pattern": "(a{100}){100}" } } }));
         assert!(msg.contains("compiled, it is over the bound"), "{msg}");
         assert!(msg.contains("#/properties/x"), "{msg}");
@@ -2496,7 +2710,10 @@ mod tests {
             .map(|i| (format!("p{i}"), json!({ "pattern": format!("^{i}$") })))
             .collect();
         let msg = refused(&json!({ "properties": props }));
-        assert!(msg.contains(&format!("bound of {MAX_REGEXES} distinct regexes")), "{msg}");
+        assert!(
+            msg.contains(&format!("bound of {MAX_REGEXES} distinct regexes")),
+            "{msg}"
+        );
         // The same pattern many times is one regex.
         let props: Map<String, Value> = (0..500)
             .map(|i| (format!("p{i}"), json!({ "pattern": "^x$" })))
@@ -2542,9 +2759,11 @@ mod tests {
     fn in_place_cycles_are_refused() {
         let msg = refused(&json!({ "$ref": "#" }));
         assert!(msg.contains("refers back to itself"), "{msg}");
-        let msg = refused(&json!({ "$defs": { "a": { "allOf": [{ "$ref": "#/$defs/b" }] },
+        let msg = refused(
+            &json!({ "$defs": { "a": { "allOf": [{ "$ref": "#/$defs/b" }] },
                                               "b": { "not": { "$ref": "#/$defs/a" } } },
-                                   "$ref": "#/$defs/a" }));
+                                   "$ref": "#/$defs/a" }),
+        );
         assert!(msg.contains("refers back to itself"), "{msg}");
         assert!(msg.contains("#/$defs/"), "{msg}");
         let msg = refused(&json!({ "if": { "$ref": "#" } }));
@@ -2557,11 +2776,17 @@ mod tests {
     fn long_in_place_chains_are_refused() {
         let mut defs = Map::new();
         for i in 0..100 {
-            defs.insert(format!("d{i}"), json!({ "$ref": format!("#/$defs/d{}", i + 1) }));
+            defs.insert(
+                format!("d{i}"),
+                json!({ "$ref": format!("#/$defs/d{}", i + 1) }),
+            );
         }
         defs.insert("d100".to_owned(), json!({}));
         let msg = refused(&json!({ "$defs": defs, "$ref": "#/$defs/d0" }));
-        assert!(msg.contains(&format!("bound of {MAX_IN_PLACE_DEPTH} subschemas")), "{msg}");
+        assert!(
+            msg.contains(&format!("bound of {MAX_IN_PLACE_DEPTH} subschemas")),
+            "{msg}"
+        );
     }
 
     // ---- the metered validator ----
@@ -2652,7 +2877,11 @@ mod tests {
         // Equality with a big enum.
         let values: Vec<Value> = (0..10_000).map(|i| json!({ "k": i })).collect();
         let s = schema(json!({ "items": { "enum": values } }));
-        assert_limit(&s, &Value::Array(vec![json!({ "k": 9_999 }); 100]), "budget");
+        assert_limit(
+            &s,
+            &Value::Array(vec![json!({ "k": 9_999 }); 100]),
+            "budget",
+        );
         // uniqueItems with many equal-hash candidates is still bounded.
         let s = schema(json!({ "uniqueItems": true }));
         let same = Value::Array(vec![json!("x".repeat(100)); 1_000_000]);
@@ -2672,7 +2901,10 @@ mod tests {
         assert!(spent < 100, "{spent}");
         // An unconstrained value is one step, whatever its size.
         let s = schema(json!({ "properties": { "input": {} } }));
-        let (spent, _) = steps(&s, &json!({ "input": vec![json!({"a": [1, 2, 3]}); 100_000] }));
+        let (spent, _) = steps(
+            &s,
+            &json!({ "input": vec![json!({"a": [1, 2, 3]}); 100_000] }),
+        );
         assert!(spent < 20, "{spent}");
     }
 
@@ -2696,7 +2928,16 @@ mod tests {
     }
 
     const KEYS: &[&str] = &["a", "b", "x-1", "", "~/"];
-    const PATTERNS: &[&str] = &["^a", "(a+)+$", "^(a|aa)*b$", "\\d{2,4}", "[[:alpha:]]", "^.{0,3}$", "(?=x)", "{"];
+    const PATTERNS: &[&str] = &[
+        "^a",
+        "(a+)+$",
+        "^(a|aa)*b$",
+        "\\d{2,4}",
+        "[[:alpha:]]",
+        "^.{0,3}$",
+        "(?=x)",
+        "{",
+    ];
 
     fn random_schema(rng: &mut Rng, depth: u32) -> Value {
         if depth == 0 || rng.below(4) == 0 {
@@ -2705,7 +2946,9 @@ mod tests {
                 1 => json!(false),
                 2 => json!({ "$ref": "#" }),
                 3 => json!({ "$ref": "#/$defs/d" }),
-                _ => json!({ "type": *rng.pick(&["string", "integer", "number", "array", "object", "null", "boolean"]) }),
+                _ => {
+                    json!({ "type": *rng.pick(&["string", "integer", "number", "array", "object", "null", "boolean"]) })
+                }
             };
         }
         let mut map = Map::new();
@@ -2726,21 +2969,45 @@ mod tests {
                 11 => ("uniqueItems", json!(true)),
                 12 => ("contains", random_schema(rng, d)),
                 13 => ("items", random_schema(rng, d)),
-                14 => ("prefixItems", json!([random_schema(rng, d), random_schema(rng, d)])),
+                14 => (
+                    "prefixItems",
+                    json!([random_schema(rng, d), random_schema(rng, d)]),
+                ),
                 15 => ("required", json!([*rng.pick(KEYS)])),
-                16 => ("properties", json!({ *rng.pick(KEYS): random_schema(rng, d) })),
-                17 => ("patternProperties", json!({ *rng.pick(PATTERNS): random_schema(rng, d) })),
+                16 => (
+                    "properties",
+                    json!({ *rng.pick(KEYS): random_schema(rng, d) }),
+                ),
+                17 => (
+                    "patternProperties",
+                    json!({ *rng.pick(PATTERNS): random_schema(rng, d) }),
+                ),
                 18 => ("additionalProperties", random_schema(rng, d)),
                 19 => ("propertyNames", random_schema(rng, d)),
-                20 => ("allOf", json!([random_schema(rng, d), random_schema(rng, d)])),
-                21 => ("anyOf", json!([random_schema(rng, d), random_schema(rng, d)])),
-                22 => ("oneOf", json!([random_schema(rng, d), random_schema(rng, d)])),
+                20 => (
+                    "allOf",
+                    json!([random_schema(rng, d), random_schema(rng, d)]),
+                ),
+                21 => (
+                    "anyOf",
+                    json!([random_schema(rng, d), random_schema(rng, d)]),
+                ),
+                22 => (
+                    "oneOf",
+                    json!([random_schema(rng, d), random_schema(rng, d)]),
+                ),
                 23 => ("not", random_schema(rng, d)),
                 24 => ("if", random_schema(rng, d)),
                 25 => ("then", random_schema(rng, d)),
                 26 => ("else", random_schema(rng, d)),
-                27 => ("dependentSchemas", json!({ *rng.pick(KEYS): random_schema(rng, d) })),
-                28 => ("dependentRequired", json!({ *rng.pick(KEYS): [*rng.pick(KEYS)] })),
+                27 => (
+                    "dependentSchemas",
+                    json!({ *rng.pick(KEYS): random_schema(rng, d) }),
+                ),
+                28 => (
+                    "dependentRequired",
+                    json!({ *rng.pick(KEYS): [*rng.pick(KEYS)] }),
+                ),
                 _ => ("maxProperties", json!(rng.below(3))),
             };
             map.insert(k.to_owned(), v);
@@ -2759,7 +3026,11 @@ mod tests {
             2 => json!(*rng.pick(&[0.0, 1.0, -2.0, 2.5, 1e300])),
             3 => json!(rng.below(7) as i64 - 3),
             4 => json!(*rng.pick(&["", "a", "aaaaaaaaaaaaaaaaaaaaaaaa!", "12", "é"])),
-            5 => Value::Array((0..rng.below(4)).map(|_| random_value(rng, depth - 1)).collect()),
+            5 => Value::Array(
+                (0..rng.below(4))
+                    .map(|_| random_value(rng, depth - 1))
+                    .collect(),
+            ),
             _ => Value::Object(
                 (0..rng.below(4))
                     .map(|_| ((*rng.pick(KEYS)).to_owned(), random_value(rng, depth - 1)))
@@ -2777,7 +3048,9 @@ mod tests {
         for seed in 1..=1_500u64 {
             let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
             let schema_json = random_schema(&mut rng, 3);
-            let Ok(s) = compile(&schema_json) else { continue };
+            let Ok(s) = compile(&schema_json) else {
+                continue;
+            };
             compiled += 1;
             for _ in 0..6 {
                 let input = random_value(&mut rng, 4);
@@ -2793,7 +3066,13 @@ mod tests {
                 if spent > STEP_BUDGET {
                     assert!(matches!(result, Err(Rejection::Limit(_))), "{}", context());
                 }
-                let mut quick = Eval { schema: &s, steps: 0, depth: 0, path: Vec::new(), errors: Vec::new() };
+                let mut quick = Eval {
+                    schema: &s,
+                    steps: 0,
+                    depth: 0,
+                    path: Vec::new(),
+                    errors: Vec::new(),
+                };
                 match quick.test(ROOT, &input) {
                     Ok(valid) if !matches!(result, Err(Rejection::Limit(_))) => {
                         assert_eq!(valid, result.is_ok(), "{}", context());
@@ -2801,7 +3080,12 @@ mod tests {
                     }
                     _ => {}
                 }
-                assert_eq!(s.validate_counting(&input), (spent, result), "{}", context());
+                assert_eq!(
+                    s.validate_counting(&input),
+                    (spent, result),
+                    "{}",
+                    context()
+                );
             }
         }
         // The generator must reach the validator, not only the refusals.
@@ -2839,47 +3123,60 @@ mod tests {
                 Value::Array(vec![json!("x".repeat(40)); 2_000_000]),
             ),
             (
-                "small regex on a long string",
-                json!({ "pattern": "^(a|b)*c$" }),
-                json!("ab".repeat(32 << 20)),
-            ),
-            (
-                "big regex on a long string",
-                json!({ "pattern": "^([a-z]{1,40}[0-9]{1,40}[A-Z]{1,40}|x{1,100}){1,3}$" }),
-                json!("a1".repeat(32 << 20)),
-            ),
-            (
                 "patternProperties on many keys",
                 json!({ "patternProperties": { "^[a-z]+[0-9]*$": { "type": "integer" } } }),
-                Value::Object((0..400_000).map(|i| (format!("key{i}"), json!(i))).collect()),
+                Value::Object(
+                    (0..400_000)
+                        .map(|i| (format!("key{i}"), json!(i)))
+                        .collect(),
+                ),
             ),
         ];
         // Regexes: the worst cost per byte, against what one full budget
         // of that regex would read.
         let mut rng = Rng(7);
-        let ab: String = (0..(1 << 20)).map(|_| if rng.below(2) == 0 { 'a' } else { 'b' }).collect();
+        let ab: String = (0..(1 << 20))
+            .map(|_| if rng.below(2) == 0 { 'a' } else { 'b' })
+            .collect();
         let regex_cases: Vec<(&str, String)> = vec![
             ("^(a|b)*c$", ab.clone()),
             ("(a|b)*a(a|b){20}$", ab.clone()),
             ("(a|b)*a(a|b){60}c", ab.clone()),
             ("((a|b)*a(a|b){12}){1,8}c", ab.clone()),
-            ("(\\w|a|b){1,100}(\\w|a|b){1,100}(\\w|a|b){1,100}c", ab.clone()),
+            (
+                "(\\w|a|b){1,100}(\\w|a|b){1,100}(\\w|a|b){1,100}c",
+                ab.clone(),
+            ),
             ("[a-q][^u-z]{13}x", ab.clone()),
             ("(?i)(a|b|c|d|e|f|g|h)*[a-h]{30}z", ab.clone()),
             ("(a{1,20}b{1,20}){1,20}c", ab.clone()),
+            ("^[a-z0-9_-]{1,64}$", ab.clone()),
+            ("[a-z0-9_-]{1,64}c", ab.clone()),
+            ("(\\p{L}|b){1,30}c", ab.clone()),
+            (
+                "^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\\.[a-zA-Z]{2,}$",
+                ab.clone(),
+            ),
+            ("a", ab.clone()),
+            ("(a|b)*a(a|b){200}c", ab.clone()),
+            ("(.*a){30}c", ab.clone()),
         ];
         for (pattern, text) in regex_cases {
             let Ok(s) = compile(&json!({ "pattern": pattern })) else {
                 println!("regex {pattern}: refused at load");
                 continue;
             };
-            let weight = s.regexes[0].weight;
+            let states = s.regexes[0].states;
             let started = std::time::Instant::now();
             let matched = s.regexes[0].regex.is_match(&text);
             let ns_per_byte = started.elapsed().as_nanos() as f64 / text.len() as f64;
-            // One budget reads STEP_BUDGET * BYTES_PER_STEP / weight bytes.
-            let budget_ms = ns_per_byte * (STEP_BUDGET * BYTES_PER_STEP as u64 / weight) as f64 / 1e6;
-            println!("regex {pattern}: {ns_per_byte:.2} ns/byte, weight {weight}, one budget = {budget_ms:.1} ms (matched {matched})");
+            // One budget reads STEP_BUDGET * STATE_BYTES_PER_STEP / states bytes.
+            let budget_ms =
+                ns_per_byte * (STEP_BUDGET * STATE_BYTES_PER_STEP / states) as f64 / 1e6;
+            println!(
+                "regex {pattern}: {ns_per_byte:.2} ns/byte, {states} states, {:.2} ns/byte/state, one budget = {budget_ms:.1} ms (matched {matched})",
+                ns_per_byte / states as f64
+            );
         }
         for (name, s, input) in cases {
             let s = schema(s);
