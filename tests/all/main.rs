@@ -22,6 +22,7 @@ mod support;
 
 mod builtins;
 mod dirs;
+mod fuzz;
 mod guest_text;
 mod http;
 mod limits;

@@ -584,8 +584,18 @@ mod fuzz {
     /// Usually one of `likely`, sometimes any text.
     fn one_of(likely: &[&'static str]) -> BoxedStrategy<Value> {
         prop_oneof![
-            4 => prop::sample::select(likely.to_vec()).prop_map(|s| Value::String(s.to_owned())),
+            9 => prop::sample::select(likely.to_vec()).prop_map(|s| Value::String(s.to_owned())),
             1 => string(),
+        ]
+        .boxed()
+    }
+
+    /// Usually a duration humantime reads, sometimes one it refuses.
+    fn duration() -> BoxedStrategy<Value> {
+        prop_oneof![
+            12 => prop::sample::select(vec!["1s", "30s", "2m", "500ms", "0s", "1ns", "1h 5m"])
+                .prop_map(|s| Value::String(s.to_owned())),
+            1 => one_of(&["999999999999999999h", "-1s", "1 fortnight", ""]),
         ]
         .boxed()
     }
@@ -599,7 +609,7 @@ mod fuzz {
     fn integer() -> BoxedStrategy<Value> {
         prop_oneof![
             1 => any::<i64>(),
-            20 => 0i64..100_000,
+            60 => 0i64..100_000,
             2 => prop::sample::select(vec![0i64, 1, -1, 1 << 44, (1 << 44) + 256, i64::MAX]),
         ]
         .prop_map(Value::Integer)
@@ -768,10 +778,7 @@ mod fuzz {
                 ),
             ),
             ("memory_mib", integer()),
-            (
-                "timeout",
-                one_of(&["1s", "30s", "0s", "1ns", "999999999999999999h"]),
-            ),
+            ("timeout", duration()),
             ("max_output", integer()),
             ("max_write", integer()),
         ])
@@ -792,10 +799,7 @@ mod fuzz {
             ("max_tokens", integer()),
             ("temperature", any::<f64>().prop_map(Value::Float).boxed()),
             ("stream", any::<bool>().prop_map(Value::Boolean).boxed()),
-            (
-                "request_timeout",
-                one_of(&["1s", "120s", "0s", "999999999999999999h"]),
-            ),
+            ("request_timeout", duration()),
         ]);
         let limits = table(
             SessionLimits::NAMES
@@ -806,8 +810,6 @@ mod fuzz {
         );
         let agent = table(vec![
             ("name!", string()),
-            ("instructions", string()),
-            ("instructions_file", string()),
             ("goal", string()),
             ("model!", model),
             ("limits", limits),
@@ -817,7 +819,21 @@ mod fuzz {
                 table(vec![("tool!", string()), ("input", any_value().boxed())]),
             ),
         ]);
-        (agent, corruption()).prop_map(|(agent, c)| corrupt(agent, c))
+        // Exactly one of the two, mostly: both or neither is one refusal.
+        let instructions = prop_oneof![
+            8 => Just(vec!["instructions"]),
+            2 => Just(vec!["instructions_file"]),
+            1 => Just(vec!["instructions", "instructions_file"]),
+            1 => Just(vec![]),
+        ];
+        (agent, instructions, string(), corruption()).prop_map(|(mut agent, keys, text, c)| {
+            if let Value::Table(t) = &mut agent {
+                for key in keys {
+                    t.insert(key.to_owned(), text.clone());
+                }
+            }
+            corrupt(agent, c)
+        })
     }
 
     /// Parse and check as `AgentConfig::load` does, in a directory holding
@@ -893,7 +909,6 @@ mod fuzz {
             })
             .unwrap();
         let reached = reached.into_inner();
-        eprintln!("REACHED {reached:?}");
         for stage in [Reached::Parse, Reached::Check, Reached::Accepted] {
             assert!(
                 reached.get(&stage).copied().unwrap_or(0) >= 5,

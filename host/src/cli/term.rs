@@ -40,7 +40,7 @@ fn is_dangerous(c: char) -> bool {
 /// DEL, `\u{9b}` for C1 and bidi characters. Borrowed when nothing needed
 /// escaping, which is nearly always.
 pub fn printable(text: &str) -> Cow<'_, str> {
-    escape(text, |c| is_dangerous(c))
+    escape(text, is_dangerous)
 }
 
 /// Like [`printable`], and newlines are shown as `\n` too: for guest or

@@ -502,3 +502,322 @@ pub(crate) mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    //! Property tests over event JSON as a reader meets it: a log written
+    //! by another version, a damaged row, a hostile client of the HTTP
+    //! API. Decoding any bytes ends in an event or an error, never a panic
+    //! or a stack overflow; every event round-trips exactly; unknown fields
+    //! are ignored, as the module's compatibility rules promise. Case
+    //! counts are fixed so CI spends about a second here;
+    //! `PROPTEST_RNG_SEED` replays a run.
+
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    use super::*;
+
+    fn cases(cases: u32) -> ProptestConfig {
+        ProptestConfig {
+            cases,
+            failure_persistence: None,
+            max_shrink_iters: 1024,
+            ..ProptestConfig::default()
+        }
+    }
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<String>(),
+            "\\PC{0,16}",
+            Just(String::new()),
+            Just("\u{1b}[2J\u{9b}\u{202e}\0".to_owned()),
+        ]
+    }
+
+    /// JSON without floats: serde_json parses floats to the nearest
+    /// double, not always to the same bits, and events carry none.
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            text().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                prop::collection::btree_map(text(), inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn blob() -> impl Strategy<Value = BlobRef> {
+        prop_oneof![
+            any::<Vec<u8>>().prop_map(|b| BlobRef::of(&b)),
+            (text(), any::<u64>()).prop_map(|(digest, bytes)| BlobRef { digest, bytes }),
+        ]
+    }
+
+    fn pause_reason() -> impl Strategy<Value = PauseReason> {
+        let kind = prop::sample::select(vec![
+            PauseKind::Limit,
+            PauseKind::Breaker,
+            PauseKind::User,
+            PauseKind::Approval,
+        ]);
+        (kind, prop::option::of(text()), text()).prop_map(|(kind, limit, detail)| PauseReason {
+            kind,
+            limit,
+            detail,
+        })
+    }
+
+    /// Any event, every variant, every field free.
+    fn event() -> impl Strategy<Value = Event> {
+        prop_oneof![
+            (text(), json(), text()).prop_map(|(agent_name, agent, config_digest)| {
+                Event::SessionCreated {
+                    agent_name,
+                    agent,
+                    config_digest,
+                }
+            }),
+            text().prop_map(|goal| Event::GoalSet { goal }),
+            (any::<u64>(), text(), text(), text(), blob(), any::<u32>()).prop_map(
+                |(step, role, provider, model, request, attempt)| Event::ModelRequested {
+                    step,
+                    role,
+                    provider,
+                    model,
+                    request,
+                    attempt,
+                }
+            ),
+            (
+                any::<u64>(),
+                blob(),
+                any::<u64>(),
+                any::<u64>(),
+                any::<u64>(),
+                text()
+            )
+                .prop_map(
+                    |(step, response, input_tokens, output_tokens, latency_ms, stop_reason)| {
+                        Event::ModelResponded {
+                            step,
+                            response,
+                            input_tokens,
+                            output_tokens,
+                            latency_ms,
+                            stop_reason,
+                        }
+                    }
+                ),
+            (
+                any::<u64>(),
+                any::<u32>(),
+                text(),
+                any::<bool>(),
+                prop::option::of(any::<u64>())
+            )
+                .prop_map(|(step, attempt, error, retryable, retry_after_ms)| {
+                    Event::ModelFailed {
+                        step,
+                        attempt,
+                        error,
+                        retryable,
+                        retry_after_ms,
+                    }
+                }),
+            (any::<u64>(), text(), text(), text(), text(), text(), blob()).prop_map(
+                |(step, call_id, component, component_digest, tool, effect, input)| {
+                    Event::ToolStarted {
+                        step,
+                        call_id,
+                        component,
+                        component_digest,
+                        tool,
+                        effect,
+                        input,
+                    }
+                }
+            ),
+            (any::<u64>(), text(), any::<bool>(), blob(), json()).prop_map(
+                |(step, call_id, ok, result, receipt)| Event::ToolFinished {
+                    step,
+                    call_id,
+                    ok,
+                    result,
+                    receipt,
+                }
+            ),
+            (any::<u64>(), text(), text()).prop_map(|(step, call_id, reason)| {
+                Event::ToolInDoubt {
+                    step,
+                    call_id,
+                    reason,
+                }
+            }),
+            pause_reason().prop_map(|reason| Event::Paused { reason }),
+            (
+                prop::collection::btree_map(text(), any::<u64>(), 0..4),
+                prop::option::of(text())
+            )
+                .prop_map(|(raised, note)| Event::Resumed { raised, note }),
+            prop::option::of(text()).prop_map(|summary| Event::Finished { summary }),
+            text().prop_map(|error| Event::Failed { error }),
+            (blob(), any::<u64>())
+                .prop_map(|(state, through_seq)| Event::Snapshot { state, through_seq }),
+            (prop::option::of(any::<u64>()), text())
+                .prop_map(|(step, message)| Event::Error { step, message }),
+        ]
+    }
+
+    fn record() -> impl Strategy<Value = EventRecord> {
+        (any::<u64>(), any::<u64>(), event()).prop_map(|(seq, at_ms, event)| EventRecord {
+            seq,
+            at_ms,
+            event,
+        })
+    }
+
+    /// Replace the node number `n` (depth first) of `value` by `with`.
+    fn replace_node(value: &mut Value, n: &mut usize, with: &Value) {
+        if *n == 0 {
+            *value = with.clone();
+            *n = usize::MAX;
+            return;
+        }
+        *n = n.saturating_sub(1);
+        match value {
+            Value::Array(items) => {
+                for item in items {
+                    replace_node(item, n, with);
+                }
+            }
+            Value::Object(map) => {
+                for (_, item) in map.iter_mut() {
+                    replace_node(item, n, with);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn count_nodes(value: &Value) -> usize {
+        1 + match value {
+            Value::Array(items) => items.iter().map(count_nodes).sum(),
+            Value::Object(map) => map.values().map(count_nodes).sum(),
+            _ => 0,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(cases(512))]
+
+        #[test]
+        fn any_bytes_decode_or_fail(bytes in prop_oneof![
+            any::<Vec<u8>>(),
+            "\\PC{0,64}".prop_map(String::into_bytes),
+            // Truncated and spliced real events: the shapes a damaged
+            // row or a torn write leaves.
+            (record(), any::<prop::sample::Index>(), any::<Vec<u8>>()).prop_map(|(r, at, junk)| {
+                let mut bytes = serde_json::to_vec(&r).unwrap();
+                bytes.truncate(at.index(bytes.len() + 1));
+                bytes.extend(junk);
+                bytes
+            }),
+        ]) {
+            let _ = serde_json::from_slice::<EventRecord>(&bytes);
+            let _ = serde_json::from_slice::<Event>(&bytes);
+        }
+
+        #[test]
+        fn every_event_round_trips_and_is_tagged_with_its_kind(record in record()) {
+            let text = serde_json::to_string(&record).unwrap();
+            let back: EventRecord = serde_json::from_str(&text).unwrap();
+            prop_assert_eq!(&back, &record);
+            let value: Value = serde_json::from_str(&text).unwrap();
+            prop_assert_eq!(value["type"].as_str(), Some(record.event.kind()));
+        }
+
+        #[test]
+        fn unknown_fields_are_ignored(
+            record in record(),
+            extra in prop::collection::btree_map("x_[a-z_]{0,8}", json(), 1..4),
+        ) {
+            let mut value = serde_json::to_value(&record).unwrap();
+            let object = value.as_object_mut().unwrap();
+            for (key, item) in extra {
+                object.insert(key, item);
+            }
+            let back: EventRecord = serde_json::from_value(value).unwrap();
+            prop_assert_eq!(back, record);
+        }
+
+        #[test]
+        fn a_damaged_event_decodes_to_something_that_round_trips(
+            record in record(),
+            at in any::<prop::sample::Index>(),
+            with in json(),
+        ) {
+            let mut value = serde_json::to_value(&record).unwrap();
+            let mut n = at.index(count_nodes(&value));
+            replace_node(&mut value, &mut n, &with);
+            let text = value.to_string();
+            if let Ok(decoded) = serde_json::from_str::<EventRecord>(&text) {
+                let again: EventRecord =
+                    serde_json::from_str(&serde_json::to_string(&decoded).unwrap()).unwrap();
+                prop_assert_eq!(again, decoded);
+            }
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        for open in ["[", "{\"a\":"] {
+            let deep = open.repeat(100_000);
+            let event = format!(
+                r#""type":"session_created","agent_name":"a","config_digest":"d","agent":{deep}"#
+            );
+            let record = format!(r#"{{"seq":1,"at_ms":1,{event}"#);
+            assert!(serde_json::from_str::<EventRecord>(&record).is_err());
+            assert!(serde_json::from_str::<Event>(&format!("{{{event}")).is_err());
+        }
+    }
+
+    #[test]
+    fn numbers_out_of_range_are_errors() {
+        for seq in ["-1", "18446744073709551616", "1e3", "1.5", "\"1\""] {
+            let text = format!(r#"{{"seq":{seq},"at_ms":1,"type":"goal_set","goal":"g"}}"#);
+            assert!(
+                serde_json::from_str::<EventRecord>(&text).is_err(),
+                "{text}"
+            );
+        }
+        let text = r#"{"seq":18446744073709551615,"at_ms":0,"type":"goal_set","goal":"g"}"#;
+        assert_eq!(
+            serde_json::from_str::<EventRecord>(text).unwrap().seq,
+            u64::MAX
+        );
+    }
+
+    #[test]
+    fn the_generator_reaches_every_variant() {
+        use proptest::strategy::ValueTree;
+        use proptest::test_runner::TestRunner;
+        let mut runner = TestRunner::deterministic();
+        let strategy = event();
+        let mut kinds = std::collections::BTreeSet::new();
+        for _ in 0..2000 {
+            kinds.insert(strategy.new_tree(&mut runner).unwrap().current().kind());
+        }
+        let all: std::collections::BTreeSet<_> =
+            tests::every_event().iter().map(Event::kind).collect();
+        assert_eq!(kinds, all);
+    }
+}

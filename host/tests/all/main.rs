@@ -14,12 +14,14 @@
 //! - [`config`]: a bad agent file is refused before anything is created.
 //! - [`canary`]: an API key reaches the model server and nothing else.
 //! - [`lease`]: a live lease keeps a second writer out.
+//! - [`escapes`]: guest and model text cannot drive the operator's terminal.
 
 mod support;
 
 mod canary;
 mod config;
 mod crash;
+mod escapes;
 mod example;
 mod grants;
 mod lease;
