@@ -30,7 +30,10 @@ async fn any_of_chain_bomb_is_refused_at_load_naming_the_bound() {
     // count passes 1,000 (2^(k+2) - 3 at k = 8 links from the end of 64).
     assert!(reason.contains("tool `bomb`"), "{reason}");
     assert!(reason.contains("over the bound of 1000"), "{reason}");
-    assert!(reason.contains("#/$defs/d56 "), "{reason}");
+    assert!(
+        reason.contains("#/$defs/d56 evaluates 1021 subschemas"),
+        "{reason}"
+    );
     // jsonschema took 40 s of CPU on this; compiling the component is
     // most of what is left.
     assert!(elapsed < Duration::from_secs(20), "{elapsed:?}");
@@ -85,4 +88,26 @@ async fn every_builtin_schema_loads() {
             .unwrap_or_else(|e| panic!("built-in {} was refused: {e}", builtin.name));
         assert!(!tool.info().tools.is_empty(), "{}", builtin.name);
     }
+}
+
+/// Deep input against a schema that recurses as it descends: the
+/// validator's depth bound ends the call cleanly, with no stack overflow,
+/// and the guest never runs.
+#[tokio::test]
+async fn deep_input_ends_at_the_depth_bound() {
+    let tool = hands()
+        .load(ToolSource::File(fixtures::SCHEMA_COSTLY.as_ref()))
+        .await
+        .unwrap_or_else(|e| panic!("the costly schema passes the load bounds: {e}"));
+    // Valid all the way down (the first branch matches at every level), so
+    // only depth can stop it: three evaluations per level.
+    let mut deep = json!([]);
+    for _ in 0..120 {
+        deep = json!([deep]);
+    }
+    let outcome = hands().call(&tool, &Grants::default(), "nest", &deep).await;
+    let message = limit_message(&outcome);
+    assert!(message.contains("bound of 256 levels"), "{message}");
+    assert_eq!(outcome.receipt.fuel_used, 0, "the guest ran");
+    assert_still_serves().await;
 }
