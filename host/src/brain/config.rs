@@ -431,7 +431,10 @@ impl ToolConfig {
         }
         let d = Limits::default();
         grants.limits = Limits {
-            memory_bytes: self.memory_mib.map(|m| m << 20).unwrap_or(d.memory_bytes),
+            memory_bytes: self
+                .memory_mib
+                .map(|m| m.saturating_mul(1 << 20))
+                .unwrap_or(d.memory_bytes),
             timeout: self.timeout.unwrap_or(d.timeout),
             max_output_bytes: self.max_output.unwrap_or(d.max_output_bytes),
             max_write_bytes: self.max_write.unwrap_or(d.max_write_bytes),
