@@ -18,10 +18,13 @@ use serde_json::json;
 use crate::fixtures;
 use crate::support::{assert_still_serves, call_probe, limit_message, ok, probe};
 
+/// Grants for a spinner that only its timeout stops: the probe's loop burns
+/// the default fuel (2·10¹⁰) in under 3 s.
 fn spin_grants(timeout: Duration) -> Grants {
     Grants {
         limits: Limits {
             timeout,
+            fuel: u64::MAX / 2,
             ..Limits::default()
         },
         ..Grants::default()

@@ -3,6 +3,7 @@
 //! Run with `cargo bench -p longhand-tests --bench hands` (after `cargo build
 //! --release` if you want the end-to-end CLI figure). Prints medians and
 //! ratios; the machine is shared and noisy, so only medians are compared.
+//! `LONGHAND_BENCH_ONLY=busy` runs only the busy-neighbours part.
 //!
 //! Measured, each in a fresh instance per call where wasm is involved:
 //! - `longhand` host path: `Hands::call` (grant set-up, schema check, fresh
@@ -15,14 +16,18 @@
 //!   stdio server costs per call);
 //! - `longhand tool call` end to end with a warm compile cache (process start
 //!   included), when `target/release/longhand` exists;
-//! - cold compile time of each built-in tool.
+//! - cold compile time of each built-in tool;
+//! - busy neighbours: 50 sequential `noop` calls on a task of the runtime,
+//!   alone and then while two probe `spin` calls run on the same `Hands`
+//!   (p50 and p99 of each, and their ratios).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use longhand_host::hands::{Grants, Hands, HandsConfig, ToolSource, builtin};
+use longhand_host::hands::{Grants, Hands, HandsConfig, Limits, LoadedTool, ToolSource, builtin};
 use serde_json::json;
 
 #[allow(
@@ -218,7 +223,7 @@ async fn run() -> anyhow::Result<()> {
     };
 
     // Longhand host path.
-    let hands = Hands::new(HandsConfig::default())?;
+    let hands = Arc::new(Hands::new(HandsConfig::default())?);
     let tool = hands
         .load(ToolSource::Bytes {
             label: "noop",
@@ -237,6 +242,10 @@ async fn run() -> anyhow::Result<()> {
         anyhow::ensure!(out.result.is_ok(), "noop failed: {:?}", out.result);
         let out = hands.call(&probe, &grants, "echo", &input).await;
         anyhow::ensure!(out.result.is_ok(), "echo failed: {:?}", out.result);
+    }
+    if std::env::var("LONGHAND_BENCH_ONLY").is_ok_and(|only| only == "busy") {
+        busy_neighbours(&hands, &tool, &probe).await?.print();
+        return Ok(());
     }
     let host = time_n_async(scale(5000), || async {
         let _ = hands.call(&tool, &grants, "noop", &input).await;
@@ -375,6 +384,8 @@ async fn run() -> anyhow::Result<()> {
         );
     }
 
+    let neighbours = busy_neighbours(&hands, &tool, &probe).await?;
+
     println!();
     println!("ratios (medians):");
     println!(
@@ -404,5 +415,141 @@ async fn run() -> anyhow::Result<()> {
             us(cli) / 1e3
         );
     }
+    neighbours.print();
     Ok(())
+}
+
+/// Nearest-rank percentile `p` (0-100) of `samples`.
+fn percentile(samples: &[Duration], p: usize) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let rank = (sorted.len() * p).div_ceil(100).max(1);
+    sorted[rank - 1]
+}
+
+/// Trivial calls alone and beside spinning calls, measured in one run.
+struct Neighbours {
+    quiet: Vec<Duration>,
+    busy: Vec<Duration>,
+    /// From starting the spinners until both had moved to their own threads.
+    moved_after: Duration,
+    /// From aborting the spinners until no offloaded call was left.
+    gone_after: Duration,
+}
+
+impl Neighbours {
+    fn print(&self) {
+        println!();
+        println!(
+            "busy neighbours: {} sequential `noop` calls on a runtime task, alone and beside 2 spinning calls",
+            self.quiet.len()
+        );
+        println!("{:<52} {:>12} {:>12}", "case", "p50", "p99");
+        for (name, samples) in [
+            ("noop, no spinners", &self.quiet),
+            ("noop, 2 `spin` calls running", &self.busy),
+        ] {
+            println!(
+                "{:<52} {:>10.1}µs {:>10.1}µs",
+                name,
+                us(percentile(samples, 50)),
+                us(percentile(samples, 99))
+            );
+        }
+        println!(
+            "  beside spinners / alone: p50 {:.2}x, p99 {:.2}x  (target <= 2x each)",
+            us(percentile(&self.busy, 50)) / us(percentile(&self.quiet, 50)),
+            us(percentile(&self.busy, 99)) / us(percentile(&self.quiet, 99)),
+        );
+        println!(
+            "  spinners on their own threads {:.1}ms after they started; none left {:.1}ms after they were aborted",
+            self.moved_after.as_secs_f64() * 1e3,
+            self.gone_after.as_secs_f64() * 1e3,
+        );
+    }
+}
+
+/// 50 `noop` calls in sequence on a task of the runtime (where a session's
+/// calls run), timed one by one.
+async fn trivial_calls(
+    hands: &Arc<Hands>,
+    noop: &Arc<LoadedTool>,
+) -> anyhow::Result<Vec<Duration>> {
+    let (hands, noop) = (hands.clone(), noop.clone());
+    tokio::spawn(async move {
+        let input = json!({"value": 1});
+        let grants = Grants::default();
+        let mut samples = Vec::with_capacity(50);
+        for _ in 0..50 {
+            let start = Instant::now();
+            let out = hands.call(&noop, &grants, "noop", &input).await;
+            samples.push(start.elapsed());
+            anyhow::ensure!(out.result.is_ok(), "noop failed: {:?}", out.result);
+        }
+        Ok(samples)
+    })
+    .await?
+}
+
+/// The same trivial calls alone, then while two probe `spin` calls (20 s
+/// timeout, fuel enough to outlast it) run on the same `Hands` and runtime;
+/// the spinners are aborted afterwards and must leave nothing running.
+async fn busy_neighbours(
+    hands: &Arc<Hands>,
+    noop: &Arc<LoadedTool>,
+    probe: &Arc<LoadedTool>,
+) -> anyhow::Result<Neighbours> {
+    let quiet = trivial_calls(hands, noop).await?;
+
+    let spin = Grants {
+        limits: Limits {
+            timeout: Duration::from_secs(20),
+            fuel: u64::MAX / 2,
+            ..Limits::default()
+        },
+        ..Grants::default()
+    };
+    let started = Instant::now();
+    let spinners: Vec<_> = (0..2)
+        .map(|_| {
+            let (hands, probe, spin) = (hands.clone(), probe.clone(), spin.clone());
+            tokio::spawn(async move { hands.call(&probe, &spin, "spin", &json!({})).await })
+        })
+        .collect();
+    // Each spinner holds its worker for about a tick before it moves; the
+    // measurement is of the steady state after that.
+    while hands.offloaded_calls() < 2 {
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(5),
+            "the spinners did not move to threads of their own"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let moved_after = started.elapsed();
+    let busy = trivial_calls(hands, noop).await?;
+    anyhow::ensure!(
+        hands.offloaded_calls() == 2,
+        "a spinner ended during the measurement"
+    );
+
+    let aborted = Instant::now();
+    for spinner in &spinners {
+        spinner.abort();
+    }
+    for spinner in spinners {
+        let _ = spinner.await;
+    }
+    while hands.offloaded_calls() > 0 {
+        anyhow::ensure!(
+            aborted.elapsed() < Duration::from_secs(5),
+            "aborted spinners still running"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Ok(Neighbours {
+        quiet,
+        busy,
+        moved_after,
+        gone_after: aborted.elapsed(),
+    })
 }

@@ -35,8 +35,8 @@
 //! a deadline, a flag and a future.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -51,6 +51,25 @@ use wasmtime::{Store, UpdateDeadline};
 /// only if a tick lands after this mark, and moving costs ~50 µs.
 const LONG_AFTER: Duration = Duration::from_millis(2);
 
+/// How long past its deadline the caller of an offloaded call waits for the
+/// guest's thread to report. An idle-priority thread on a saturated machine
+/// may not get a core for a while, and it can only notice its deadline when
+/// it runs; the caller does not wait for that. Normally the thread reports
+/// within a tick of the deadline, with the store, so the receipt is exact.
+const OVERDUE_AFTER: Duration = Duration::from_millis(50);
+
+/// What the epoch callback last saw of a call, for a receipt written
+/// without the store (see [`Lost::Overdue`]). At most a tick old.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Meter {
+    /// Fuel left in the store.
+    pub(crate) fuel_left: u64,
+    /// Peak of the call's linear memory, in bytes.
+    pub(crate) peak_memory: u64,
+    /// Whether a memory growth was refused.
+    pub(crate) memory_limit_hit: bool,
+}
+
 /// What [`arm`] gives back: the call's wall deadline and the flag its
 /// epoch callback raises when the call has run long.
 pub(crate) struct Watch {
@@ -59,6 +78,15 @@ pub(crate) struct Watch {
     pub(crate) deadline: Option<Instant>,
     /// Raised by the epoch callback once the call has run [`LONG_AFTER`].
     long: Arc<AtomicBool>,
+    /// Updated by the epoch callback every tick.
+    meter: Arc<Mutex<Meter>>,
+}
+
+impl Watch {
+    /// What the epoch callback last saw.
+    pub(crate) fn meter(&self) -> Meter {
+        self.meter.lock().map(|m| *m).unwrap_or_default()
+    }
 }
 
 /// The call's deadline passed while its guest was waiting on the host (no
@@ -83,16 +111,34 @@ pub(crate) async fn within<F: Future>(
 
 /// Install the call's epoch callback on `store`: trap at `timeout` from
 /// now, and otherwise yield every tick, marking the call long after
-/// [`LONG_AFTER`].
-pub(crate) fn arm<T: 'static>(store: &mut Store<T>, timeout: Duration) -> Watch {
+/// [`LONG_AFTER`]. `memory` reads the peak memory and whether a growth was
+/// refused from the store's data, for the [`Meter`].
+pub(crate) fn arm<T: 'static>(
+    store: &mut Store<T>,
+    timeout: Duration,
+    memory: fn(&T) -> (u64, bool),
+) -> Watch {
     let started = Instant::now();
     let deadline = started.checked_add(timeout);
     let long = Arc::new(AtomicBool::new(false));
     let flag = long.clone();
+    let meter = Arc::new(Mutex::new(Meter {
+        fuel_left: store.get_fuel().unwrap_or(0),
+        ..Meter::default()
+    }));
+    let seen = meter.clone();
     // The callback runs on the next tick after the deadline is set, then
-    // once per tick (`Yield(1)`): a tick costs one clock read.
+    // once per tick (`Yield(1)`): a clock read and an uncontended lock.
     store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |_| {
+    store.epoch_deadline_callback(move |ctx| {
+        let (peak_memory, memory_limit_hit) = memory(ctx.data());
+        if let Ok(mut m) = seen.lock() {
+            *m = Meter {
+                fuel_left: ctx.get_fuel().unwrap_or(0),
+                peak_memory,
+                memory_limit_hit,
+            };
+        }
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
             return Ok(UpdateDeadline::Interrupt);
@@ -102,7 +148,11 @@ pub(crate) fn arm<T: 'static>(store: &mut Store<T>, timeout: Duration) -> Watch 
         }
         Ok(UpdateDeadline::Yield(1))
     });
-    Watch { deadline, long }
+    Watch {
+        deadline,
+        long,
+        meter,
+    }
 }
 
 /// Why [`Offloader::run`] has no output for a call.
@@ -113,6 +163,12 @@ pub(crate) enum Lost {
     /// reports a host error; the host carries on.
     #[error("the thread running the call ended without a result (a host panic)")]
     Panicked,
+    /// The call's deadline passed [`OVERDUE_AFTER`] ago and its thread has
+    /// not reported: it is starved of CPU. The caller reports the timeout
+    /// from the [`Watch`]'s meter; the guest stops at its thread's next
+    /// slice (the epoch check traps at once, the deadline being past).
+    #[error("the call's thread did not report by its deadline")]
+    Overdue,
 }
 
 /// Moves long calls to threads of their own; counts them while they run.
@@ -192,7 +248,17 @@ impl Offloader {
             };
         }
         drop(slot);
-        done_rx.await.map_err(|_| Lost::Panicked)
+        let cutoff = watch
+            .deadline
+            .and_then(|d| d.checked_add(OVERDUE_AFTER))
+            .map(tokio::time::Instant::from_std);
+        match cutoff {
+            Some(at) => match tokio::time::timeout_at(at, done_rx).await {
+                Ok(done) => done.map_err(|_| Lost::Panicked),
+                Err(_) => Err(Lost::Overdue),
+            },
+            None => done_rx.await.map_err(|_| Lost::Panicked),
+        }
     }
 }
 
@@ -238,16 +304,30 @@ fn lower_priority() {
 mod tests {
     use super::*;
 
-    /// The deadline of a tick-sized wait, for tests of timing.
+    /// How long a test waits for a thread to end before failing.
     const SLACK: Duration = Duration::from_secs(2);
+
+    fn watch(long: bool, deadline: Option<Instant>) -> Watch {
+        Watch {
+            deadline,
+            long: Arc::new(AtomicBool::new(long)),
+            meter: Arc::default(),
+        }
+    }
+
+    /// Wait up to [`SLACK`] for `offloader` to have no call running.
+    async fn settled(offloader: &Offloader) -> bool {
+        let started = Instant::now();
+        while offloader.live() > 0 && started.elapsed() < SLACK {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        offloader.live() == 0
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_short_future_stays_on_its_task() {
         let offloader = Offloader::default();
-        let watch = Watch {
-            deadline: None,
-            long: Arc::new(AtomicBool::new(false)),
-        };
+        let watch = watch(false, None);
         let here = std::thread::current().id();
         let ran_on = offloader
             .run(async { std::thread::current().id() }, &watch)
@@ -260,10 +340,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_long_future_moves_at_its_next_yield_and_finishes_there() {
         let offloader = Offloader::default();
-        let watch = Watch {
-            deadline: None,
-            long: Arc::new(AtomicBool::new(true)),
-        };
+        let watch = watch(true, None);
         let here = std::thread::current().id();
         let out = offloader
             .run(
@@ -287,10 +364,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn dropping_the_caller_ends_the_thread() {
         let offloader = Offloader::default();
-        let watch = Watch {
-            deadline: None,
-            long: Arc::new(AtomicBool::new(true)),
-        };
+        let watch = watch(true, None);
         let dropped = Arc::new(AtomicBool::new(false));
         struct Flag(Arc<AtomicBool>);
         impl Drop for Flag {
@@ -308,12 +382,39 @@ mod tests {
         );
         let timed = tokio::time::timeout(Duration::from_millis(50), run).await;
         assert!(timed.is_err(), "a pending future never finishes");
-        let started = Instant::now();
-        while offloader.live() > 0 && started.elapsed() < SLACK {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        assert_eq!(offloader.live(), 0, "the thread outlived its caller");
+        assert!(settled(&offloader).await, "the thread outlived its caller");
         assert!(dropped.load(Ordering::SeqCst), "the guest was not dropped");
+    }
+
+    /// A thread that cannot get back to its loop (here: blocked outright,
+    /// as a starved idle-priority thread is) does not hold its caller past
+    /// the deadline; once it runs again, it stops.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_starved_thread_does_not_hold_its_caller_past_the_deadline() {
+        let offloader = Offloader::default();
+        let timeout = Duration::from_millis(100);
+        let watch = watch(true, Instant::now().checked_add(timeout));
+        let started = Instant::now();
+        let out = offloader
+            .run(
+                async {
+                    tokio::task::yield_now().await;
+                    std::thread::sleep(Duration::from_millis(400));
+                    std::future::pending::<()>().await;
+                },
+                &watch,
+            )
+            .await;
+        let waited = started.elapsed();
+        assert!(matches!(out, Err(Lost::Overdue)), "{out:?}");
+        assert!(
+            waited >= timeout + OVERDUE_AFTER && waited < Duration::from_millis(350),
+            "the caller waited {waited:?}"
+        );
+        assert!(
+            settled(&offloader).await,
+            "the thread did not stop once it ran"
+        );
     }
 
     #[cfg(target_os = "linux")]

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::{Linker, ResourceTableError};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 use wasmtime_wasi_http::FieldMapError;
@@ -339,45 +339,49 @@ impl Hands {
 
         // Describe runs like any call: fresh instance, no grants, default
         // limits, and a slot of the instance pool.
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| LoadError::Describe {
-                label: label.clone(),
-                reason: "the tool host is shutting down".to_owned(),
-            })?;
+        let permit =
+            self.permits
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| LoadError::Describe {
+                    label: label.clone(),
+                    reason: "the tool host is shutting down".to_owned(),
+                })?;
         let limits = Limits::default();
         let describe_err = |reason: String| LoadError::Describe {
             label: label.clone(),
             reason,
         };
         let (state, stdio) = CallBuilder::new(limits.memory_bytes, limits.max_write_bytes).build();
-        let (mut store, watch) = self
+        let (store, watch) = self
             .store(state, &limits)
             .map_err(|e| describe_err(format!("{e:#}")))?;
+        let mut seat = Seat {
+            store,
+            _permit: permit,
+        };
         // The guest future owns what it uses, so that it can move to a
-        // thread of its own if it runs long; the store comes back with the
+        // thread of its own if it runs long; the seat comes back with the
         // result and is dropped here, not on a low-priority thread.
         let describing = pre.clone();
         let deadline = watch.deadline;
         let guest = async move {
             let raw = exec::within(deadline, async {
-                let instance = describing.instantiate_async(&mut store).await?;
+                let instance = describing.instantiate_async(&mut seat.store).await?;
                 instance
                     .longhand_tool_tools()
-                    .call_describe(&mut store)
+                    .call_describe(&mut seat.store)
                     .await
             })
             .await;
-            (raw, store)
+            (raw, seat)
         };
-        let (raw, store) = self
-            .offloader
-            .run(guest, &watch)
-            .await
-            .map_err(|e| describe_err(e.to_string()))?;
-        drop(store);
+        let raw = match self.offloader.run(guest, &watch).await {
+            Ok((raw, _seat)) => raw,
+            Err(exec::Lost::Overdue) => Err(exec::TimedOut),
+            Err(lost @ exec::Lost::Panicked) => return Err(describe_err(lost.to_string())),
+        };
         let raw = raw
             .map_err(|_| describe_err(format!("timed out after {:?}", limits.timeout)))?
             .map_err(|e| {
@@ -415,7 +419,9 @@ impl Hands {
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_fuel(limits.fuel)?;
-        let watch = exec::arm(&mut store, limits.timeout);
+        let watch = exec::arm(&mut store, limits.timeout, |s| {
+            (s.limiter.peak_memory, s.limiter.memory_limit_hit)
+        });
         Ok((store, watch))
     }
 
@@ -485,9 +491,14 @@ impl Hands {
         };
         validate_input(validator, input, receipt)?;
 
-        let _permit = self.permits.acquire().await.map_err(|_| CallError::Host {
-            message: "the tool host is shutting down".to_owned(),
-        })?;
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| CallError::Host {
+                message: "the tool host is shutting down".to_owned(),
+            })?;
 
         let limits = &grants.limits;
         let mut builder = CallBuilder::new(limits.memory_bytes, limits.max_write_bytes);
@@ -496,40 +507,53 @@ impl Hands {
         })?;
         let (state, stdio) = builder.build();
         let journal = state.journal.clone();
-        let (mut store, watch) = self.store(state, limits).map_err(|e| CallError::Host {
+        let (store, watch) = self.store(state, limits).map_err(|e| CallError::Host {
             message: format!("{e:#}"),
         })?;
+        let mut seat = Seat {
+            store,
+            _permit: permit,
+        };
 
-        // The guest future owns everything it uses (the store, a handle to
+        // The guest future owns everything it uses (the seat, a handle to
         // the component, its input), so that it can move to a thread of its
-        // own if it runs long; it hands the store back for the receipt.
+        // own if it runs long; it hands the seat back for the receipt.
         let pre = tool.pre.clone();
         let (tool_name, input_owned) = (name.to_owned(), input_text.to_owned());
         let deadline = watch.deadline;
         let guest = async move {
             let run = exec::within(deadline, async {
-                let instance = pre.instantiate_async(&mut store).await?;
+                let instance = pre.instantiate_async(&mut seat.store).await?;
                 instance
                     .longhand_tool_tools()
-                    .call_call(&mut store, &tool_name, &input_owned)
+                    .call_call(&mut seat.store, &tool_name, &input_owned)
                     .await
             })
             .await;
-            (run, store)
+            (run, seat)
         };
-        let (run, store) =
-            self.offloader
-                .run(guest, &watch)
-                .await
-                .map_err(|e| CallError::Host {
-                    message: e.to_string(),
-                })?;
-
-        receipt.fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
-        let limiter = &store.data().limiter;
-        receipt.peak_memory_bytes = limiter.peak_memory;
-        let memory_limit_hit = limiter.memory_limit_hit;
-        drop(store);
+        let (run, fuel_left, peak_memory, memory_limit_hit) =
+            match self.offloader.run(guest, &watch).await {
+                Ok((run, seat)) => {
+                    let limiter = &seat.store.data().limiter;
+                    let (peak, hit) = (limiter.peak_memory, limiter.memory_limit_hit);
+                    (run, seat.store.get_fuel().unwrap_or(0), peak, hit)
+                }
+                // Its thread is starved of CPU: the figures are the last
+                // tick's, and the guest stops when the thread next runs.
+                Err(exec::Lost::Overdue) => {
+                    let m = watch.meter();
+                    let run = Err(exec::TimedOut);
+                    (run, m.fuel_left, m.peak_memory, m.memory_limit_hit)
+                }
+                Err(lost @ exec::Lost::Panicked) => {
+                    return Err(CallError::Host {
+                        message: lost.to_string(),
+                    });
+                }
+            };
+        receipt.fuel_used = limits.fuel.saturating_sub(fuel_left);
+        receipt.peak_memory_bytes = peak_memory;
         let (stdout, stderr) = stdio.take();
         receipt.stdout = stdout;
         receipt.stderr = stderr;
@@ -599,6 +623,15 @@ fn tool_error(err: bindings::longhand::tool::types::ToolError) -> CallError {
         },
         E::Failed(message) => CallError::Failed { message },
     }
+}
+
+/// A call's store and its place in the instance pool. They travel together
+/// (to a guest thread and back) and drop in field order: the store frees its
+/// pool slot before the permit admits the next call, so a call its caller
+/// gave up on never lets a new one find the pool full.
+struct Seat {
+    store: Store<CallState>,
+    _permit: OwnedSemaphorePermit,
 }
 
 /// Turn a wasmtime error into the cause a person can act on.
