@@ -223,6 +223,84 @@ async fn private_and_metadata_addresses_are_denied_before_connecting() {
     assert_still_serves().await;
 }
 
+/// Every way of spelling a special address inside IPv6, and the special
+/// IPv4 blocks beyond private and loopback, is refused by policy with the
+/// row of the IANA registry that refused it. None of these can be reached
+/// from here, so a regression shows as a connect error or as time rather
+/// than as traffic.
+#[tokio::test]
+async fn special_purpose_addresses_are_denied_before_connecting() {
+    let grants = hosts(&["*"]);
+    let started = Instant::now();
+    for (host, class) in [
+        // The forms the hostile-tool battery got through.
+        ("[::127.0.0.1]", "IPv4-compatible"),
+        ("[::8.8.8.8]", "IPv4-compatible"),
+        ("[::ffff:0:127.0.0.1]", "IPv4-translated"),
+        ("[::ffff:0:1.1.1.1]", "IPv4-translated"),
+        ("[64:ff9b:1::a00:1]", "local-use NAT64"),
+        ("[64:ff9b:1::101:101]", "local-use NAT64"),
+        // Embedded IPv4 addresses judged by what they carry.
+        ("[64:ff9b::127.0.0.1]", "loopback"),
+        ("[64:ff9b::169.254.169.254]", "cloud metadata"),
+        ("[::ffff:169.254.169.254]", "cloud metadata"),
+        ("[2002:7f00:1::1]", "loopback"),
+        ("[2002:c0a8:101::1]", "private-use"),
+        // The rest of the registries, multicast and metadata services.
+        ("[fd00:ec2::254]", "cloud metadata"),
+        ("168.63.129.16", "cloud metadata"),
+        ("100.100.100.200", "cloud metadata"),
+        ("100.64.0.1", "shared address space"),
+        ("192.0.0.170", "NAT64/DNS64 discovery"),
+        ("198.18.0.1", "benchmarking"),
+        ("203.0.113.9", "documentation"),
+        ("224.0.0.1", "multicast"),
+        ("240.0.0.1", "reserved"),
+        ("255.255.255.255", "limited broadcast"),
+        ("[2001:db8::1]", "documentation"),
+        ("[3fff::1]", "documentation"),
+        ("[2001::1]", "Teredo"),
+        ("[100::1]", "discard-only"),
+        ("[fec0::1]", "site-local"),
+        ("[ff02::1]", "multicast"),
+        ("[5f00::1]", "segment routing"),
+        ("[4000::1]", "outside 2000::/3"),
+        ("[::2]", "IPv4-compatible"),
+    ] {
+        let url = format!("http://{host}/");
+        let outcome = get(&grants, &url).await;
+        let reason = assert_denied(&outcome, &format!("{host}:80"));
+        assert!(reason.contains(class), "{url}: {reason}");
+        assert!(
+            reason.contains("needs a grant naming the address"),
+            "{url}: {reason}"
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_still_serves().await;
+}
+
+/// A grant naming an address literally still reaches it, whatever class
+/// it is in: here loopback, spelled as IPv4 and as IPv4-mapped IPv6.
+#[tokio::test]
+async fn a_grant_naming_the_address_reaches_it() {
+    let server = Server::echo("named");
+    let grants = hosts(&[&format!("127.0.0.1:{}", server.port())]);
+    let outcome = get(&grants, &server.url("/")).await;
+    assert_eq!(ok(&outcome)["status"], 200, "{}", ok(&outcome));
+    // The mapped spelling is a different host name, so not granted.
+    let mapped = format!("http://[::ffff:127.0.0.1]:{}/", server.port());
+    let outcome = get(&grants, &mapped).await;
+    let reason = assert_denied(&outcome, &format!("[::ffff:127.0.0.1]:{}", server.port()));
+    assert!(reason.contains("not granted"), "{reason}");
+    assert_eq!(server.requests().len(), 1);
+    assert_still_serves().await;
+}
+
 /// Only http and https leave the guest: wasmtime-wasi-http refuses other
 /// schemes before the request reaches the policy, so nothing is recorded.
 #[tokio::test]

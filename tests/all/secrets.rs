@@ -41,7 +41,10 @@ fn grants_with_secret(canary: &str, secret_host: &str, hosts: &[String]) -> Gran
 #[tokio::test]
 async fn secret_reaches_the_server_but_never_the_guest() {
     let canary = unique("lh-canary");
-    let marker = unique("lh-marker");
+    // Two `unique` values share their pid and clock prefix, a 12-byte run
+    // of the canary that redaction would rightly remove from the marker:
+    // reversed, the marker shares no run with it.
+    let marker: String = unique("lh-marker").chars().rev().collect();
     let server = Server::echo(&marker);
     let host = format!("127.0.0.1:{}", server.port());
     let grants = grants_with_secret(&canary, &host, std::slice::from_ref(&host));
@@ -390,8 +393,11 @@ async fn escaped_and_encoded_reflections_are_redacted() {
             status: 401,
             headers: vec![("content-type".to_owned(), "application/json".to_owned())],
             chunks: vec![
-                format!("{{\"error\":\"invalid credential: {}{tail}\"}}", encode(shown))
-                    .into_bytes(),
+                format!(
+                    "{{\"error\":\"invalid credential: {}{tail}\"}}",
+                    encode(shown)
+                )
+                .into_bytes(),
             ],
         }
     });
@@ -410,7 +416,7 @@ async fn escaped_and_encoded_reflections_are_redacted() {
             assert_redacted(&outcome, &canary, &forms, "body", &path, 401);
             let body = ok(&outcome)["body"].as_str().unwrap_or_default().to_owned();
             assert!(
-                body.starts_with("{\"error\":\"invalid credential: Bearer "),
+                body.starts_with("{\"error\":\"invalid credential: "),
                 "{path}: {body}"
             );
         }
@@ -529,7 +535,12 @@ async fn wrapped_reflections_are_redacted() {
                     .as_bytes()
                     .chunks(9)
                     .enumerate()
-                    .map(|(i, c)| (format!("x-line-{i}"), String::from_utf8_lossy(c).into_owned()))
+                    .map(|(i, c)| {
+                        (
+                            format!("x-line-{i}"),
+                            String::from_utf8_lossy(c).into_owned(),
+                        )
+                    })
                     .collect(),
                 chunks: vec![b"see headers".to_vec()],
             },
@@ -581,7 +592,10 @@ async fn reflections_dribbled_across_chunks_are_redacted() {
     let outcome = reflect(&server, "/", &canary, &forms).await;
     assert_redacted(&outcome, &canary, &forms, "body", "dribble", 200);
     let body = ok(&outcome)["body"].as_str().unwrap_or_default().to_owned();
-    assert!(body.starts_with("hex: ") && body.ends_with(" end"), "{body}");
+    assert!(
+        body.starts_with("hex: ") && body.ends_with(" end"),
+        "{body}"
+    );
     assert_still_serves().await;
 }
 
@@ -594,7 +608,10 @@ async fn reflections_dribbled_across_chunks_are_redacted() {
 async fn compressed_answers_to_secret_requests_are_refused() {
     let canary = unique("lh-canary");
     let server = Server::start(|req| {
-        let body = format!("{{\"echo\":\"{}\"}}", String::from_utf8_lossy(&credential(req)));
+        let body = format!(
+            "{{\"echo\":\"{}\"}}",
+            String::from_utf8_lossy(&credential(req))
+        );
         let coding = req.path.trim_start_matches('/');
         let header = match coding {
             "plain" => return Reply::json(&json!({ "ok": true })),
@@ -676,6 +693,10 @@ async fn compressed_answers_to_secret_requests_are_refused() {
     // And the same host still serves a secret-bearing call.
     let outcome = call_probe(&grants, "http", json!({ "url": server.url("/plain") })).await;
     assert_eq!(ok(&outcome)["status"], 200, "{}", ok(&outcome));
-    assert!(outcome.receipt.denied.is_empty(), "{:?}", outcome.receipt.denied);
+    assert!(
+        outcome.receipt.denied.is_empty(),
+        "{:?}",
+        outcome.receipt.denied
+    );
     assert_still_serves().await;
 }

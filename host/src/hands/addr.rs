@@ -65,9 +65,12 @@ impl Row {
     /// Whether `ip` lies in this block.
     pub(crate) fn contains(&self, ip: IpAddr) -> bool {
         match (self.prefix, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                prefix_eq(u128::from(net.to_bits()), u128::from(ip.to_bits()), 32, self.len)
-            }
+            (IpAddr::V4(net), IpAddr::V4(ip)) => prefix_eq(
+                u128::from(net.to_bits()),
+                u128::from(ip.to_bits()),
+                32,
+                self.len,
+            ),
             (IpAddr::V6(net), IpAddr::V6(ip)) => {
                 prefix_eq(net.to_bits(), ip.to_bits(), 128, self.len)
             }
@@ -108,7 +111,9 @@ const fn v4(a: u8, b: u8, c: u8, d: u8, len: u8, reason: &'static str, kind: Kin
 
 const fn v6(s: [u16; 8], len: u8, reason: &'static str, kind: Kind) -> Row {
     Row {
-        prefix: IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7])),
+        prefix: IpAddr::V6(Ipv6Addr::new(
+            s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7],
+        )),
         len,
         reason,
         kind,
@@ -122,40 +127,154 @@ use Kind::{Deny, Embeds, Loopback};
 pub(crate) static TABLE: &[Row] = &[
     // IANA IPv4 Special-Purpose Address Registry.
     v4(0, 0, 0, 0, 8, "this network (RFC 791)", Deny),
-    v4(0, 0, 0, 0, 32, "unspecified: this host on this network (RFC 1122)", Deny),
+    v4(
+        0,
+        0,
+        0,
+        0,
+        32,
+        "unspecified: this host on this network (RFC 1122)",
+        Deny,
+    ),
     v4(10, 0, 0, 0, 8, "private-use (RFC 1918)", Deny),
-    v4(100, 64, 0, 0, 10, "shared address space, carrier-grade NAT (RFC 6598)", Deny),
+    v4(
+        100,
+        64,
+        0,
+        0,
+        10,
+        "shared address space, carrier-grade NAT (RFC 6598)",
+        Deny,
+    ),
     v4(127, 0, 0, 0, 8, "loopback (RFC 1122)", Loopback),
     v4(169, 254, 0, 0, 16, "link-local (RFC 3927)", Deny),
     v4(172, 16, 0, 0, 12, "private-use (RFC 1918)", Deny),
-    v4(192, 0, 0, 0, 24, "IETF protocol assignments (RFC 6890)", Deny),
-    v4(192, 0, 0, 0, 29, "IPv4 service continuity prefix (RFC 7335)", Deny),
+    v4(
+        192,
+        0,
+        0,
+        0,
+        24,
+        "IETF protocol assignments (RFC 6890)",
+        Deny,
+    ),
+    v4(
+        192,
+        0,
+        0,
+        0,
+        29,
+        "IPv4 service continuity prefix (RFC 7335)",
+        Deny,
+    ),
     v4(192, 0, 0, 8, 32, "IPv4 dummy address (RFC 7600)", Deny),
-    v4(192, 0, 0, 9, 32, "port control protocol anycast (RFC 7723)", Deny),
+    v4(
+        192,
+        0,
+        0,
+        9,
+        32,
+        "port control protocol anycast (RFC 7723)",
+        Deny,
+    ),
     v4(192, 0, 0, 10, 32, "TURN anycast (RFC 8155)", Deny),
     v4(192, 0, 0, 170, 32, "NAT64/DNS64 discovery (RFC 8880)", Deny),
     v4(192, 0, 0, 171, 32, "NAT64/DNS64 discovery (RFC 8880)", Deny),
-    v4(192, 0, 2, 0, 24, "documentation, TEST-NET-1 (RFC 5737)", Deny),
+    v4(
+        192,
+        0,
+        2,
+        0,
+        24,
+        "documentation, TEST-NET-1 (RFC 5737)",
+        Deny,
+    ),
     v4(192, 31, 196, 0, 24, "AS112-v4 (RFC 7535)", Deny),
     v4(192, 52, 193, 0, 24, "AMT (RFC 7450)", Deny),
-    v4(192, 88, 99, 0, 24, "deprecated 6to4 relay anycast (RFC 7526)", Deny),
+    v4(
+        192,
+        88,
+        99,
+        0,
+        24,
+        "deprecated 6to4 relay anycast (RFC 7526)",
+        Deny,
+    ),
     v4(192, 88, 99, 2, 32, "6a44 relay anycast (RFC 6751)", Deny),
     v4(192, 168, 0, 0, 16, "private-use (RFC 1918)", Deny),
-    v4(192, 175, 48, 0, 24, "direct delegation AS112 service (RFC 7534)", Deny),
+    v4(
+        192,
+        175,
+        48,
+        0,
+        24,
+        "direct delegation AS112 service (RFC 7534)",
+        Deny,
+    ),
     v4(198, 18, 0, 0, 15, "benchmarking (RFC 2544)", Deny),
-    v4(198, 51, 100, 0, 24, "documentation, TEST-NET-2 (RFC 5737)", Deny),
-    v4(203, 0, 113, 0, 24, "documentation, TEST-NET-3 (RFC 5737)", Deny),
+    v4(
+        198,
+        51,
+        100,
+        0,
+        24,
+        "documentation, TEST-NET-2 (RFC 5737)",
+        Deny,
+    ),
+    v4(
+        203,
+        0,
+        113,
+        0,
+        24,
+        "documentation, TEST-NET-3 (RFC 5737)",
+        Deny,
+    ),
     v4(240, 0, 0, 0, 4, "reserved (RFC 1112)", Deny),
     v4(255, 255, 255, 255, 32, "limited broadcast (RFC 919)", Deny),
     // IPv4 multicast (IANA IPv4 Multicast Address Space Registry).
     v4(224, 0, 0, 0, 4, "multicast (RFC 5771)", Deny),
     // Cloud metadata services: credentials for the machine the host runs on.
-    v4(169, 254, 169, 254, 32, "cloud metadata (AWS, Azure, GCP, Oracle)", Deny),
-    v4(100, 100, 100, 200, 32, "cloud metadata (Alibaba Cloud)", Deny),
-    v4(168, 63, 129, 16, 32, "cloud metadata (Azure WireServer)", Deny),
+    v4(
+        169,
+        254,
+        169,
+        254,
+        32,
+        "cloud metadata (AWS, Azure, GCP, Oracle)",
+        Deny,
+    ),
+    v4(
+        100,
+        100,
+        100,
+        200,
+        32,
+        "cloud metadata (Alibaba Cloud)",
+        Deny,
+    ),
+    v4(
+        168,
+        63,
+        129,
+        16,
+        32,
+        "cloud metadata (Azure WireServer)",
+        Deny,
+    ),
     // IANA IPv6 Special-Purpose Address Registry.
-    v6([0, 0, 0, 0, 0, 0, 0, 0], 128, "unspecified (RFC 4291)", Deny),
-    v6([0, 0, 0, 0, 0, 0, 0, 1], 128, "loopback (RFC 4291)", Loopback),
+    v6(
+        [0, 0, 0, 0, 0, 0, 0, 0],
+        128,
+        "unspecified (RFC 4291)",
+        Deny,
+    ),
+    v6(
+        [0, 0, 0, 0, 0, 0, 0, 1],
+        128,
+        "loopback (RFC 4291)",
+        Loopback,
+    ),
     v6(
         [0, 0, 0, 0, 0, 0xffff, 0, 0],
         96,
@@ -168,43 +287,153 @@ pub(crate) static TABLE: &[Row] = &[
         "well-known NAT64 (RFC 6052)",
         Embeds(Embedding::Low32),
     ),
-    v6([0x64, 0xff9b, 1, 0, 0, 0, 0, 0], 48, "local-use NAT64 (RFC 8215)", Deny),
-    v6([0x100, 0, 0, 0, 0, 0, 0, 0], 64, "discard-only (RFC 6666)", Deny),
-    v6([0x100, 0, 0, 1, 0, 0, 0, 0], 64, "dummy IPv6 prefix (RFC 9780)", Deny),
-    v6([0x2001, 0, 0, 0, 0, 0, 0, 0], 23, "IETF protocol assignments (RFC 2928)", Deny),
+    v6(
+        [0x64, 0xff9b, 1, 0, 0, 0, 0, 0],
+        48,
+        "local-use NAT64 (RFC 8215)",
+        Deny,
+    ),
+    v6(
+        [0x100, 0, 0, 0, 0, 0, 0, 0],
+        64,
+        "discard-only (RFC 6666)",
+        Deny,
+    ),
+    v6(
+        [0x100, 0, 0, 1, 0, 0, 0, 0],
+        64,
+        "dummy IPv6 prefix (RFC 9780)",
+        Deny,
+    ),
+    v6(
+        [0x2001, 0, 0, 0, 0, 0, 0, 0],
+        23,
+        "IETF protocol assignments (RFC 2928)",
+        Deny,
+    ),
     v6([0x2001, 0, 0, 0, 0, 0, 0, 0], 32, "Teredo (RFC 4380)", Deny),
-    v6([0x2001, 1, 0, 0, 0, 0, 0, 1], 128, "port control protocol anycast (RFC 7723)", Deny),
-    v6([0x2001, 1, 0, 0, 0, 0, 0, 2], 128, "TURN anycast (RFC 8155)", Deny),
+    v6(
+        [0x2001, 1, 0, 0, 0, 0, 0, 1],
+        128,
+        "port control protocol anycast (RFC 7723)",
+        Deny,
+    ),
+    v6(
+        [0x2001, 1, 0, 0, 0, 0, 0, 2],
+        128,
+        "TURN anycast (RFC 8155)",
+        Deny,
+    ),
     v6(
         [0x2001, 1, 0, 0, 0, 0, 0, 3],
         128,
         "DNS-SD service registration protocol anycast (RFC 9665)",
         Deny,
     ),
-    v6([0x2001, 2, 0, 0, 0, 0, 0, 0], 48, "benchmarking (RFC 5180)", Deny),
+    v6(
+        [0x2001, 2, 0, 0, 0, 0, 0, 0],
+        48,
+        "benchmarking (RFC 5180)",
+        Deny,
+    ),
     v6([0x2001, 3, 0, 0, 0, 0, 0, 0], 32, "AMT (RFC 7450)", Deny),
-    v6([0x2001, 4, 0x112, 0, 0, 0, 0, 0], 48, "AS112-v6 (RFC 7535)", Deny),
-    v6([0x2001, 0x10, 0, 0, 0, 0, 0, 0], 28, "deprecated ORCHID (RFC 4843)", Deny),
-    v6([0x2001, 0x20, 0, 0, 0, 0, 0, 0], 28, "ORCHIDv2 (RFC 7343)", Deny),
-    v6([0x2001, 0x30, 0, 0, 0, 0, 0, 0], 28, "drone remote ID entity tags (RFC 9374)", Deny),
-    v6([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0], 32, "documentation (RFC 3849)", Deny),
-    v6([0x2002, 0, 0, 0, 0, 0, 0, 0], 16, "6to4 (RFC 3056)", Embeds(Embedding::SixToFour)),
+    v6(
+        [0x2001, 4, 0x112, 0, 0, 0, 0, 0],
+        48,
+        "AS112-v6 (RFC 7535)",
+        Deny,
+    ),
+    v6(
+        [0x2001, 0x10, 0, 0, 0, 0, 0, 0],
+        28,
+        "deprecated ORCHID (RFC 4843)",
+        Deny,
+    ),
+    v6(
+        [0x2001, 0x20, 0, 0, 0, 0, 0, 0],
+        28,
+        "ORCHIDv2 (RFC 7343)",
+        Deny,
+    ),
+    v6(
+        [0x2001, 0x30, 0, 0, 0, 0, 0, 0],
+        28,
+        "drone remote ID entity tags (RFC 9374)",
+        Deny,
+    ),
+    v6(
+        [0x2001, 0xdb8, 0, 0, 0, 0, 0, 0],
+        32,
+        "documentation (RFC 3849)",
+        Deny,
+    ),
+    v6(
+        [0x2002, 0, 0, 0, 0, 0, 0, 0],
+        16,
+        "6to4 (RFC 3056)",
+        Embeds(Embedding::SixToFour),
+    ),
     v6(
         [0x2620, 0x4f, 0x8000, 0, 0, 0, 0, 0],
         48,
         "direct delegation AS112 service (RFC 7534)",
         Deny,
     ),
-    v6([0x3fff, 0, 0, 0, 0, 0, 0, 0], 20, "documentation (RFC 9637)", Deny),
-    v6([0x5f00, 0, 0, 0, 0, 0, 0, 0], 16, "segment routing SIDs (RFC 9602)", Deny),
-    v6([0xfc00, 0, 0, 0, 0, 0, 0, 0], 7, "private: unique-local (RFC 4193)", Deny),
-    v6([0xfe80, 0, 0, 0, 0, 0, 0, 0], 10, "link-local unicast (RFC 4291)", Deny),
+    v6(
+        [0x3fff, 0, 0, 0, 0, 0, 0, 0],
+        20,
+        "documentation (RFC 9637)",
+        Deny,
+    ),
+    v6(
+        [0x5f00, 0, 0, 0, 0, 0, 0, 0],
+        16,
+        "segment routing SIDs (RFC 9602)",
+        Deny,
+    ),
+    v6(
+        [0xfc00, 0, 0, 0, 0, 0, 0, 0],
+        7,
+        "private: unique-local (RFC 4193)",
+        Deny,
+    ),
+    v6(
+        [0xfe80, 0, 0, 0, 0, 0, 0, 0],
+        10,
+        "link-local unicast (RFC 4291)",
+        Deny,
+    ),
     // Outside the registry, named for a clearer reason than the catch-all.
-    v6([0, 0, 0, 0, 0, 0, 0, 0], 96, "deprecated IPv4-compatible (RFC 4291)", Deny),
-    v6([0, 0, 0, 0, 0xffff, 0, 0, 0], 96, "IPv4-translated (RFC 2765)", Deny),
-    v6([0xfec0, 0, 0, 0, 0, 0, 0, 0], 10, "deprecated site-local (RFC 3879)", Deny),
-    v6([0xff00, 0, 0, 0, 0, 0, 0, 0], 8, "multicast (RFC 4291)", Deny),
-    v6([0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254], 128, "cloud metadata (AWS)", Deny),
+    v6(
+        [0, 0, 0, 0, 0, 0, 0, 0],
+        96,
+        "deprecated IPv4-compatible (RFC 4291)",
+        Deny,
+    ),
+    v6(
+        [0, 0, 0, 0, 0xffff, 0, 0, 0],
+        96,
+        "IPv4-translated (RFC 2765)",
+        Deny,
+    ),
+    v6(
+        [0xfec0, 0, 0, 0, 0, 0, 0, 0],
+        10,
+        "deprecated site-local (RFC 3879)",
+        Deny,
+    ),
+    v6(
+        [0xff00, 0, 0, 0, 0, 0, 0, 0],
+        8,
+        "multicast (RFC 4291)",
+        Deny,
+    ),
+    v6(
+        [0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254],
+        128,
+        "cloud metadata (AWS)",
+        Deny,
+    ),
 ];
 
 /// The verdict for an IPv6 address outside `2000::/3` that no row of
@@ -311,12 +540,20 @@ mod tests {
         match ip {
             IpAddr::V4(a) => {
                 let b = a.to_bits();
-                let n = if up { b.checked_add(1) } else { b.checked_sub(1) };
+                let n = if up {
+                    b.checked_add(1)
+                } else {
+                    b.checked_sub(1)
+                };
                 n.map(|n| IpAddr::V4(Ipv4Addr::from_bits(n)))
             }
             IpAddr::V6(a) => {
                 let b = a.to_bits();
-                let n = if up { b.checked_add(1) } else { b.checked_sub(1) };
+                let n = if up {
+                    b.checked_add(1)
+                } else {
+                    b.checked_sub(1)
+                };
                 n.map(|n| IpAddr::V6(Ipv6Addr::from_bits(n)))
             }
         }
@@ -334,8 +571,14 @@ mod tests {
             assert!(u32::from(row.len) <= bits, "{row:?}");
             // The prefix is the block's first address: no host bits set.
             let first = match row.prefix {
-                IpAddr::V4(a) => a.to_bits() & !u32::MAX.checked_shr(u32::from(row.len)).unwrap_or(0) == a.to_bits(),
-                IpAddr::V6(a) => a.to_bits() & !u128::MAX.checked_shr(u32::from(row.len)).unwrap_or(0) == a.to_bits(),
+                IpAddr::V4(a) => {
+                    a.to_bits() & !u32::MAX.checked_shr(u32::from(row.len)).unwrap_or(0)
+                        == a.to_bits()
+                }
+                IpAddr::V6(a) => {
+                    a.to_bits() & !u128::MAX.checked_shr(u32::from(row.len)).unwrap_or(0)
+                        == a.to_bits()
+                }
             };
             assert!(first, "host bits set in {row:?}");
             let dupes = TABLE
@@ -368,7 +611,9 @@ mod tests {
                 }
             }
             for (edge, up) in [(row.prefix, false), (row.last(), true)] {
-                let Some(outside) = step(edge, up) else { continue };
+                let Some(outside) = step(edge, up) else {
+                    continue;
+                };
                 assert!(!row.contains(outside), "{outside} in {row:?}");
                 if let Some(got) = lookup(outside) {
                     assert!(!std::ptr::eq(got, row), "{outside} decided by {row:?}");
@@ -387,8 +632,12 @@ mod tests {
             .collect();
         assert_eq!(embeds.len(), 3, "only mapped, NAT64 and 6to4 embed");
         for row in embeds {
-            let Kind::Embeds(how) = row.kind else { continue };
-            let IpAddr::V6(net) = row.prefix else { panic!("{row:?}") };
+            let Kind::Embeds(how) = row.kind else {
+                continue;
+            };
+            let IpAddr::V6(net) = row.prefix else {
+                panic!("{row:?}")
+            };
             for (v4, want) in [
                 (Ipv4Addr::new(8, 8, 8, 8), None),
                 (Ipv4Addr::new(127, 0, 0, 1), Some("loopback")),
@@ -432,12 +681,19 @@ mod tests {
             "1::1",
         ] {
             let v = special(ip(a)).unwrap_or_else(|| panic!("{a} allowed"));
-            assert!(std::ptr::eq(v.row, &NOT_GLOBAL_UNICAST) || v.row.len > 0, "{a}");
+            assert!(
+                std::ptr::eq(v.row, &NOT_GLOBAL_UNICAST) || v.row.len > 0,
+                "{a}"
+            );
         }
         assert_eq!(lookup(ip("4000::")), Some(&NOT_GLOBAL_UNICAST));
         assert_eq!(lookup(ip("1fff::")), Some(&NOT_GLOBAL_UNICAST));
         // The edges of 2000::/3 are ordinary unicast.
-        for a in ["2000::", "3fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "2606:4700::1111"] {
+        for a in [
+            "2000::",
+            "3fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "2606:4700::1111",
+        ] {
             assert_eq!(special(ip(a)), None, "{a}");
         }
     }

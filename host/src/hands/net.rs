@@ -77,7 +77,9 @@ impl HttpPolicy {
                 self.record_denial(
                     "secret",
                     secret.name.clone(),
-                    format!("reflected by {resource} in the response {place}; the guest got {REDACTED}"),
+                    format!(
+                        "reflected by {resource} in the response {place}; the guest got {REDACTED}"
+                    ),
                 );
             }
         }
@@ -347,8 +349,18 @@ impl std::fmt::Display for Coding {
 /// registered coding: anything else could itself carry a secret.
 fn compression(headers: &HeaderMap) -> Option<Coding> {
     const KNOWN: &[&str] = &[
-        "gzip", "x-gzip", "deflate", "br", "zstd", "compress", "x-compress", "dcb", "dcz",
-        "exi", "pack200-gzip", "aes128gcm",
+        "gzip",
+        "x-gzip",
+        "deflate",
+        "br",
+        "zstd",
+        "compress",
+        "x-compress",
+        "dcb",
+        "dcz",
+        "exi",
+        "pack200-gzip",
+        "aes128gcm",
     ];
     let name = |c: &str| {
         KNOWN
@@ -414,7 +426,11 @@ fn redact_headers(headers: &mut HeaderMap, redactor: &Arc<Redactor>) -> Vec<usiz
     found.extend(hit.secrets);
     if !hit.spans.is_empty() {
         for (value, range) in headers.values_mut().zip(ranges) {
-            if hit.spans.iter().any(|s| s.start < range.end && range.start < s.end) {
+            if hit
+                .spans
+                .iter()
+                .any(|s| s.start < range.end && range.start < s.end)
+            {
                 let redacted = redact::replace(&joined, range, &hit.spans);
                 // Only visible bytes were removed and ASCII added, so this
                 // cannot fail; if it did, the marker alone is still safe.
@@ -639,7 +655,10 @@ mod tests {
                 Some(Coding::Content("br")),
             ),
             (
-                vec![("content-encoding", "identity"), ("content-encoding", "zstd")],
+                vec![
+                    ("content-encoding", "identity"),
+                    ("content-encoding", "zstd"),
+                ],
                 Some(Coding::Content("zstd")),
             ),
             (

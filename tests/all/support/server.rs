@@ -277,7 +277,11 @@ pub fn gzip(data: &[u8]) -> Vec<u8> {
     let mut out = bits.out;
     let crc = data.iter().fold(!0u32, |crc, &b| {
         (0..8).fold(crc ^ u32::from(b), |c, _| {
-            if c & 1 == 1 { (c >> 1) ^ 0xedb8_8320 } else { c >> 1 }
+            if c & 1 == 1 {
+                (c >> 1) ^ 0xedb8_8320
+            } else {
+                c >> 1
+            }
         })
     });
     out.extend_from_slice(&(!crc).to_le_bytes());
