@@ -42,8 +42,8 @@ fn assert_denied(outcome: &CallOutcome, resource: &str) -> String {
         .receipt
         .denied
         .iter()
-        // IPv6 hosts are compared without brackets: the receipt writes
-        // `fe80::1:80` today, and `[fe80::1]:80` would be clearer.
+        // The receipt writes IPv6 hosts as `[fe80::1]:80`; compare without
+        // brackets so a test may spell them either way.
         .find(|d| d.capability == "http" && unbracket(&d.resource) == unbracket(resource))
         .unwrap_or_else(|| panic!("no denial of {resource} in {:?}", outcome.receipt.denied));
     assert!(

@@ -59,9 +59,9 @@ pub(crate) const REDACTED: &str = "[REDACTED]";
 /// Shortest run of a secret that counts as the secret, in bytes.
 pub(crate) const WINDOW: usize = 12;
 
-/// Whitespace (source bytes) after which the canonical view starts over: a
-/// reflection wrapped with more padding than this between two pieces is
-/// not joined up. It bounds what a long run of whitespace makes the stream
+/// Whitespace (source bytes) after which a view starts over: a reflection
+/// wrapped with more padding than this between two pieces is not joined
+/// up. It bounds what a long run of whitespace makes the stream
 /// hold back; 64 covers CR/LF plus any sane indentation.
 pub(crate) const MAX_GAP: u64 = 64;
 
@@ -172,8 +172,9 @@ impl Redactor {
     }
 
     /// The redactor for `secrets`, built once per process for each set in
-    /// use (the last [`CACHE_SLOTS`] sets are kept). Building costs well
-    /// under a millisecond for ordinary keys and grows with secret length.
+    /// use (the last [`CACHE_SLOTS`] sets are kept). Building takes a few
+    /// milliseconds for an ordinary key and tens for a kilobyte one, on the
+    /// caller's thread: too little to hand to a blocking pool, and paid once.
     pub(crate) fn shared(secrets: &[&str]) -> Result<Arc<Self>, RedactError> {
         static CACHE: Mutex<Vec<([u8; 32], Arc<Redactor>)>> = Mutex::new(Vec::new());
         let mut hash = Sha256::new();
