@@ -19,7 +19,8 @@
 //! - cold compile time of each built-in tool;
 //! - busy neighbours: 50 sequential `noop` calls on a task of the runtime,
 //!   alone and then while two probe `spin` calls run on the same `Hands`
-//!   (p50 and p99 of each, and their ratios).
+//!   (p50 and p99 of each and their ratios, per round and over all rounds,
+//!   with the machine's TLB shootdowns during each phase).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -201,6 +202,8 @@ fn main() -> anyhow::Result<()> {
 async fn run() -> anyhow::Result<()> {
     let quick = std::env::var_os("LONGHAND_BENCH_QUICK").is_some();
     let scale = |n: usize| if quick { (n / 10).max(5) } else { n };
+    // Rounds of the busy-neighbours part: 50 calls each way per round.
+    let rounds = if quick { 2 } else { 10 };
     let wasm = std::fs::read(fixtures::NOOP)?;
     let probe_wasm = std::fs::read(fixtures::PROBE)?;
     let input = json!({"value": 1});
@@ -244,7 +247,9 @@ async fn run() -> anyhow::Result<()> {
         anyhow::ensure!(out.result.is_ok(), "echo failed: {:?}", out.result);
     }
     if std::env::var("LONGHAND_BENCH_ONLY").is_ok_and(|only| only == "busy") {
-        busy_neighbours(&hands, &tool, &probe).await?.print();
+        busy_neighbours(&hands, &tool, &probe, rounds)
+            .await?
+            .print();
         return Ok(());
     }
     let host = time_n_async(scale(5000), || async {
@@ -384,7 +389,7 @@ async fn run() -> anyhow::Result<()> {
         );
     }
 
-    let neighbours = busy_neighbours(&hands, &tool, &probe).await?;
+    let neighbours = busy_neighbours(&hands, &tool, &probe, rounds).await?;
 
     println!();
     println!("ratios (medians):");
@@ -427,80 +432,135 @@ fn percentile(samples: &[Duration], p: usize) -> Duration {
     sorted[rank - 1]
 }
 
-/// Trivial calls alone and beside spinning calls, measured in one run.
-struct Neighbours {
+/// System-wide TLB shootdown interrupts so far (Linux `/proc/interrupts`),
+/// or `None` where the kernel does not report them. A trivial call that
+/// unmaps memory (the instance pool resetting a linear memory) must
+/// interrupt every other core running a thread of this process: a spinning
+/// guest on its own thread makes that cost visible.
+fn tlb_shootdowns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/interrupts").ok()?;
+    let line = text.lines().find(|l| l.trim_start().starts_with("TLB:"))?;
+    Some(
+        line.split_whitespace()
+            .skip(1)
+            .map_while(|n| n.parse::<u64>().ok())
+            .sum(),
+    )
+}
+
+/// One round of the busy-neighbours measurement.
+struct Round {
     quiet: Vec<Duration>,
     busy: Vec<Duration>,
+    /// TLB shootdowns (whole machine) during each 50-call phase.
+    quiet_tlb: Option<u64>,
+    busy_tlb: Option<u64>,
     /// From starting the spinners until both had moved to their own threads.
     moved_after: Duration,
     /// From aborting the spinners until no offloaded call was left.
     gone_after: Duration,
 }
 
+/// Trivial calls alone and beside spinning calls, measured in one run.
+struct Neighbours {
+    rounds: Vec<Round>,
+}
+
 impl Neighbours {
     fn print(&self) {
+        let p = |s: &[Duration], q| us(percentile(s, q));
+        let tlb = |n: Option<u64>| n.map_or("-".to_owned(), |n| n.to_string());
         println!();
         println!(
-            "busy neighbours: {} sequential `noop` calls on a runtime task, alone and beside 2 spinning calls",
-            self.quiet.len()
+            "busy neighbours: 50 sequential `noop` calls on a runtime task, alone then beside 2 spinning `spin` calls; {} rounds",
+            self.rounds.len()
         );
-        println!("{:<52} {:>12} {:>12}", "case", "p50", "p99");
-        for (name, samples) in [
-            ("noop, no spinners", &self.quiet),
-            ("noop, 2 `spin` calls running", &self.busy),
-        ] {
+        println!(
+            "{:<6} {:>10} {:>10} {:>10} {:>10} {:>7} {:>7} {:>9} {:>8} {:>8}",
+            "round",
+            "alone p50",
+            "p99",
+            "beside p50",
+            "p99",
+            "x p50",
+            "x p99",
+            "TLB a/b",
+            "moved",
+            "gone"
+        );
+        for (i, r) in self.rounds.iter().enumerate() {
             println!(
-                "{:<52} {:>10.1}µs {:>10.1}µs",
-                name,
-                us(percentile(samples, 50)),
-                us(percentile(samples, 99))
+                "{:<6} {:>8.1}µs {:>8.1}µs {:>8.1}µs {:>8.1}µs {:>6.2}x {:>6.2}x {:>9} {:>6.1}ms {:>6.1}ms",
+                i + 1,
+                p(&r.quiet, 50),
+                p(&r.quiet, 99),
+                p(&r.busy, 50),
+                p(&r.busy, 99),
+                p(&r.busy, 50) / p(&r.quiet, 50),
+                p(&r.busy, 99) / p(&r.quiet, 99),
+                format!("{}/{}", tlb(r.quiet_tlb), tlb(r.busy_tlb)),
+                r.moved_after.as_secs_f64() * 1e3,
+                r.gone_after.as_secs_f64() * 1e3,
             );
         }
+        let all = |f: fn(&Round) -> &Vec<Duration>| -> Vec<Duration> {
+            self.rounds
+                .iter()
+                .flat_map(|r| f(r).iter().copied())
+                .collect()
+        };
+        let (quiet, busy) = (all(|r| &r.quiet), all(|r| &r.busy));
         println!(
-            "  beside spinners / alone: p50 {:.2}x, p99 {:.2}x  (target <= 2x each)",
-            us(percentile(&self.busy, 50)) / us(percentile(&self.quiet, 50)),
-            us(percentile(&self.busy, 99)) / us(percentile(&self.quiet, 99)),
+            "all rounds: alone p50 {:.1}µs p99 {:.1}µs; beside spinners p50 {:.1}µs p99 {:.1}µs",
+            p(&quiet, 50),
+            p(&quiet, 99),
+            p(&busy, 50),
+            p(&busy, 99)
         );
         println!(
-            "  spinners on their own threads {:.1}ms after they started; none left {:.1}ms after they were aborted",
-            self.moved_after.as_secs_f64() * 1e3,
-            self.gone_after.as_secs_f64() * 1e3,
+            "  beside spinners / alone: p50 {:.2}x, p99 {:.2}x  (target <= 2x each)",
+            p(&busy, 50) / p(&quiet, 50),
+            p(&busy, 99) / p(&quiet, 99),
         );
     }
 }
 
 /// 50 `noop` calls in sequence on a task of the runtime (where a session's
-/// calls run), timed one by one.
+/// calls run), timed one by one; with the TLB shootdowns meanwhile.
 async fn trivial_calls(
     hands: &Arc<Hands>,
     noop: &Arc<LoadedTool>,
-) -> anyhow::Result<Vec<Duration>> {
+) -> anyhow::Result<(Vec<Duration>, Option<u64>)> {
     let (hands, noop) = (hands.clone(), noop.clone());
     tokio::spawn(async move {
         let input = json!({"value": 1});
         let grants = Grants::default();
         let mut samples = Vec::with_capacity(50);
+        let before = tlb_shootdowns();
         for _ in 0..50 {
             let start = Instant::now();
             let out = hands.call(&noop, &grants, "noop", &input).await;
             samples.push(start.elapsed());
             anyhow::ensure!(out.result.is_ok(), "noop failed: {:?}", out.result);
         }
-        Ok(samples)
+        let during = tlb_shootdowns()
+            .zip(before)
+            .map(|(a, b)| a.saturating_sub(b));
+        Ok((samples, during))
     })
     .await?
 }
 
-/// The same trivial calls alone, then while two probe `spin` calls (20 s
-/// timeout, fuel enough to outlast it) run on the same `Hands` and runtime;
-/// the spinners are aborted afterwards and must leave nothing running.
+/// Rounds of: the trivial calls alone, then while two probe `spin` calls
+/// (20 s timeout, fuel enough to outlast it) run on the same `Hands` and
+/// runtime; the spinners are aborted after each round and must leave
+/// nothing running.
 async fn busy_neighbours(
     hands: &Arc<Hands>,
     noop: &Arc<LoadedTool>,
     probe: &Arc<LoadedTool>,
+    rounds: usize,
 ) -> anyhow::Result<Neighbours> {
-    let quiet = trivial_calls(hands, noop).await?;
-
     let spin = Grants {
         limits: Limits {
             timeout: Duration::from_secs(20),
@@ -509,47 +569,55 @@ async fn busy_neighbours(
         },
         ..Grants::default()
     };
-    let started = Instant::now();
-    let spinners: Vec<_> = (0..2)
-        .map(|_| {
-            let (hands, probe, spin) = (hands.clone(), probe.clone(), spin.clone());
-            tokio::spawn(async move { hands.call(&probe, &spin, "spin", &json!({})).await })
-        })
-        .collect();
-    // Each spinner holds its worker for about a tick before it moves; the
-    // measurement is of the steady state after that.
-    while hands.offloaded_calls() < 2 {
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(5),
-            "the spinners did not move to threads of their own"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    let moved_after = started.elapsed();
-    let busy = trivial_calls(hands, noop).await?;
-    anyhow::ensure!(
-        hands.offloaded_calls() == 2,
-        "a spinner ended during the measurement"
-    );
+    let mut out = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let (quiet, quiet_tlb) = trivial_calls(hands, noop).await?;
 
-    let aborted = Instant::now();
-    for spinner in &spinners {
-        spinner.abort();
-    }
-    for spinner in spinners {
-        let _ = spinner.await;
-    }
-    while hands.offloaded_calls() > 0 {
+        let started = Instant::now();
+        let spinners: Vec<_> = (0..2)
+            .map(|_| {
+                let (hands, probe, spin) = (hands.clone(), probe.clone(), spin.clone());
+                tokio::spawn(async move { hands.call(&probe, &spin, "spin", &json!({})).await })
+            })
+            .collect();
+        // Each spinner holds its worker for about a tick before it moves;
+        // the measurement is of the steady state after that.
+        while hands.offloaded_calls() < 2 {
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(5),
+                "the spinners did not move to threads of their own"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let moved_after = started.elapsed();
+        let (busy, busy_tlb) = trivial_calls(hands, noop).await?;
         anyhow::ensure!(
-            aborted.elapsed() < Duration::from_secs(5),
-            "aborted spinners still running"
+            hands.offloaded_calls() == 2,
+            "a spinner ended during the measurement"
         );
-        tokio::time::sleep(Duration::from_millis(1)).await;
+
+        let aborted = Instant::now();
+        for spinner in &spinners {
+            spinner.abort();
+        }
+        for spinner in spinners {
+            let _ = spinner.await;
+        }
+        while hands.offloaded_calls() > 0 {
+            anyhow::ensure!(
+                aborted.elapsed() < Duration::from_secs(5),
+                "aborted spinners still running"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        out.push(Round {
+            quiet,
+            busy,
+            quiet_tlb,
+            busy_tlb,
+            moved_after,
+            gone_after: aborted.elapsed(),
+        });
     }
-    Ok(Neighbours {
-        quiet,
-        busy,
-        moved_after,
-        gone_after: aborted.elapsed(),
-    })
+    Ok(Neighbours { rounds: out })
 }

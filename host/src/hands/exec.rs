@@ -30,6 +30,13 @@
 //! first; the loop then drops the guest future (and with it the store and
 //! its instance) at the guest's next yield — within a tick while it spins —
 //! and the thread ends. Nothing of a call runs after its future is gone.
+//! The caller itself waits at most [`OVERDUE_AFTER`] past the deadline for
+//! an offloaded call, since a starved idle-priority thread cannot notice its
+//! deadline until it runs ([`Lost::Overdue`]).
+//!
+//! Not contained: offloaded guests share the address space, so a trivial
+//! call's memory reset (`madvise`) must interrupt the cores they run on to
+//! flush TLBs; see `docs/benchmarks.md` ("Busy neighbours").
 //!
 //! What this module must not do: decide limits or read call state. It knows
 //! a deadline, a flag and a future.
@@ -48,7 +55,7 @@ use wasmtime::{Store, UpdateDeadline};
 /// its own thread. Short enough that a spinner holds its worker for at most
 /// about one tick (the first tick after this mark), long enough that a call
 /// doing ordinary work (a `json` query is ~1.2 ms) rarely moves: it moves
-/// only if a tick lands after this mark, and moving costs ~50 µs.
+/// only if a tick lands after this mark, and moving costs a thread spawn.
 const LONG_AFTER: Duration = Duration::from_millis(2);
 
 /// How long past its deadline the caller of an offloaded call waits for the
