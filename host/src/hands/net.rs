@@ -214,6 +214,10 @@ impl HttpPolicy {
             req.headers_mut()
                 .insert(ACCEPT_ENCODING, HeaderValue::from_static("identity"));
             req.headers_mut().remove(TE);
+            // A byte range could fetch an echo of the secret in pieces
+            // shorter than the redaction window, one request at a time.
+            req.headers_mut().remove(http::header::RANGE);
+            req.headers_mut().remove(http::header::IF_RANGE);
         }
 
         // The request line carries only path and query; Host comes from the URI.
