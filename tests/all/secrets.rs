@@ -700,3 +700,36 @@ async fn compressed_answers_to_secret_requests_are_refused() {
     );
     assert_still_serves().await;
 }
+
+/// A byte range could fetch an echo of the secret in pieces shorter than
+/// the redaction window, one request at a time: a request that carries a
+/// secret goes out without `Range`; one without a secret keeps it.
+#[tokio::test]
+async fn secret_bearing_requests_lose_their_range_header() {
+    let canary = unique("lh-range");
+    let server = Server::echo("range");
+    let host = format!("127.0.0.1:{}", server.port());
+    let with_secret = grants_with_secret(&canary, &host, std::slice::from_ref(&host));
+    let without = Grants {
+        hosts: vec![HostPattern::parse(&host).expect("pattern")],
+        ..Grants::default()
+    };
+    for grants in [&with_secret, &without] {
+        let outcome = call_probe(
+            grants,
+            "http",
+            json!({
+                "url": server.url("/echo"),
+                "headers": { "range": "bytes=7-17", "if-range": "\"etag\"" },
+            }),
+        )
+        .await;
+        assert_eq!(ok(&outcome)["status"], 200, "{}", ok(&outcome));
+    }
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].header("range"), None, "{:?}", requests[0].headers);
+    assert_eq!(requests[0].header("if-range"), None);
+    assert_eq!(requests[1].header("range"), Some("bytes=7-17"));
+    assert_still_serves().await;
+}
