@@ -55,12 +55,25 @@ async fn a_tool_cannot_plant_a_symlink_by_default() {
     let (_root, proj) = project();
     let grants = rw(&proj);
     // The published attack: move `sub` away, put a link to `/` in its place.
-    let moved = call_probe(&grants, "rename", json!({ "from": "/w/sub", "to": "/w/old" })).await;
+    let moved = call_probe(
+        &grants,
+        "rename",
+        json!({ "from": "/w/sub", "to": "/w/old" }),
+    )
+    .await;
     assert_eq!(ok(&moved)["ok"], json!(true));
     for target in ["../../../../../../..", "/", "/etc", "old"] {
-        let out = call_probe(&grants, "symlink", json!({ "target": target, "link": "/w/sub" }))
-            .await;
-        assert_eq!(ok(&out)["ok"], json!(false), "symlink to {target} was created");
+        let out = call_probe(
+            &grants,
+            "symlink",
+            json!({ "target": target, "link": "/w/sub" }),
+        )
+        .await;
+        assert_eq!(
+            ok(&out)["ok"],
+            json!(false),
+            "symlink to {target} was created"
+        );
         assert!(
             out.receipt
                 .denied
@@ -95,7 +108,12 @@ async fn a_pinned_grant_refuses_a_directory_swapped_for_a_symlink() {
 
     // The operator allowed symlinks on the parent; a tool uses that.
     let parent = rw_with_symlinks(&proj);
-    let moved = call_probe(&parent, "rename", json!({ "from": "/w/sub", "to": "/w/old" })).await;
+    let moved = call_probe(
+        &parent,
+        "rename",
+        json!({ "from": "/w/sub", "to": "/w/old" }),
+    )
+    .await;
     assert_eq!(ok(&moved)["ok"], json!(true));
     let planted = call_probe(
         &parent,
@@ -108,7 +126,10 @@ async fn a_pinned_grant_refuses_a_directory_swapped_for_a_symlink() {
     // The pinned grant is refused, naming the grant and the link.
     let outcome = call_probe(&sub, "read", json!({ "path": "/sub/etc/passwd" })).await;
     let message = refused_message(&outcome);
-    assert!(message.contains("/sub") && message.contains("symbolic link"), "{message}");
+    assert!(
+        message.contains("/sub") && message.contains("symbolic link"),
+        "{message}"
+    );
     // A new grant of the same path is refused when it is made.
     let fresh = longhand_host::hands::DirGrant::new(proj.join("sub"), "/sub", Access::ReadOnly)
         .expect_err("a grant through a symlink");
@@ -141,7 +162,10 @@ async fn a_symlink_in_any_component_of_a_grant_is_refused() {
     std::fs::rename(proj.join("a"), proj.join("a-real")).expect("mv");
     std::os::unix::fs::symlink(root.path().join("elsewhere"), proj.join("a")).expect("ln");
     let message = refused_message(&call_probe(&grant, "list", json!({ "path": "/b" })).await);
-    assert!(message.contains("symbolic link") && message.contains("/a"), "{message}");
+    assert!(
+        message.contains("symbolic link") && message.contains("/a"),
+        "{message}"
+    );
     assert_still_serves().await;
 }
 
@@ -179,10 +203,18 @@ async fn special_files_are_refused_without_blocking() {
         ("read", json!({ "path": "/w/socket" })),
         ("write", json!({ "path": "/w/fifo", "content": "x" })),
     ] {
-        let outcome = quickly(Duration::from_secs(3), call_probe(&grants, tool, input.clone())).await;
+        let outcome = quickly(
+            Duration::from_secs(3),
+            call_probe(&grants, tool, input.clone()),
+        )
+        .await;
         let out: &Value = ok(&outcome);
         assert_eq!(out["ok"], json!(false), "{tool} {input} succeeded: {out}");
-        assert_eq!(out["kind"], json!("PermissionDenied"), "{tool} {input}: {out}");
+        assert_eq!(
+            out["kind"],
+            json!("PermissionDenied"),
+            "{tool} {input}: {out}"
+        );
         assert!(
             outcome
                 .receipt
@@ -225,7 +257,12 @@ async fn writes_are_counted_and_stopped_at_the_limit() {
     let grants = with_write_limit(&proj, limit);
 
     // Within the limit: counted exactly (data plus one block for the file).
-    let out = call_probe(&grants, "fill", json!({ "path": "/w/small", "bytes": 100_000 })).await;
+    let out = call_probe(
+        &grants,
+        "fill",
+        json!({ "path": "/w/small", "bytes": 100_000 }),
+    )
+    .await;
     assert_eq!(ok(&out)["written"], json!(100_000));
     assert_eq!(out.receipt.bytes_written, 100_000 + 4096);
     assert!(out.receipt.limits_hit.is_empty());
@@ -245,13 +282,23 @@ async fn writes_are_counted_and_stopped_at_the_limit() {
         // `filesystem-error-code`, which would say insufficient-space.
         if how == "truncate" {
             assert!(
-                value["error"].as_str().unwrap_or_default().contains("space"),
+                value["error"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("space"),
                 "{how}: the guest should see 'no space': {value}"
             );
         }
-        assert!(out.receipt.bytes_written <= limit, "{how}: {:?}", out.receipt);
         assert!(
-            out.receipt.limits_hit.iter().any(|l| l.contains("write limit")),
+            out.receipt.bytes_written <= limit,
+            "{how}: {:?}",
+            out.receipt
+        );
+        assert!(
+            out.receipt
+                .limits_hit
+                .iter()
+                .any(|l| l.contains("write limit")),
             "{how}: {:?}",
             out.receipt.limits_hit
         );

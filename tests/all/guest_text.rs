@@ -38,12 +38,15 @@ async fn every_tool_error_form_is_cut_at_the_output_limit() {
     let grants = with_output_limit(1024);
     let size: u64 = 20 << 20;
     for kind in ["failed", "invalid", "not_found", "denied"] {
-        let outcome = call_probe(&grants, "big_error", json!({ "kind": kind, "bytes": size })).await;
+        let outcome =
+            call_probe(&grants, "big_error", json!({ "kind": kind, "bytes": size })).await;
         let texts: Vec<&str> = match err(&outcome) {
             CallError::Failed { message }
             | CallError::InvalidInput { message }
             | CallError::NotFound { message } => vec![message.as_str()],
-            CallError::AccessDenied { resource, reason } => vec![resource.as_str(), reason.as_str()],
+            CallError::AccessDenied { resource, reason } => {
+                vec![resource.as_str(), reason.as_str()]
+            }
             other => panic!("{kind}: unexpected {other:?}"),
         };
         for text in texts {
@@ -60,7 +63,12 @@ async fn every_tool_error_form_is_cut_at_the_output_limit() {
 
 #[tokio::test]
 async fn progress_and_log_lines_are_cut_with_a_marker() {
-    let outcome = call_probe(&Grants::default(), "big_progress", json!({ "bytes": 5 << 20 })).await;
+    let outcome = call_probe(
+        &Grants::default(),
+        "big_progress",
+        json!({ "bytes": 5 << 20 }),
+    )
+    .await;
     let progress = outcome.receipt.progress.as_ref().expect("progress");
     let (kept, dropped) = split_marker(&progress.message);
     assert_eq!(kept.len() as u64 + dropped, 5 << 20);
@@ -105,5 +113,8 @@ async fn control_characters_in_describe_stay_data_and_json_escapes_them() {
         .unwrap_or_else(|e| panic!("the escapes fixture should load: {e}"));
     assert!(tool.info().description.contains('\u{1b}'));
     let json = serde_json::to_string(tool.info()).expect("json");
-    assert!(!json.contains('\u{1b}') && json.contains("\\u001b"), "{json}");
+    assert!(
+        !json.contains('\u{1b}') && json.contains("\\u001b"),
+        "{json}"
+    );
 }

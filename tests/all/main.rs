@@ -29,6 +29,6 @@ mod limits;
 mod loading;
 mod receipts;
 mod sandbox;
-mod schemas;
 mod scheduling;
+mod schemas;
 mod secrets;

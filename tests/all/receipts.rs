@@ -77,7 +77,10 @@ async fn log_lines_are_capped_in_number_and_length() {
         "{}",
         kept.len()
     );
-    assert_eq!(marker, format!("{} bytes dropped]", long.len() - kept.len()));
+    assert_eq!(
+        marker,
+        format!("{} bytes dropped]", long.len() - kept.len())
+    );
     assert!(long.starts_with(kept), "cut inside a character");
 }
 

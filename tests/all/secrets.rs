@@ -728,7 +728,12 @@ async fn secret_bearing_requests_lose_their_range_header() {
     }
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
-    assert_eq!(requests[0].header("range"), None, "{:?}", requests[0].headers);
+    assert_eq!(
+        requests[0].header("range"),
+        None,
+        "{:?}",
+        requests[0].headers
+    );
     assert_eq!(requests[0].header("if-range"), None);
     assert_eq!(requests[1].header("range"), Some("bytes=7-17"));
     assert_still_serves().await;

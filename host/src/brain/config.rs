@@ -278,7 +278,10 @@ impl<'de> Deserialize<'de> for DirConfig {
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<DirConfig, E> {
                 Ok(DirConfig::Short(v.to_owned()))
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<DirConfig, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<DirConfig, A::Error> {
                 DirSpec::deserialize(serde::de::value::MapAccessDeserializer::new(map))
                     .map(DirConfig::Table)
             }

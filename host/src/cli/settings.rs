@@ -115,9 +115,7 @@ impl GrantFlags {
             grants.dirs.push(DirSpec::parse(spec, &cwd)?.resolve(&cwd)?);
         }
         for spec in &self.mounts {
-            grants
-                .dirs
-                .push(DirSpec::parse_mount(spec)?.resolve(&cwd)?);
+            grants.dirs.push(DirSpec::parse_mount(spec)?.resolve(&cwd)?);
         }
         for spec in &self.hosts {
             grants.hosts.push(HostPattern::parse(spec)?);

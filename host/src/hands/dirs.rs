@@ -49,7 +49,8 @@ pub(crate) fn open(grant: &DirGrant) -> Result<std::fs::File, String> {
             path.display()
         )
     };
-    let dir = open_nofollow(path).map_err(|e| format!("{}: {}", named(), describe_failure(path, &e)))?;
+    let dir =
+        open_nofollow(path).map_err(|e| format!("{}: {}", named(), describe_failure(path, &e)))?;
     let now = identity_of(&dir).map_err(|e| format!("{}: cannot stat it: {e}", named()))?;
     if now != grant.identity() {
         return Err(format!(
@@ -231,7 +232,10 @@ mod tests {
         std::fs::rename(&sub, tmp.path().join("moved")).unwrap();
         std::os::unix::fs::symlink("/", &sub).unwrap();
         let err = open(&grant).unwrap_err();
-        assert!(err.contains("is a symbolic link") && err.contains("/w"), "{err}");
+        assert!(
+            err.contains("is a symbolic link") && err.contains("/w"),
+            "{err}"
+        );
 
         // Replaced by another directory of the same name.
         std::fs::remove_file(&sub).unwrap();

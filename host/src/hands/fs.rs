@@ -204,7 +204,10 @@ impl GuardedFsView<'_> {
         Ok(())
     }
 
-    fn wrap_stream(&mut self, stream: Resource<DynOutputStream>) -> FsResult<Resource<DynOutputStream>> {
+    fn wrap_stream(
+        &mut self,
+        stream: Resource<DynOutputStream>,
+    ) -> FsResult<Resource<DynOutputStream>> {
         let inner: DynOutputStream = self.table.delete(stream)?;
         let counted: DynOutputStream = Box::new(CountedStream {
             inner,
@@ -384,11 +387,12 @@ impl HostDescriptor for GuardedFsView<'_> {
 
         let handle = dir.dir.clone();
         let target = path.clone();
-        let opened = tokio::task::spawn_blocking(move || {
-            open_checked(&handle, &target, &options, want_dir)
-        })
-        .await
-        .map_err(|e| FsError::trap(wasmtime::Error::msg(format!("open task failed: {e}"))))??;
+        let opened =
+            tokio::task::spawn_blocking(move || open_checked(&handle, &target, &options, want_dir))
+                .await
+                .map_err(|e| {
+                    FsError::trap(wasmtime::Error::msg(format!("open task failed: {e}")))
+                })??;
 
         let descriptor = match opened {
             Opened::Dir(file) => Descriptor::Dir(Dir::new(file, dir.perms, mode, false)),
@@ -451,7 +455,11 @@ impl HostDescriptor for GuardedFsView<'_> {
             .await
     }
 
-    async fn create_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+    async fn create_directory_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path: String,
+    ) -> FsResult<()> {
         self.fs.quota.charge(ENTRY_COST)?;
         self.inner().create_directory_at(fd, path).await
     }
@@ -490,7 +498,10 @@ impl HostDescriptor for GuardedFsView<'_> {
         self.wrap_stream(stream)
     }
 
-    fn append_via_stream(&mut self, fd: Resource<Descriptor>) -> FsResult<Resource<DynOutputStream>> {
+    fn append_via_stream(
+        &mut self,
+        fd: Resource<Descriptor>,
+    ) -> FsResult<Resource<DynOutputStream>> {
         self.check_room()?;
         let stream = self.inner().append_via_stream(fd)?;
         self.wrap_stream(stream)
@@ -579,7 +590,11 @@ impl HostDescriptor for GuardedFsView<'_> {
         self.inner().readlink_at(fd, path).await
     }
 
-    async fn remove_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+    async fn remove_directory_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path: String,
+    ) -> FsResult<()> {
         self.inner().remove_directory_at(fd, path).await
     }
 
@@ -613,7 +628,10 @@ impl HostDescriptor for GuardedFsView<'_> {
         self.inner().is_same_object(a, b).await
     }
 
-    async fn metadata_hash(&mut self, fd: Resource<Descriptor>) -> FsResult<types::MetadataHashValue> {
+    async fn metadata_hash(
+        &mut self,
+        fd: Resource<Descriptor>,
+    ) -> FsResult<types::MetadataHashValue> {
         self.inner().metadata_hash(fd).await
     }
 

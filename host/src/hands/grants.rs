@@ -869,8 +869,13 @@ mod tests {
         std::fs::create_dir(tmp.path().join("data")).unwrap();
         std::fs::create_dir(tmp.path().join("data:rw")).unwrap();
         std::fs::create_dir(tmp.path().join("a:b")).unwrap();
-        let err = DirSpec::parse("data:rw", tmp.path()).unwrap_err().to_string();
-        assert!(err.contains("ambiguous") && err.contains("--mount"), "{err}");
+        let err = DirSpec::parse("data:rw", tmp.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("ambiguous") && err.contains("--mount"),
+            "{err}"
+        );
         let err = DirSpec::parse("a:b", tmp.path()).unwrap_err().to_string();
         assert!(err.contains("cannot be granted in the short form"), "{err}");
         // Unambiguous short forms still work.

@@ -584,10 +584,7 @@ impl Hands {
                 limits,
                 &receipt.stderr.text,
             )),
-            Ok(Ok(Err(err))) => Err(tool_error(bound::tool_error(
-                err,
-                limits.max_output_bytes,
-            ))),
+            Ok(Ok(Err(err))) => Err(tool_error(bound::tool_error(err, limits.max_output_bytes))),
             Ok(Ok(Ok(output))) => {
                 receipt.output_bytes = output.len() as u64;
                 if output.len() as u64 > limits.max_output_bytes {

@@ -47,7 +47,12 @@ fn a_fifo_in_a_grant_neither_hangs_the_call_nor_the_process() {
         // `search` skips what is not a regular file by itself; `read`
         // opens the path and is refused by the host.
         if tool == "read" {
-            assert_ne!(out.code, Some(0), "read succeeded:\n{}", out.stdout.join("\n"));
+            assert_ne!(
+                out.code,
+                Some(0),
+                "read succeeded:\n{}",
+                out.stdout.join("\n")
+            );
             assert!(
                 out.stderr.contains("only regular files and directories"),
                 "the receipt should name the refusal:\n{}",
@@ -68,7 +73,14 @@ fn an_ambiguous_dir_is_refused_and_mount_is_not_ambiguous() {
     let spec = format!("{}/data:rw", dir.path().display());
 
     let out = home.run(&[
-        "tool", "call", "fs", "read", "--dir", &spec, "--input", r#"{"path":"which.txt"}"#,
+        "tool",
+        "call",
+        "fs",
+        "read",
+        "--dir",
+        &spec,
+        "--input",
+        r#"{"path":"which.txt"}"#,
     ]);
     out.expect_code(2);
     assert!(
@@ -79,7 +91,14 @@ fn an_ambiguous_dir_is_refused_and_mount_is_not_ambiguous() {
 
     let mount = format!("src={spec},dst=/workspace,mode=ro");
     let out = home.run(&[
-        "tool", "call", "fs", "read", "--mount", &mount, "--input", r#"{"path":"which.txt"}"#,
+        "tool",
+        "call",
+        "fs",
+        "read",
+        "--mount",
+        &mount,
+        "--input",
+        r#"{"path":"which.txt"}"#,
     ]);
     out.expect_code(0);
     assert!(
@@ -134,7 +153,10 @@ fn a_session_keeps_its_pinned_directories_across_resume() {
         .find(|e| e["type"] == "session_created")
         .expect("session_created");
     let text = created.to_string();
-    assert!(text.contains("\"identity\"") && text.contains("\"ino\""), "{text}");
+    assert!(
+        text.contains("\"identity\"") && text.contains("\"ino\""),
+        "{text}"
+    );
 
     // While paused, the directory is swapped for a link to elsewhere.
     let elsewhere = dir.path().join("elsewhere");
