@@ -242,6 +242,14 @@ impl types::Host for GuardedFsView<'_> {
     }
 }
 
+/// Bytes between the end of `file` and `offset`: a write there leaves a
+/// hole, which is charged as if written. Otherwise one byte written every
+/// 4 KiB far past the end would take a disk block per byte charged.
+fn hole_before(file: &File, offset: u64) -> u64 {
+    let len = file.file.metadata().map(|m| m.len()).unwrap_or(0);
+    offset.saturating_sub(len)
+}
+
 /// What `open_at` found at the path.
 enum Opened {
     Dir(std::fs::File),
@@ -473,7 +481,10 @@ impl HostDescriptor for GuardedFsView<'_> {
         if let Descriptor::File(f) = self.table.get(&fd)?
             && !f.perms.write_not_permitted()
         {
-            self.fs.quota.charge(buf.len() as u64)?;
+            let gap = hole_before(f, offset);
+            self.fs
+                .quota
+                .charge((buf.len() as u64).saturating_add(gap))?;
         }
         self.inner().write(fd, buf, offset).await
     }
@@ -494,6 +505,11 @@ impl HostDescriptor for GuardedFsView<'_> {
         offset: types::Filesize,
     ) -> FsResult<Resource<DynOutputStream>> {
         self.check_room()?;
+        if let Descriptor::File(f) = self.table.get(&fd)?
+            && !f.perms.write_not_permitted()
+        {
+            self.fs.quota.charge(hole_before(f, offset))?;
+        }
         let stream = self.inner().write_via_stream(fd, offset)?;
         self.wrap_stream(stream)
     }
