@@ -289,6 +289,9 @@ fn summarize(r: &Receipt) -> String {
         r.input_bytes,
         r.output_bytes
     );
+    if r.bytes_written > 0 {
+        line.push_str(&format!(", wrote {} B", r.bytes_written));
+    }
     for u in &r.used {
         line.push_str(&format!(
             "\n  used   {} {}: {}",
