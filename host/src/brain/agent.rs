@@ -200,6 +200,25 @@ pub async fn freeze(
             .load(source_of(&tool.component, &base_dir, &mut owned))
             .await
             .map_err(|e| RunError::Agent(e.to_string()))?;
+        // `only` is a list of promises about the component; a name it does
+        // not offer is a typo (or a tool since renamed) that would otherwise
+        // silently shrink the agent's tools.
+        if let Some(only) = &tool.only {
+            let offered: Vec<&str> = loaded
+                .info()
+                .tools
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect();
+            if let Some(unknown) = only.iter().find(|n| !offered.contains(&n.as_str())) {
+                return Err(RunError::Agent(format!(
+                    "tool {}: `only` names `{unknown}`, which this component does not offer; \
+                     it offers: {}",
+                    tool.component,
+                    offered.join(", ")
+                )));
+            }
+        }
         // Validate grants now (env and secrets must be set) so a bad config
         // is refused at start, not at the first call. The directories are
         // resolved and pinned here, once: a resumed session gets exactly
@@ -603,10 +622,24 @@ impl<'h> Runner<'h> {
             }
 
             // The last answer asked for tools that have not run yet.
+            // Only as many as `max_tool_calls` has room for are started; the
+            // rest stay unstarted and the session pauses on the limit. They
+            // are not answered as "not run": an unstarted call of a recorded
+            // answer is exactly what a crash between two calls leaves, and
+            // waking already dispatches those. So `resume --raise
+            // max_tool_calls=N` runs them as the model asked, nothing is
+            // lost, and the log needs no new kind of event.
             let unresolved = self.unresolved_calls().await?;
             if !unresolved.is_empty() {
+                let room = self.tool_call_room();
+                if room == 0 {
+                    let reason = self.tool_calls_reason(unresolved.len());
+                    self.append(vec![Event::Paused { reason }]).await?;
+                    continue;
+                }
                 let step = self.state.steps;
-                self.dispatch(step, unresolved).await?;
+                let now: Vec<ToolCall> = unresolved.into_iter().take(room).collect();
+                self.dispatch(step, now).await?;
                 continue;
             }
 
@@ -674,6 +707,25 @@ impl<'h> Runner<'h> {
         self.state.raised.get(name).copied().unwrap_or(configured)
     }
 
+    /// How many more tool calls `max_tool_calls` allows. Every call counts,
+    /// including one refused before it ran (unknown tool, bad arguments):
+    /// those are recorded as finished like any other.
+    fn tool_call_room(&self) -> usize {
+        let limit = self.limit("max_tool_calls", self.agent.frozen.limits.max_tool_calls);
+        usize::try_from(limit.saturating_sub(self.state.tool_calls)).unwrap_or(usize::MAX)
+    }
+
+    /// The pause for `max_tool_calls` reached with `waiting` calls of the
+    /// last answer not started: the reason between turns, plus the count.
+    fn tool_calls_reason(&self, waiting: usize) -> PauseReason {
+        let limit = self.limit("max_tool_calls", self.agent.frozen.limits.max_tool_calls);
+        let mut reason = limit_reason("max_tool_calls", self.state.tool_calls, limit);
+        reason.detail.push_str(&format!(
+            " ({waiting} calls of the last answer have not run; they run on resume)"
+        ));
+        reason
+    }
+
     fn limit_hit(&self) -> Option<PauseReason> {
         let l = &self.agent.frozen.limits;
         let s = &self.state;
@@ -688,13 +740,7 @@ impl<'h> Runner<'h> {
         for (name, used, configured) in checks {
             let limit = self.limit(name, configured);
             if used >= limit {
-                return Some(PauseReason {
-                    kind: PauseKind::Limit,
-                    limit: Some(name.to_owned()),
-                    detail: format!(
-                        "{name} reached ({used} of {limit}); resume with --raise {name}=<higher>"
-                    ),
-                });
+                return Some(limit_reason(name, used, limit));
             }
         }
         None
@@ -1129,6 +1175,15 @@ impl<'h> Runner<'h> {
                 (false, value.to_string().into_bytes(), receipt)
             }
         }
+    }
+}
+
+/// The pause for limit `name` reached (`used` of `limit`).
+fn limit_reason(name: &str, used: u64, limit: u64) -> PauseReason {
+    PauseReason {
+        kind: PauseKind::Limit,
+        limit: Some(name.to_owned()),
+        detail: format!("{name} reached ({used} of {limit}); resume with --raise {name}=<higher>"),
     }
 }
 

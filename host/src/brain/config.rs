@@ -305,6 +305,31 @@ fn empty_object() -> serde_json::Value {
     serde_json::Value::Object(Default::default())
 }
 
+/// An example base URL for messages about a bad one.
+pub const BASE_URL_EXAMPLE: &str = "http://127.0.0.1:11434/v1";
+
+/// Check a model base URL before anything uses it: an absolute `http` or
+/// `https` URL with a host. A bad one is a configuration error, refused at
+/// start; left to the provider it would only fail at the first request,
+/// after a session was created and retries were spent on it. The message
+/// says what is wrong; callers add an example in their own syntax.
+pub fn check_base_url(url: &str) -> Result<(), String> {
+    if url.trim().is_empty() {
+        return Err("the base URL is empty (leave it out for the provider's public API)".into());
+    }
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a URL ({e})"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!(
+            "the scheme of `{url}` must be http or https, not `{}`",
+            parsed.scheme()
+        ));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(format!("`{url}` names no host"));
+    }
+    Ok(())
+}
+
 /// A bad agent file: which field, and why.
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {message}")]
@@ -365,6 +390,11 @@ impl AgentConfig {
                     "model.provider `{other}` is not one of openai, anthropic, replay"
                 ));
             }
+        }
+        if let Some(url) = &self.model.base_url {
+            check_base_url(url).map_err(|e| {
+                format!("model.base_url: {e}; e.g. base_url = \"{BASE_URL_EXAMPLE}\"")
+            })?;
         }
         let mut seen = std::collections::BTreeSet::new();
         for (i, tool) in self.tools.iter().enumerate() {
@@ -489,6 +519,24 @@ mod dir_tests {
     #[derive(Deserialize)]
     struct Dirs {
         dirs: Vec<DirConfig>,
+    }
+
+    #[test]
+    fn base_urls_are_absolute_http_with_a_host() {
+        for good in ["http://127.0.0.1:11434/v1", "https://api.openai.com/v1"] {
+            assert_eq!(check_base_url(good), Ok(()), "{good}");
+        }
+        for (bad, says) in [
+            ("", "is empty"),
+            ("  ", "is empty"),
+            ("notaurl", "is not a URL"),
+            ("http://", "is not a URL"),
+            ("ftp://host/v1", "must be http or https, not `ftp`"),
+            ("file:///etc", "must be http or https"),
+        ] {
+            let err = check_base_url(bad).unwrap_err();
+            assert!(err.contains(says), "{bad:?}: {err}");
+        }
     }
 
     #[test]
@@ -799,7 +847,20 @@ mod fuzz {
                 one_of(&["openai", "anthropic", "replay", "script"]),
             ),
             ("model!", string()),
-            ("base_url", string()),
+            // Mostly good URLs: a bad one refuses the file, and random
+            // text nearly always is one.
+            (
+                "base_url",
+                one_of(&[
+                    "http://127.0.0.1:11434/v1",
+                    "https://api.example.com/v1",
+                    "http://127.0.0.1:11434/v1",
+                    "https://api.example.com/v1",
+                    "notaurl",
+                    "",
+                    "ftp://host/v1",
+                ]),
+            ),
             ("api_key_env", string()),
             ("cassette", string()),
             ("max_tokens", integer()),

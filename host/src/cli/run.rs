@@ -17,7 +17,9 @@ use super::settings::{data_dir, hands_config};
 use super::term::{json_line, json_safe, one_line, printable};
 use super::{Failure, exit};
 use crate::brain::agent::{self, Frozen, RunEnd, Runner};
-use crate::brain::config::{AgentConfig, ModelConfig, SessionLimits};
+use crate::brain::config::{
+    AgentConfig, BASE_URL_EXAMPLE, ModelConfig, SessionLimits, check_base_url,
+};
 use crate::brain::model::{
     AnthropicConfig, AnthropicProvider, ApiKey, ModelProvider, OpenAiConfig, OpenAiProvider,
     RecordingProvider, ReplayProvider,
@@ -179,6 +181,13 @@ fn apply_model_flag(model: &mut ModelConfig, flag: &str) -> Result<(), Failure> 
             "--model needs a model name after `{provider}:`"
         )));
     }
+    if let Some(base) = &base {
+        check_base_url(base).map_err(|e| {
+            Failure::usage(anyhow!(
+                "--model {flag}: {e}; e.g. --model openai:llama3.1@{BASE_URL_EXAMPLE}"
+            ))
+        })?;
+    }
     if model.provider != provider {
         model.api_key_env = None;
     }
@@ -201,6 +210,11 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
                 "no goal: pass --goal or set `goal` in the agent file"
             ))
         })?;
+    // The flag is checked before anything is loaded or created; it is
+    // applied to the frozen model below.
+    if let Some(flag) = &args.model {
+        apply_model_flag(&mut config.model.clone(), flag)?;
+    }
     let hands = Hands::new(hands_config()).map_err(Failure::usage)?;
     let mut frozen = agent::freeze(&hands, &config, &base, env)
         .await
@@ -623,6 +637,15 @@ mod tests {
         assert_eq!(m.base_url.as_deref(), Some("http://127.0.0.1:11434/v1"));
         assert!(m.cassette.is_none());
         assert!(apply_model_flag(&mut m, "gpt-4o").is_err());
+        for bad in [
+            "openai:gpt@notaurl",
+            "openai:gpt@",
+            "openai:gpt@ftp://host/v1",
+        ] {
+            let err = apply_model_flag(&mut m, bad).unwrap_err();
+            assert_eq!(err.code, crate::cli::exit::USAGE, "{bad}");
+        }
+        assert_eq!(m.base_url.as_deref(), Some("http://127.0.0.1:11434/v1"));
         assert!(apply_model_flag(&mut m, "bedrock:x").is_err());
     }
 }

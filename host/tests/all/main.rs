@@ -14,6 +14,8 @@
 //! - [`config`]: a bad agent file is refused before anything is created.
 //! - [`canary`]: an API key reaches the model server and nothing else.
 //! - [`lease`]: a live lease keeps a second writer out.
+//! - [`defects`]: three defects of issue 7 (unknown `only` name, bad
+//!   model URLs, one answer past `max_tool_calls`), each refused or capped.
 //! - [`escapes`]: guest and model text cannot drive the operator's terminal.
 
 mod support;
@@ -21,6 +23,7 @@ mod support;
 mod canary;
 mod config;
 mod crash;
+mod defects;
 mod escapes;
 mod example;
 mod grants;
