@@ -33,6 +33,7 @@ use super::model::{
 };
 use super::state::{HistoryItem, SessionState};
 use crate::hands::{CallError, Effect, Grants, Hands, LoadedTool, ToolSource, ToolSpec};
+use crate::session::event::{MAX_INLINE_TEXT, bounded};
 use crate::session::{
     BlobRef, Event, EventRecord, Lease, PauseKind, PauseReason, SessionId, SessionStatus, Store,
     StoreError,
@@ -501,9 +502,15 @@ impl<'h> Runner<'h> {
         Ok(())
     }
 
-    async fn append(&mut self, events: Vec<Event>) -> Result<(), RunError> {
+    async fn append(&mut self, mut events: Vec<Event>) -> Result<(), RunError> {
         if events.is_empty() {
             return Ok(());
+        }
+        // Explanations carry text a provider or a tool chose (an error body,
+        // a call key): cut here, the one door every event passes, so no
+        // pause or failure is ever too large to record.
+        for event in &mut events {
+            event.bound_text();
         }
         let expected = self.state.last_seq + 1;
         if self.lease.expires_ms.saturating_sub(now_ms()) < LEASE_TTL.as_millis() as u64 / 2 {
@@ -595,9 +602,15 @@ impl<'h> Runner<'h> {
         loop {
             match self.state.status {
                 SessionStatus::Finished => {
+                    let detail = match self.state.summary_blob.clone() {
+                        Some(blob) => {
+                            Some(String::from_utf8_lossy(&self.get(&blob).await?).into_owned())
+                        }
+                        None => self.state.summary.clone(),
+                    };
                     return Ok(RunEnd {
                         status: SessionStatus::Finished,
-                        detail: self.state.summary.clone(),
+                        detail,
                     });
                 }
                 SessionStatus::Failed => {
@@ -643,13 +656,21 @@ impl<'h> Runner<'h> {
                 continue;
             }
 
+            // A completion check passed and no `finished` follows it: the
+            // process stopped (or the append failed) between the two. The
+            // answer stands as it is; asking the model again would tell it a
+            // check failed that passed.
+            if let Some(text) = self.answer_of_passed_check().await? {
+                let finished = self.finished(text).await?;
+                self.append(vec![finished]).await?;
+                continue;
+            }
+
             // The last answer asked for nothing: done, if the check agrees.
             if let Some(text) = self.final_answer().await? {
                 if self.completion_passes().await? {
-                    self.append(vec![Event::Finished {
-                        summary: Some(text),
-                    }])
-                    .await?;
+                    let finished = self.finished(text).await?;
+                    self.append(vec![finished]).await?;
                 }
                 continue;
             }
@@ -660,6 +681,24 @@ impl<'h> Runner<'h> {
             }
             self.model_turn().await?;
         }
+    }
+
+    /// The `finished` event for a final answer of any size: inline when it
+    /// fits [`MAX_INLINE_TEXT`], else a preview plus the whole text as a
+    /// blob. Moved, not cut: the answer is what the session was for.
+    async fn finished(&mut self, text: String) -> Result<Event, RunError> {
+        if text.len() <= MAX_INLINE_TEXT {
+            return Ok(Event::Finished {
+                summary: Some(text),
+                summary_blob: None,
+            });
+        }
+        let summary = Some(bounded(&text).into_owned());
+        let blob = self.put(text.into_bytes()).await?;
+        Ok(Event::Finished {
+            summary,
+            summary_blob: Some(blob),
+        })
     }
 
     /// Re-run or mark in doubt every call started but not finished.
@@ -834,6 +873,25 @@ impl<'h> Runner<'h> {
         }
     }
 
+    /// The text of the last answer when it asked for no tools and the
+    /// completion check run after it passed (and is the last thing in the
+    /// history).
+    async fn answer_of_passed_check(&mut self) -> Result<Option<String>, RunError> {
+        if !matches!(
+            self.state.history.back(),
+            Some(HistoryItem::ToolResult { call_id, ok: true, .. }) if call_id.starts_with(CHECK_PREFIX)
+        ) {
+            return Ok(None);
+        }
+        let Some((_, response)) = self.last_response().await? else {
+            return Ok(None);
+        };
+        Ok(response
+            .tool_calls
+            .is_empty()
+            .then(|| response.text.unwrap_or_default()))
+    }
+
     /// Run the completion check, if any, recording it. True when it passed
     /// or there is none.
     async fn completion_passes(&mut self) -> Result<bool, RunError> {
@@ -1000,12 +1058,19 @@ impl<'h> Runner<'h> {
                         (None, None) => String::new(),
                     };
                     if call_id.starts_with(CHECK_PREFIX) {
-                        messages.push(Message::User {
-                            text: format!(
-                                "The completion check did not pass, so the task is not done yet: \
-                                 {content}"
-                            ),
-                        });
+                        // A passed check is always followed by `finished`
+                        // (see `answer_of_passed_check`), so none reaches a
+                        // request; were one to, it is left out rather than
+                        // reported as a failure or sent as a call the model
+                        // never made.
+                        if !ok {
+                            messages.push(Message::User {
+                                text: format!(
+                                    "The completion check did not pass, so the task is not done \
+                                     yet: {content}"
+                                ),
+                            });
+                        }
                     } else {
                         messages.push(Message::ToolResult {
                             call_id,

@@ -80,8 +80,13 @@ pub struct SessionState {
     pub status: SessionStatus,
     /// Why it is paused, while paused.
     pub pause: Option<PauseReason>,
-    /// Final summary, once finished.
+    /// Final summary, once finished: the whole text, or a preview of it
+    /// when `summary_blob` is set (see `Event::Finished`).
     pub summary: Option<String>,
+    /// The whole final summary (UTF-8), when it was too long to keep inline.
+    /// Defaulted so snapshots taken before it existed still decode.
+    #[serde(default)]
+    pub summary_blob: Option<BlobRef>,
     /// Error, once failed.
     pub error: Option<String>,
     /// Model answers received.
@@ -135,6 +140,7 @@ impl Default for SessionState {
             status: SessionStatus::Created,
             pause: None,
             summary: None,
+            summary_blob: None,
             error: None,
             steps: 0,
             pending_request: None,
@@ -325,9 +331,13 @@ impl SessionState {
                 self.consecutive_failures = 0;
                 self.repeated_failures.clear();
             }
-            Event::Finished { summary } => {
+            Event::Finished {
+                summary,
+                summary_blob,
+            } => {
                 self.pause = None;
                 self.summary = summary.clone();
+                self.summary_blob = summary_blob.clone();
             }
             Event::Failed { error } => self.error = Some(error.clone()),
             Event::Snapshot { .. } => self.since_snapshot = 0,
@@ -367,5 +377,92 @@ impl SessionState {
     /// Whether the session can make no more progress on its own.
     pub fn is_terminal(&self) -> bool {
         matches!(self.status, SessionStatus::Finished | SessionStatus::Failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(seq: u64, event: Event) -> EventRecord {
+        EventRecord {
+            seq,
+            at_ms: 0,
+            event,
+        }
+    }
+
+    fn lead() -> Vec<EventRecord> {
+        vec![
+            record(
+                1,
+                Event::SessionCreated {
+                    agent_name: "a".into(),
+                    agent: serde_json::json!({}),
+                    config_digest: "sha256:00".into(),
+                },
+            ),
+            record(2, Event::GoalSet { goal: "g".into() }),
+        ]
+    }
+
+    #[test]
+    fn finished_folds_the_summary_and_its_blob() {
+        let whole = "x".repeat(crate::session::event::MAX_INLINE_TEXT + 1);
+        let blob = BlobRef::of(whole.as_bytes());
+        let preview = crate::session::event::bounded(&whole).into_owned();
+        // Paused first: finishing clears the pause.
+        let mut records = lead();
+        records.push(record(
+            3,
+            Event::Paused {
+                reason: PauseReason {
+                    kind: crate::session::PauseKind::User,
+                    limit: None,
+                    detail: "wait".into(),
+                },
+            },
+        ));
+        records.push(record(
+            4,
+            Event::Resumed {
+                raised: BTreeMap::new(),
+                note: None,
+            },
+        ));
+        records.push(record(
+            5,
+            Event::Finished {
+                summary: Some(preview.clone()),
+                summary_blob: Some(blob.clone()),
+            },
+        ));
+        let state = SessionState::fold(&records);
+        assert_eq!(state.status, SessionStatus::Finished);
+        assert!(state.is_terminal());
+        assert_eq!(state.pause, None);
+        assert_eq!(state.summary.as_deref(), Some(preview.as_str()));
+        assert_eq!(state.summary_blob, Some(blob));
+    }
+
+    #[test]
+    fn finished_of_the_older_shape_folds_its_inline_summary() {
+        let mut records = lead();
+        let old: EventRecord =
+            serde_json::from_str(r#"{"seq":3,"at_ms":1,"type":"finished","summary":"done"}"#)
+                .unwrap();
+        records.push(old);
+        let state = SessionState::fold(&records);
+        assert_eq!(state.status, SessionStatus::Finished);
+        assert_eq!(state.summary.as_deref(), Some("done"));
+        assert_eq!(state.summary_blob, None);
+    }
+
+    #[test]
+    fn a_snapshot_without_summary_blob_decodes() {
+        let mut value = serde_json::to_value(SessionState::fold(&lead())).unwrap();
+        value.as_object_mut().unwrap().remove("summary_blob");
+        let state: SessionState = serde_json::from_value(value).unwrap();
+        assert_eq!(state, SessionState::fold(&lead()));
     }
 }

@@ -596,7 +596,21 @@ async fn render(store: &dyn Store, r: &EventRecord) -> String {
             },
             note.as_ref().map(|n| format!(": {n}")).unwrap_or_default()
         ),
-        Event::Finished { summary } => format!("finished: {}", summary.clone().unwrap_or_default()),
+        // A long summary is shown as its preview plus where the whole text
+        // is, the way tool inputs and results are shown as excerpts: `log`
+        // is one line per event, and `log --json` carries the same two
+        // fields `run --json` printed.
+        Event::Finished {
+            summary,
+            summary_blob,
+        } => format!(
+            "finished: {}{}",
+            summary.as_deref().unwrap_or_default(),
+            summary_blob
+                .as_ref()
+                .map(|b| format!(" [whole summary: blob {b}]"))
+                .unwrap_or_default()
+        ),
         Event::Failed { error } => format!("failed: {error}"),
         Event::Snapshot { through_seq, .. } => format!("snapshot through #{through_seq}"),
         Event::Error { step, message } => format!(

@@ -18,8 +18,12 @@
 //!
 //! Event JSON stays small (the store refuses an event over
 //! [`MAX_EVENT_JSON`]): model requests and responses, tool inputs and
-//! results, snapshots go to the blob store and the event carries a
-//! [`BlobRef`].
+//! results, the final summary when it is long, and snapshots go to the blob
+//! store and the event carries a [`BlobRef`]. Free text that only explains
+//! (pause details, errors) is cut to [`MAX_INLINE_TEXT`] by
+//! [`Event::bound_text`] instead: a provider's error body or a breaker's
+//! message has no value past its start, and must never make the event that
+//! records a pause or a failure unwritable.
 //!
 //! This module owns the shapes only. It must not know how events are stored
 //! (that is `store`), nor what state they fold into (that is the brain's).
@@ -34,6 +38,27 @@ use sha2::{Digest, Sha256};
 /// belong in blobs; this ceiling keeps `read` and `wake` cheap and catches a
 /// caller that inlined one by mistake.
 pub const MAX_EVENT_JSON: usize = 256 * 1024;
+
+/// The most bytes of free text an event carries inline: 4 KiB. Longer text
+/// is either moved to a blob (the final summary: see [`Event::Finished`])
+/// or cut (explanations: see [`Event::bound_text`]). Small enough that an
+/// event with a few such fields stays far below [`MAX_EVENT_JSON`] even when
+/// JSON escaping multiplies every byte by six.
+pub const MAX_INLINE_TEXT: usize = 4 * 1024;
+
+/// `text` if it is at most [`MAX_INLINE_TEXT`] bytes; otherwise its longest
+/// prefix within that bound that ends on a character boundary, followed by
+/// `…` (so a reader sees it was cut).
+pub fn bounded(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= MAX_INLINE_TEXT {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut end = MAX_INLINE_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}…", &text[..end]))
+}
 
 /// A content-addressed reference to bytes in the blob store.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -293,10 +318,23 @@ pub enum Event {
         note: Option<String>,
     },
     /// The goal was reached (the judge said so, not the worker).
+    ///
+    /// The summary is the model's final answer, which has no size limit of
+    /// its own. Up to [`MAX_INLINE_TEXT`] bytes it is `summary`, whole, and
+    /// `summary_blob` is absent. Longer, `summary` is a preview (see
+    /// [`bounded`]) and `summary_blob` holds the whole text as UTF-8: a
+    /// reader that wants the answer checks `summary_blob` first. Logs
+    /// written before `summary_blob` existed carry only `summary`, which is
+    /// then the whole text.
     Finished {
-        /// What was done, for people.
+        /// What was done, for people: the whole text, or a preview of it when
+        /// `summary_blob` is set.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         summary: Option<String>,
+        /// The whole summary (UTF-8, blob), when it is longer than
+        /// [`MAX_INLINE_TEXT`]; absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary_blob: Option<BlobRef>,
     },
     /// The session gave up and will not continue on its own.
     Failed {
@@ -343,6 +381,31 @@ impl Event {
             Event::Failed { .. } => "failed",
             Event::Snapshot { .. } => "snapshot",
             Event::Error { .. } => "error",
+        }
+    }
+
+    /// Cut every explanatory text field (pause detail, error messages,
+    /// in-doubt reasons) to [`MAX_INLINE_TEXT`] with [`bounded`]. These hold
+    /// text a model provider or a tool chose (an error body, a call key), so
+    /// their size is not ours to promise; cutting them keeps the event that
+    /// records a pause or a failure writable. The summary of
+    /// [`Event::Finished`] is not touched: it is the session's result, so the
+    /// loop moves a long one to a blob rather than lose its end.
+    pub fn bound_text(&mut self) {
+        let cut = |text: &mut String| {
+            if let std::borrow::Cow::Owned(short) = bounded(text) {
+                *text = short;
+            }
+        };
+        match self {
+            Event::ModelFailed { error, .. } | Event::Failed { error } => cut(error),
+            Event::ToolInDoubt { reason, .. } => cut(reason),
+            Event::Paused { reason } => cut(&mut reason.detail),
+            Event::Error { message, .. } => cut(message),
+            Event::Resumed {
+                note: Some(note), ..
+            } => cut(note),
+            _ => {}
         }
     }
 
@@ -434,6 +497,7 @@ pub(crate) mod tests {
             },
             Event::Finished {
                 summary: Some("done".into()),
+                summary_blob: None,
             },
             Event::Failed { error: "no".into() },
             Event::Snapshot {
@@ -482,6 +546,75 @@ pub(crate) mod tests {
             serde_json::to_string(&event).unwrap(),
             r#"{"type":"paused","reason":{"kind":"approval","detail":"ok?"}}"#
         );
+    }
+
+    #[test]
+    fn finished_of_the_older_shape_decodes() {
+        // Written before `summary_blob` existed: the inline summary is the
+        // whole text.
+        let old = r#"{"seq":9,"at_ms":1,"type":"finished","summary":"all done"}"#;
+        let record: EventRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            record.event,
+            Event::Finished {
+                summary: Some("all done".into()),
+                summary_blob: None,
+            }
+        );
+        // And an absent summary still decodes, and writes back the same.
+        let bare: Event = serde_json::from_str(r#"{"type":"finished"}"#).unwrap();
+        assert_eq!(
+            bare,
+            Event::Finished {
+                summary: None,
+                summary_blob: None
+            }
+        );
+        assert_eq!(
+            serde_json::to_string(&bare).unwrap(),
+            r#"{"type":"finished"}"#
+        );
+    }
+
+    #[test]
+    fn bounded_cuts_on_a_character_boundary() {
+        let short = "é".repeat(10);
+        assert_eq!(bounded(&short), short.as_str());
+        // Two-byte characters across an odd bound: the cut backs off to
+        // the boundary below it.
+        let long = format!("a{}", "é".repeat(MAX_INLINE_TEXT));
+        let cut = bounded(&long);
+        assert!(cut.ends_with('…'));
+        let kept = cut.trim_end_matches('…');
+        assert!(kept.len() <= MAX_INLINE_TEXT && kept.len() >= MAX_INLINE_TEXT - 1);
+        assert!(long.starts_with(kept));
+    }
+
+    #[test]
+    fn bound_text_keeps_every_event_writable() {
+        let huge = "\u{1}".repeat(MAX_EVENT_JSON);
+        let mut events = every_event();
+        for event in &mut events {
+            match event {
+                Event::ModelFailed { error, .. } | Event::Failed { error } => *error = huge.clone(),
+                Event::ToolInDoubt { reason, .. } => *reason = huge.clone(),
+                Event::Paused { reason } => reason.detail = huge.clone(),
+                Event::Error { message, .. } => *message = huge.clone(),
+                Event::Resumed { note, .. } => *note = Some(huge.clone()),
+                _ => {}
+            }
+            event.bound_text();
+            let json = serde_json::to_string(&event).unwrap();
+            // Six bytes of JSON per control character, plus the rest.
+            assert!(json.len() < 7 * MAX_INLINE_TEXT, "{}", event.kind());
+        }
+        // The summary is never cut: a long one is the loop's to blob.
+        let mut finished = Event::Finished {
+            summary: Some(huge.clone()),
+            summary_blob: None,
+        };
+        finished.bound_text();
+        assert!(matches!(finished, Event::Finished { summary: Some(s), .. } if s == huge));
     }
 
     #[test]
@@ -668,7 +801,12 @@ mod fuzz {
                 prop::option::of(text())
             )
                 .prop_map(|(raised, note)| Event::Resumed { raised, note }),
-            prop::option::of(text()).prop_map(|summary| Event::Finished { summary }),
+            (prop::option::of(text()), prop::option::of(blob())).prop_map(
+                |(summary, summary_blob)| Event::Finished {
+                    summary,
+                    summary_blob
+                }
+            ),
             text().prop_map(|error| Event::Failed { error }),
             (blob(), any::<u64>())
                 .prop_map(|(state, through_seq)| Event::Snapshot { state, through_seq }),

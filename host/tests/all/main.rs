@@ -17,6 +17,8 @@
 //! - [`defects`]: three defects of issue 7 (unknown `only` name, bad
 //!   model URLs, one answer past `max_tool_calls`), each refused or capped.
 //! - [`escapes`]: guest and model text cannot drive the operator's terminal.
+//! - [`large`]: a 1 MiB final answer finishes the session; the whole text is
+//!   in a blob.
 
 mod support;
 
@@ -27,5 +29,6 @@ mod defects;
 mod escapes;
 mod example;
 mod grants;
+mod large;
 mod lease;
 mod limits;

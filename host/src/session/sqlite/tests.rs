@@ -146,7 +146,15 @@ async fn list_and_status_follow_lifecycle_events() {
     assert_eq!((s.status, s.last_seq), (SessionStatus::Paused, 4));
     assert_eq!(s.updated_ms, s.created_ms + 6);
     store
-        .append(&a, &lease, 5, &[Event::Finished { summary: None }])
+        .append(
+            &a,
+            &lease,
+            5,
+            &[Event::Finished {
+                summary: None,
+                summary_blob: None,
+            }],
+        )
         .await
         .unwrap();
     assert_eq!(
