@@ -1274,8 +1274,34 @@ fn trim_receipt(mut receipt: serde_json::Value) -> serde_json::Value {
     if let Some(logs) = receipt.get_mut("logs").and_then(|l| l.as_array_mut()) {
         logs.truncate(16);
     }
+    // The hands bound each entry (4 KiB) and each list (64 entries), but
+    // not their sum: 64 uses of 8 KiB of guest-chosen paths, escaped, would
+    // make `tool_finished` too large to store. Drop entries from the ends
+    // of the lists until the receipt fits, and say how many.
+    let json_len = |v: &serde_json::Value| serde_json::to_string(v).map_or(0, |s| s.len());
+    let mut size = json_len(&receipt);
+    let mut dropped = 0u64;
+    for key in ["logs", "used", "denied", "limits_hit"] {
+        let Some(items) = receipt.get_mut(key).and_then(|l| l.as_array_mut()) else {
+            continue;
+        };
+        while size > MAX_RECEIPT_JSON {
+            let Some(item) = items.pop() else { break };
+            size = size.saturating_sub(json_len(&item) + 1);
+            dropped += 1;
+        }
+    }
+    if dropped > 0
+        && let Some(object) = receipt.as_object_mut()
+    {
+        object.insert("entries_dropped".to_owned(), dropped.into());
+    }
     receipt
 }
+
+/// The most a trimmed receipt takes in `tool_finished`, as JSON: about
+/// 32 KiB (the count of removed entries adds a few bytes).
+const MAX_RECEIPT_JSON: usize = 32 * 1024;
 
 /// Poll every future to completion on the current task and return their
 /// outputs in order. Read-only calls of one answer are few; a plain join
@@ -1347,4 +1373,37 @@ fn _run_is_send<'a>(
     runner: &'a mut Runner<'a>,
 ) -> impl Future<Output = Result<RunEnd, RunError>> + Send + 'a {
     runner.run()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_receipt_of_many_large_entries_is_trimmed_to_fit() {
+        let entry = serde_json::json!({
+            "capability": "fs",
+            "resource": "\u{1}".repeat(4096),
+            "detail": "\u{1}".repeat(4096),
+        });
+        let receipt = serde_json::json!({
+            "wall_us": 7,
+            "bytes_written": 3,
+            "used": vec![entry.clone(); 64],
+            "denied": vec![entry; 64],
+            "logs": [],
+        });
+        assert!(receipt.to_string().len() > crate::session::MAX_EVENT_JSON);
+        let trimmed = trim_receipt(receipt);
+        assert!(trimmed.to_string().len() <= MAX_RECEIPT_JSON);
+        // What the fold and `log` read is kept; what went is counted.
+        assert_eq!(trimmed["wall_us"], 7);
+        assert_eq!(trimmed["bytes_written"], 3);
+        let kept = trimmed["used"].as_array().map_or(0, Vec::len)
+            + trimmed["denied"].as_array().map_or(0, Vec::len);
+        assert_eq!(trimmed["entries_dropped"], (128 - kept) as u64);
+        // A small receipt is left as it was.
+        let small = serde_json::json!({"wall_us": 1, "used": [{"capability": "fs"}]});
+        assert_eq!(trim_receipt(small.clone()), small);
+    }
 }
