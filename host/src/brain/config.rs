@@ -81,9 +81,18 @@ pub struct ModelConfig {
     /// Stream responses. Default true.
     #[serde(default = "yes")]
     pub stream: bool,
-    /// Per-request timeout. Default 120 s.
+    /// Idle timeout: the longest wait for the next byte of an answer,
+    /// the first byte included (connecting, sending, waiting for the
+    /// status line), then each gap in the body or stream. Default 120 s.
+    /// The name is kept from when it bounded the whole request, so old
+    /// agent files still load; a whole request is `request_deadline`'s.
     #[serde(default = "default_request_timeout", with = "duration_text")]
     pub request_timeout: Duration,
+    /// The longest one request may take as a whole, stream included, however
+    /// lively. Default 30 min: a long answer from a reasoning model streams
+    /// for minutes, and a stall is caught by `request_timeout` well before.
+    #[serde(default = "default_request_deadline", with = "duration_text")]
+    pub request_deadline: Duration,
 }
 
 fn default_max_tokens() -> u32 {
@@ -96,6 +105,10 @@ fn yes() -> bool {
 
 fn default_request_timeout() -> Duration {
     Duration::from_secs(120)
+}
+
+fn default_request_deadline() -> Duration {
+    Duration::from_secs(30 * 60)
 }
 
 /// Limits of one session. Hitting one pauses the session with the reason;
@@ -573,6 +586,35 @@ mod dir_tests {
 }
 
 #[cfg(test)]
+mod model_tests {
+    use super::*;
+
+    fn model(fields: &str) -> ModelConfig {
+        toml::from_str(&format!("provider = \"openai\"\nmodel = \"m\"\n{fields}")).unwrap()
+    }
+
+    #[test]
+    fn timeouts_default_and_old_files_still_load() {
+        let m = model("");
+        assert_eq!(m.request_timeout, Duration::from_secs(120));
+        assert_eq!(m.request_deadline, Duration::from_secs(30 * 60));
+        // A file from before `request_deadline` existed: its
+        // `request_timeout` is now the idle timeout.
+        let m = model("request_timeout = \"5s\"");
+        assert_eq!(m.request_timeout, Duration::from_secs(5));
+        assert_eq!(m.request_deadline, Duration::from_secs(30 * 60));
+        let m = model("request_timeout = \"1s\"\nrequest_deadline = \"2h\"");
+        assert_eq!(m.request_timeout, Duration::from_secs(1));
+        assert_eq!(m.request_deadline, Duration::from_secs(7200));
+        let err = toml::from_str::<ModelConfig>(
+            "provider = \"openai\"\nmodel = \"m\"\nidle_timeout = \"1s\"",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("idle_timeout"), "{err}");
+    }
+}
+
+#[cfg(test)]
 mod fuzz {
     //! Property tests over `agent.toml` as an operator (or a tool writing
     //! into a checked-out agent directory) might hand it over: any text is
@@ -867,6 +909,7 @@ mod fuzz {
             ("temperature", any::<f64>().prop_map(Value::Float).boxed()),
             ("stream", any::<bool>().prop_map(Value::Boolean).boxed()),
             ("request_timeout", duration()),
+            ("request_deadline", duration()),
         ]);
         let limits = table(
             SessionLimits::NAMES

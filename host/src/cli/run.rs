@@ -126,7 +126,8 @@ fn provider_for(model: &ModelConfig) -> Result<Arc<dyn ModelProvider>, Failure> 
             }
             cfg.api_key = key("OPENAI_API_KEY");
             cfg.stream = model.stream;
-            cfg.timeout = model.request_timeout;
+            cfg.idle_timeout = model.request_timeout;
+            cfg.deadline = model.request_deadline;
             Arc::new(OpenAiProvider::new(cfg).map_err(fail)?)
         }
         "anthropic" => {
@@ -141,7 +142,8 @@ fn provider_for(model: &ModelConfig) -> Result<Arc<dyn ModelProvider>, Failure> 
                 )));
             }
             cfg.stream = model.stream;
-            cfg.timeout = model.request_timeout;
+            cfg.idle_timeout = model.request_timeout;
+            cfg.deadline = model.request_deadline;
             Arc::new(AnthropicProvider::new(cfg).map_err(fail)?)
         }
         "replay" => {

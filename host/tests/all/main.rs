@@ -19,6 +19,7 @@
 //! - [`escapes`]: guest and model text cannot drive the operator's terminal.
 //! - [`large`]: a 1 MiB final answer finishes the session; the whole text is
 //!   in a blob.
+//! - [`stream_timeouts`]: a live stream longer than `request_timeout` finishes.
 
 mod support;
 
@@ -32,3 +33,4 @@ mod grants;
 mod large;
 mod lease;
 mod limits;
+mod stream_timeouts;

@@ -57,10 +57,14 @@ pub struct AnthropicConfig {
     /// Stream the answer. Default `true` (Anthropic recommends streaming
     /// for long answers; a stall is caught by `idle_timeout`).
     pub stream: bool,
-    /// Bound on one whole request, connect to last byte. Default 10 min.
-    pub timeout: Duration,
-    /// Bound on the silence between two chunks of a stream (the API pings
-    /// while a stream is idle). Default 120 s.
+    /// Bound on one whole request, connect to last byte, however lively
+    /// the stream. Default 30 min: long enough for a long answer from a
+    /// reasoning model; a stall is `idle_timeout`'s job.
+    pub deadline: Duration,
+    /// Bound on every wait for the next byte of the answer: connecting and
+    /// waiting for the status line, then each gap between chunks of the
+    /// body (streamed or not). Default 120 s. The API pings while a stream is
+    /// idle, so a healthy stream never comes near it.
     pub idle_timeout: Duration,
 }
 
@@ -75,7 +79,7 @@ impl AnthropicConfig {
             api_key: None,
             model: model.into(),
             stream: true,
-            timeout: Duration::from_secs(600),
+            deadline: Duration::from_secs(30 * 60),
             idle_timeout: Duration::from_secs(120),
         }
     }
@@ -314,19 +318,22 @@ impl ModelProvider for AnthropicProvider {
         let mut rb = self
             .client
             .post(&self.url)
-            .timeout(self.cfg.timeout)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header("anthropic-version", API_VERSION)
             .body(body);
         if let Some(k) = &self.cfg.api_key {
             rb = rb.header("x-api-key", k.header("")?);
         }
-        let resp = http::send(rb, redact).await?;
-        if self.cfg.stream {
-            self.stream(resp).await
-        } else {
-            parse_response(&http::json_body(resp, redact).await?, redact)
-        }
+        let idle = self.cfg.idle_timeout;
+        http::within_deadline(self.cfg.deadline, async {
+            let resp = http::send(rb, idle, redact).await?;
+            if self.cfg.stream {
+                self.stream(resp).await
+            } else {
+                parse_response(&http::json_body(resp, idle, redact).await?, redact)
+            }
+        })
+        .await
     }
 }
 
@@ -434,7 +441,7 @@ mod tests {
 
     use super::*;
     use crate::brain::model::testing::{
-        CANARY, Reply, TestServer, assert_no_canary, sample_request, sse,
+        CANARY, Reply, TestServer, assert_no_canary, paced, sample_request, sse,
     };
     use crate::brain::model::{RetryPolicy, complete_with_retry};
 
@@ -443,7 +450,7 @@ mod tests {
         cfg.base_url = server.url.clone();
         cfg.api_key = Some(ApiKey::new(CANARY));
         cfg.stream = stream;
-        cfg.timeout = Duration::from_secs(1);
+        cfg.deadline = Duration::from_secs(1);
         cfg.idle_timeout = Duration::from_millis(500);
         AnthropicProvider::new(cfg).unwrap()
     }
@@ -801,6 +808,80 @@ mod tests {
             .unwrap_err();
         assert_eq!(e, ModelError::Timeout);
         assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+
+    /// A streaming provider with the given idle timeout and deadline.
+    fn clocked(server: &TestServer, idle_ms: u64, deadline_ms: u64) -> AnthropicProvider {
+        let mut cfg = AnthropicConfig::new("claude-test");
+        cfg.base_url = server.url.clone();
+        cfg.idle_timeout = Duration::from_millis(idle_ms);
+        cfg.deadline = Duration::from_millis(deadline_ms);
+        AnthropicProvider::new(cfg).unwrap()
+    }
+
+    /// A whole text answer in 10 events: 3 s of stream at a 300 ms gap.
+    fn slow_answer() -> Vec<String> {
+        let mut events = vec![start(), block_start(0, json!({"type": "text", "text": ""}))];
+        events.extend((0..5).map(|_| text_delta(0, "ab")));
+        events.push(block_stop(0));
+        events.extend(end("end_turn"));
+        sse(&events)
+    }
+
+    #[tokio::test]
+    async fn live_stream_longer_than_the_idle_timeout_succeeds() {
+        let server = TestServer::start(vec![Reply::SsePaced(paced(
+            slow_answer(),
+            Duration::from_millis(250),
+        ))])
+        .await;
+        let t0 = Instant::now();
+        let r = clocked(&server, 1000, 10_000)
+            .complete(&text_only())
+            .await
+            .unwrap();
+        assert_eq!(r.text.as_deref(), Some("ababababab"));
+        assert_eq!(r.stop_reason, StopReason::EndTurn);
+        assert!(t0.elapsed() >= Duration::from_secs(2), "{:?}", t0.elapsed());
+    }
+
+    #[tokio::test]
+    async fn stall_mid_stream_past_the_idle_timeout_times_out() {
+        let mut chunks = paced(slow_answer(), Duration::from_millis(50));
+        chunks[4].0 = Duration::from_secs(2);
+        let server = TestServer::start(vec![Reply::SsePaced(chunks)]).await;
+        let t0 = Instant::now();
+        let e = clocked(&server, 1000, 10_000)
+            .complete(&text_only())
+            .await
+            .unwrap_err();
+        assert_eq!(e, ModelError::Timeout);
+        assert!(e.retryable());
+        let took = t0.elapsed();
+        assert!(
+            took >= Duration::from_millis(1000) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn deadline_ends_a_live_stream() {
+        let server = TestServer::start(vec![Reply::SsePaced(paced(
+            slow_answer(),
+            Duration::from_millis(250),
+        ))])
+        .await;
+        let t0 = Instant::now();
+        let e = clocked(&server, 1000, 800)
+            .complete(&text_only())
+            .await
+            .unwrap_err();
+        assert_eq!(e, ModelError::Timeout);
+        let took = t0.elapsed();
+        assert!(
+            took >= Duration::from_millis(800) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
     }
 
     #[tokio::test]

@@ -28,8 +28,8 @@ pub enum ModelError {
         /// The start of the response body, key redacted.
         body: String,
     },
-    /// No complete answer within the configured timeout (also HTTP 408).
-    /// Retryable.
+    /// No next byte within the idle timeout, or no complete answer by the
+    /// deadline (also HTTP 408). Retryable.
     #[error("model request timed out")]
     Timeout,
     /// Connecting, sending or receiving failed below HTTP (DNS, TCP, TLS,

@@ -2,6 +2,18 @@
 //! the mapping from HTTP failures to [`ModelError`], and body reading with
 //! timeouts.
 //!
+//! Two clocks bound a request, and they answer different questions. The
+//! idle timeout asks "is the server still there?": it bounds every wait for
+//! the next byte, the first one (connecting, sending, waiting for the
+//! status line) included, so a stalled server is noticed within it however
+//! long the answer as a whole runs. The deadline asks "is this worth
+//! waiting for?": it bounds the whole exchange, last byte included, and is
+//! long (minutes) because a streamed answer from a reasoning model can
+//! legitimately take that long while sending a byte every second. A single
+//! whole-request timeout cannot do both: short, it kills long healthy
+//! streams; long, a stall holds the session for all of it. Both expire as
+//! [`ModelError::Timeout`], which the loop retries.
+//!
 //! Everything that can carry text a server sent us into an error goes
 //! through [`Redactor`], which removes the API key (servers do echo keys
 //! back, e.g. OpenAI's "Incorrect API key provided: sk-…") and bounds the
@@ -170,32 +182,65 @@ pub(crate) fn client() -> Result<reqwest::Client, ModelError> {
         .map_err(|e| ModelError::Transport(format!("building HTTP client: {e}")))
 }
 
+/// Runs one whole exchange (send, then read the answer) under `deadline`;
+/// past it the exchange is dropped (closing the connection) and the answer
+/// is [`ModelError::Timeout`].
+pub(crate) async fn within_deadline<T>(
+    deadline: Duration,
+    exchange: impl Future<Output = Result<T, ModelError>>,
+) -> Result<T, ModelError> {
+    tokio::time::timeout(deadline, exchange)
+        .await
+        .unwrap_or(Err(ModelError::Timeout))
+}
+
 /// Sends `req`, and turns any non-2xx answer into its error (reading the
-/// error body first, bounded by the request's timeout).
+/// error body first). Connecting, sending and waiting for the status line
+/// together may take at most `idle`: until the first byte of the answer
+/// the server has given no sign of life.
 pub(crate) async fn send(
     req: reqwest::RequestBuilder,
+    idle: Duration,
     redact: Redactor<'_>,
 ) -> Result<reqwest::Response, ModelError> {
-    let resp = req.send().await.map_err(|e| redact.transport(&e))?;
+    let resp = tokio::time::timeout(idle, req.send())
+        .await
+        .map_err(|_| ModelError::Timeout)?
+        .map_err(|e| redact.transport(&e))?;
     let status = resp.status();
     if status.is_success() {
         return Ok(resp);
     }
     let headers = resp.headers().clone();
-    let body = match resp.bytes().await {
+    let body = match read_all(resp, idle, redact).await {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-        Err(e) if e.is_timeout() => return Err(ModelError::Timeout),
+        Err(ModelError::Timeout) => return Err(ModelError::Timeout),
         Err(_) => String::new(),
     };
     Err(redact.status(status.as_u16(), &headers, &body))
 }
 
-/// Reads a whole body and parses it as JSON.
+/// Reads a whole body, chunk by chunk, each wait bounded by `idle`.
+async fn read_all(
+    mut resp: reqwest::Response,
+    idle: Duration,
+    redact: Redactor<'_>,
+) -> Result<Vec<u8>, ModelError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = next_chunk(&mut resp, idle, redact).await? {
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Reads a whole body and parses it as JSON; each wait for the next chunk
+/// is bounded by `idle`, as in a stream.
 pub(crate) async fn json_body(
     resp: reqwest::Response,
+    idle: Duration,
     redact: Redactor<'_>,
 ) -> Result<serde_json::Value, ModelError> {
-    let bytes = resp.bytes().await.map_err(|e| redact.transport(&e))?;
+    let bytes = read_all(resp, idle, redact).await?;
     serde_json::from_slice(&bytes).map_err(|e| {
         ModelError::BadResponse(format!(
             "unparseable JSON ({e}): {}",
@@ -206,7 +251,7 @@ pub(crate) async fn json_body(
 
 /// The next chunk of a streamed body; `None` at its end. A gap longer than
 /// `idle` between chunks is a [`ModelError::Timeout`]: a stalled stream
-/// must not hold a session for the whole request timeout.
+/// must not hold a session until the deadline.
 pub(crate) async fn next_chunk(
     resp: &mut reqwest::Response,
     idle: Duration,

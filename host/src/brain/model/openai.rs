@@ -56,11 +56,15 @@ pub struct OpenAiConfig {
     pub model: String,
     /// Stream the answer. Default `true`: a long answer keeps the
     /// connection busy (so idle proxies do not cut it) and a stall is
-    /// caught by `idle_timeout` instead of waiting out `timeout`.
+    /// caught by `idle_timeout` instead of waiting out `deadline`.
     pub stream: bool,
-    /// Bound on one whole request, connect to last byte. Default 10 min.
-    pub timeout: Duration,
-    /// Bound on the silence between two chunks of a stream. Default 120 s.
+    /// Bound on one whole request, connect to last byte, however lively
+    /// the stream. Default 30 min: long enough for a long answer from a
+    /// reasoning model; a stall is `idle_timeout`'s job.
+    pub deadline: Duration,
+    /// Bound on every wait for the next byte of the answer: connecting and
+    /// waiting for the status line, then each gap between chunks of the
+    /// body (streamed or not). Default 120 s.
     pub idle_timeout: Duration,
     /// Default [`MaxTokensField::MaxTokens`].
     pub max_tokens_field: MaxTokensField,
@@ -77,7 +81,7 @@ impl OpenAiConfig {
             api_key: None,
             model: model.into(),
             stream: true,
-            timeout: Duration::from_secs(600),
+            deadline: Duration::from_secs(30 * 60),
             idle_timeout: Duration::from_secs(120),
             max_tokens_field: MaxTokensField::default(),
         }
@@ -298,18 +302,21 @@ impl ModelProvider for OpenAiProvider {
         let mut rb = self
             .client
             .post(&self.url)
-            .timeout(self.cfg.timeout)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body);
         if let Some(k) = &self.cfg.api_key {
             rb = rb.header(reqwest::header::AUTHORIZATION, k.header("Bearer ")?);
         }
-        let resp = http::send(rb, redact).await?;
-        if self.cfg.stream {
-            self.stream(resp).await
-        } else {
-            parse_response(&http::json_body(resp, redact).await?, redact)
-        }
+        let idle = self.cfg.idle_timeout;
+        http::within_deadline(self.cfg.deadline, async {
+            let resp = http::send(rb, idle, redact).await?;
+            if self.cfg.stream {
+                self.stream(resp).await
+            } else {
+                parse_response(&http::json_body(resp, idle, redact).await?, redact)
+            }
+        })
+        .await
     }
 }
 
@@ -400,7 +407,7 @@ mod tests {
 
     use super::*;
     use crate::brain::model::testing::{
-        CANARY, Reply, TestServer, assert_no_canary, sample_request, sse,
+        CANARY, Reply, TestServer, assert_no_canary, paced, sample_request, sse,
     };
     use crate::brain::model::{RetryPolicy, complete_with_retry};
 
@@ -409,7 +416,7 @@ mod tests {
         cfg.base_url = format!("{}/v1/", server.url);
         cfg.api_key = Some(ApiKey::new(CANARY));
         cfg.stream = stream;
-        cfg.timeout = Duration::from_secs(1);
+        cfg.deadline = Duration::from_secs(1);
         cfg.idle_timeout = Duration::from_millis(500);
         OpenAiProvider::new(cfg).unwrap()
     }
@@ -742,6 +749,108 @@ mod tests {
             .unwrap_err();
         assert_eq!(e, ModelError::Timeout);
         assert!(start.elapsed() < Duration::from_secs(5));
+    }
+
+    /// A provider with the given idle timeout and deadline.
+    fn clocked(
+        server: &TestServer,
+        stream: bool,
+        idle_ms: u64,
+        deadline_ms: u64,
+    ) -> OpenAiProvider {
+        let mut cfg = OpenAiConfig::new("gpt-test");
+        cfg.base_url = format!("{}/v1/", server.url);
+        cfg.stream = stream;
+        cfg.idle_timeout = Duration::from_millis(idle_ms);
+        cfg.deadline = Duration::from_millis(deadline_ms);
+        OpenAiProvider::new(cfg).unwrap()
+    }
+
+    /// Seven text chunks and the terminator: 8 events, so 2.4 s of stream
+    /// at a 300 ms gap.
+    fn slow_answer() -> Vec<String> {
+        let mut events: Vec<(&str, Value)> = (0..6)
+            .map(|_| chunk(json!({"content": "ab"}), None))
+            .collect();
+        events.push(chunk(json!({"content": "c"}), Some("stop")));
+        let mut events = sse(&events);
+        events.push(done());
+        events
+    }
+
+    #[tokio::test]
+    async fn live_stream_longer_than_the_idle_timeout_succeeds() {
+        // The issue-7 defect: an event every 2 s under a 5 s timeout timed
+        // out. Scaled down: every 300 ms for 2.4 s, idle timeout 1 s.
+        let server = TestServer::start(vec![Reply::SsePaced(paced(
+            slow_answer(),
+            Duration::from_millis(300),
+        ))])
+        .await;
+        let t0 = Instant::now();
+        let r = clocked(&server, true, 1000, 10_000)
+            .complete(&text_only())
+            .await
+            .unwrap();
+        assert_eq!(r.text.as_deref(), Some("ababababababc"));
+        assert_eq!(r.stop_reason, StopReason::EndTurn);
+        assert!(t0.elapsed() >= Duration::from_secs(2), "{:?}", t0.elapsed());
+    }
+
+    #[tokio::test]
+    async fn stall_mid_stream_past_the_idle_timeout_times_out() {
+        let mut chunks = paced(slow_answer(), Duration::from_millis(50));
+        chunks[3].0 = Duration::from_secs(2);
+        let server = TestServer::start(vec![Reply::SsePaced(chunks)]).await;
+        let t0 = Instant::now();
+        let e = clocked(&server, true, 1000, 10_000)
+            .complete(&text_only())
+            .await
+            .unwrap_err();
+        assert_eq!(e, ModelError::Timeout);
+        assert!(e.retryable());
+        let took = t0.elapsed();
+        assert!(
+            took >= Duration::from_millis(1000) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn deadline_ends_a_live_stream() {
+        let server = TestServer::start(vec![Reply::SsePaced(paced(
+            slow_answer(),
+            Duration::from_millis(300),
+        ))])
+        .await;
+        let t0 = Instant::now();
+        let e = clocked(&server, true, 1000, 800)
+            .complete(&text_only())
+            .await
+            .unwrap_err();
+        assert_eq!(e, ModelError::Timeout);
+        assert!(e.retryable());
+        let took = t0.elapsed();
+        assert!(
+            took >= Duration::from_millis(800) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn idle_timeout_bounds_the_first_byte() {
+        // Hang never answers; the deadline is far away, so only the idle
+        // timeout can end this quickly, streamed or not.
+        for stream in [false, true] {
+            let server = TestServer::start(vec![Reply::Hang]).await;
+            let t0 = Instant::now();
+            let e = clocked(&server, stream, 300, 30_000)
+                .complete(&text_only())
+                .await
+                .unwrap_err();
+            assert_eq!(e, ModelError::Timeout);
+            assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        }
     }
 
     #[tokio::test]

@@ -27,6 +27,9 @@ pub enum Reply {
     Sse(Vec<String>),
     /// Like `Sse`, then the server stalls without closing.
     SseThenStall(Vec<String>),
+    /// Like `Sse`, waiting the given time before writing each chunk: a
+    /// slow but live stream, or one that stalls part-way and resumes.
+    SsePaced(Vec<(Duration, String)>),
     /// Read the request, never answer.
     Hang,
 }
@@ -161,6 +164,18 @@ async fn serve(
             }
             let _ = sock.shutdown().await;
         }
+        Reply::SsePaced(chunks) => {
+            let head =
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+            let _ = sock.write_all(head.as_bytes()).await;
+            let _ = sock.flush().await;
+            for (wait, c) in chunks {
+                tokio::time::sleep(wait).await;
+                let _ = sock.write_all(c.as_bytes()).await;
+                let _ = sock.flush().await;
+            }
+            let _ = sock.shutdown().await;
+        }
         Reply::Hang => {
             tokio::time::sleep(Duration::from_secs(60)).await;
         }
@@ -220,6 +235,11 @@ pub fn sse(events: &[(&str, serde_json::Value)]) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// Spreads SSE events over time: `gap` before each one.
+pub fn paced(events: Vec<String>, gap: Duration) -> Vec<(Duration, String)> {
+    events.into_iter().map(|e| (gap, e)).collect()
 }
 
 /// The canary key every provider test uses; no error may ever show it.
