@@ -404,6 +404,17 @@ impl AgentConfig {
                 ));
             }
         }
+        for (name, value) in [
+            ("request_timeout", self.model.request_timeout),
+            ("request_deadline", self.model.request_deadline),
+        ] {
+            if value.is_zero() {
+                return Err(format!(
+                    "model.{name} is zero: every request would time out at once; e.g. \
+                     {name} = \"120s\""
+                ));
+            }
+        }
         if let Some(url) = &self.model.base_url {
             check_base_url(url).map_err(|e| {
                 format!("model.base_url: {e}; e.g. base_url = \"{BASE_URL_EXAMPLE}\"")
@@ -611,6 +622,19 @@ mod model_tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("idle_timeout"), "{err}");
+    }
+
+    #[test]
+    fn zero_timeouts_are_refused_at_load() {
+        for field in ["request_timeout", "request_deadline"] {
+            let text = format!(
+                "name = \"a\"\ninstructions = \"i\"\n[model]\nprovider = \"openai\"\n\
+                 model = \"m\"\n{field} = \"0s\"\n"
+            );
+            let config: AgentConfig = toml::from_str(&text).unwrap();
+            let err = config.check(Path::new(".")).unwrap_err();
+            assert!(err.contains(field) && err.contains("zero"), "{err}");
+        }
     }
 }
 
