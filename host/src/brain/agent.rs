@@ -1264,10 +1264,7 @@ fn trim_receipt(mut receipt: serde_json::Value) -> serde_json::Value {
             && let Some(s) = text.as_str()
             && s.len() > 1024
         {
-            let mut end = 1024;
-            while !s.is_char_boundary(end) {
-                end -= 1;
-            }
+            let end = s.floor_char_boundary(1024);
             *text = serde_json::Value::String(format!("{}…", &s[..end]));
         }
     }

@@ -40,10 +40,7 @@ pub fn cut(mut text: String, limit: usize) -> String {
     if text.len() <= limit {
         return text;
     }
-    let mut end = limit;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = text.floor_char_boundary(limit);
     let dropped = text.len() - end;
     text.truncate(end);
     text.push_str(&format!(" … [{dropped} bytes dropped]"));

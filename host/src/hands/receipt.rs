@@ -169,17 +169,9 @@ impl Journal {
             self.logs_dropped += 1;
             return;
         }
-        let mut end = message.len().min(MAX_LOG_LINE_BYTES);
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        let mut kept = message[..end].to_owned();
-        if end < message.len() {
-            kept.push_str(&format!(" … [{} bytes dropped]", message.len() - end));
-        }
         self.logs.push(LogLine {
             level: level.to_owned(),
-            message: kept,
+            message: super::bound::cut(message.to_owned(), MAX_LOG_LINE_BYTES),
         });
     }
 }

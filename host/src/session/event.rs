@@ -53,10 +53,7 @@ pub fn bounded(text: &str) -> std::borrow::Cow<'_, str> {
     if text.len() <= MAX_INLINE_TEXT {
         return std::borrow::Cow::Borrowed(text);
     }
-    let mut end = MAX_INLINE_TEXT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = text.floor_char_boundary(MAX_INLINE_TEXT);
     std::borrow::Cow::Owned(format!("{}…", &text[..end]))
 }
 

@@ -90,11 +90,7 @@ impl Redactor<'_> {
             _ => s.to_owned(),
         };
         if s.len() > MAX_BODY {
-            let mut cut = MAX_BODY;
-            while !s.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            s.truncate(cut);
+            s.truncate(s.floor_char_boundary(MAX_BODY));
             s.push('…');
         }
         s

@@ -407,7 +407,7 @@ mod tests {
 
     use super::*;
     use crate::brain::model::testing::{
-        CANARY, Reply, TestServer, assert_no_canary, paced, sample_request, sse,
+        CANARY, Reply, TestServer, assert_no_canary, assert_timed_out, paced, sample_request, sse,
     };
     use crate::brain::model::{RetryPolicy, complete_with_retry};
 
@@ -807,13 +807,7 @@ mod tests {
             .complete(&text_only())
             .await
             .unwrap_err();
-        assert_eq!(e, ModelError::Timeout);
-        assert!(e.retryable());
-        let took = t0.elapsed();
-        assert!(
-            took >= Duration::from_millis(1000) && took < Duration::from_secs(2),
-            "{took:?}"
-        );
+        assert_timed_out(&e, t0, Duration::from_millis(1000), Duration::from_secs(2));
     }
 
     #[tokio::test]
@@ -828,13 +822,7 @@ mod tests {
             .complete(&text_only())
             .await
             .unwrap_err();
-        assert_eq!(e, ModelError::Timeout);
-        assert!(e.retryable());
-        let took = t0.elapsed();
-        assert!(
-            took >= Duration::from_millis(800) && took < Duration::from_secs(2),
-            "{took:?}"
-        );
+        assert_timed_out(&e, t0, Duration::from_millis(800), Duration::from_secs(2));
     }
 
     #[tokio::test]

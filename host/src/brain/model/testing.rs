@@ -242,6 +242,25 @@ pub fn paced(events: Vec<String>, gap: Duration) -> Vec<(Duration, String)> {
     events.into_iter().map(|e| (gap, e)).collect()
 }
 
+/// Assert `err` is the retryable timeout and arrived between `min` and
+/// `max` after `since`: a clock that fires too early is as wrong as one that
+/// never fires.
+#[track_caller]
+pub fn assert_timed_out(
+    err: &super::ModelError,
+    since: std::time::Instant,
+    min: Duration,
+    max: Duration,
+) {
+    assert_eq!(err, &super::ModelError::Timeout);
+    assert!(err.retryable());
+    let took = since.elapsed();
+    assert!(
+        took >= min && took < max,
+        "{took:?} not in {min:?}..{max:?}"
+    );
+}
+
 /// The canary key every provider test uses; no error may ever show it.
 pub const CANARY: &str = "sk-canary-7f3a9c1e-NEVER-PRINT";
 
