@@ -1220,6 +1220,7 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
             .to_vec(),
         max_tokens: 4096,
         temperature: None,
+        step: 0,
     };
     let mut followup = request.clone();
     followup.messages.push(Message::Assistant {

@@ -1038,10 +1038,7 @@ impl<'h> Runner<'h> {
                     let bytes = self.get(&response).await?;
                     let r: ModelResponse = serde_json::from_slice(&bytes)
                         .map_err(|e| RunError::Log(format!("model response blob: {e}")))?;
-                    messages.push(Message::Assistant {
-                        text: r.text,
-                        tool_calls: r.tool_calls,
-                    });
+                    messages.push(Message::from(&r));
                 }
                 HistoryItem::ToolResult {
                     call_id,
@@ -1087,6 +1084,7 @@ impl<'h> Runner<'h> {
             tools,
             max_tokens,
             temperature,
+            step: self.state.steps + 1,
         })
     }
 

@@ -5,12 +5,11 @@
 //! a recording, so it is the tool for driving the real loop through a fixed
 //! plan: producing an example's cassette (`run --script … --record …`),
 //! benchmarks, and crash tests where a call in doubt changes what the model
-//! is told. The turn is the number of assistant messages already in the
-//! request, so the provider is stateless: a resumed process that re-sends a
-//! request gets the same answer. Limitation: once the loop drops old turns
-//! to fit `context_tokens`, that count no longer equals the turn number, so
-//! scripts longer than the context budget replay the wrong answers; give
-//! such runs a large `context_tokens`.
+//! is told. The turn is the loop's step number, carried in the request (not
+//! sent on any wire), so the provider is stateless: a resumed process that
+//! re-sends a request gets the same answer, and a run longer than the
+//! context window (where old turns are dropped from the request) still gets
+//! answer *k* at turn *k*.
 
 use std::path::Path;
 
@@ -59,11 +58,16 @@ impl ModelProvider for ScriptProvider {
     }
 
     async fn complete(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let turn = req
-            .messages
-            .iter()
-            .filter(|m| matches!(m, Message::Assistant { .. }))
-            .count();
+        // The loop numbers its turns from 1; a request built elsewhere
+        // (step 0) counts the answers it carries, as before.
+        let turn = match req.step {
+            0 => req
+                .messages
+                .iter()
+                .filter(|m| matches!(m, Message::Assistant { .. }))
+                .count(),
+            step => usize::try_from(step - 1).unwrap_or(usize::MAX),
+        };
         self.responses.get(turn).cloned().ok_or_else(|| {
             ModelError::BadResponse(format!(
                 "the script has {} responses and turn {} was asked for",

@@ -461,6 +461,7 @@ mod tests {
             tools: vec![],
             max_tokens: 100,
             temperature: None,
+            step: 0,
         }
     }
 

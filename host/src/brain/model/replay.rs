@@ -477,6 +477,7 @@ mod tests {
             }],
             max_tokens: 100,
             temperature: None,
+            step: 0,
         }
     }
 

@@ -162,6 +162,7 @@ mod tests {
             tools: vec![],
             max_tokens: 1,
             temperature: None,
+            step: 0,
         }
     }
 

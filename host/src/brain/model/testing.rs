@@ -322,5 +322,6 @@ pub fn sample_request() -> crate::brain::model::ModelRequest {
         }],
         max_tokens: 256,
         temperature: Some(0.5),
+        step: 0,
     }
 }

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One call to a model: the whole context, rebuilt by the loop every step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelRequest {
     /// The system prompt. Empty means "none" (no system message is sent).
     pub system: String,
@@ -22,6 +22,12 @@ pub struct ModelRequest {
     /// Sampling temperature; `None` leaves the provider's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
+    /// The loop's turn number (1 for the first answer). Never sent on the
+    /// wire and not part of the request's digest: it lets a stateless
+    /// script answer by turn even after old turns were dropped from
+    /// `messages` to fit the context window.
+    #[serde(skip)]
+    pub step: u64,
 }
 
 /// A tool the model may call.
@@ -82,6 +88,16 @@ pub enum Message {
         #[serde(default)]
         is_error: bool,
     },
+}
+
+impl From<&ModelResponse> for Message {
+    /// The answer as it is replayed to the model in later requests.
+    fn from(response: &ModelResponse) -> Self {
+        Message::Assistant {
+            text: response.text.clone(),
+            tool_calls: response.tool_calls.clone(),
+        }
+    }
 }
 
 /// A tool call as the model produced it.
