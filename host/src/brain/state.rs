@@ -64,7 +64,12 @@ pub struct PendingRequest {
 }
 
 /// Everything the loop needs, folded from events.
+///
+/// Every field defaults when missing, so a snapshot written before a field
+/// existed still decodes; a change of meaning (not just a new field) bumps
+/// the snapshot format version instead (see `brain::snapshot`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SessionState {
     /// Last event folded in.
     pub last_seq: u64,
