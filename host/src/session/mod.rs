@@ -17,5 +17,7 @@ pub mod store;
 pub use event::{
     BlobRef, Event, EventRecord, MAX_EVENT_JSON, PauseKind, PauseReason, SessionStatus,
 };
-pub use sqlite::SqliteStore;
-pub use store::{Clock, Lease, SessionId, SessionSummary, Store, StoreError, SystemClock, WakeLog};
+pub use sqlite::{SqliteOptions, SqliteStore, WriteStats};
+pub use store::{
+    Clock, Durability, Lease, SessionId, SessionSummary, Store, StoreError, SystemClock, WakeLog,
+};

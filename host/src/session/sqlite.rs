@@ -1,18 +1,27 @@
 //! The embedded default backend: one SQLite file, `<dir>/longhand.db`.
 //!
 //! Decisions, and why:
-//! - **WAL with `synchronous=FULL`**: a commit is fsynced before `append`
-//!   returns, because the loop relies on an event being durable before it
-//!   acts on it (`tool_started` before the tool runs). WAL lets readers (the
-//!   CLI's `list`, a web page) run beside the writer.
-//! - **`BEGIN IMMEDIATE`** for every write: the write lock is taken before
-//!   the lease and seq are checked, so two processes on one file can never
-//!   both pass the checks (no lock-upgrade deadlocks either); `busy_timeout`
-//!   makes the loser wait instead of failing.
-//! - **One connection per store, behind a mutex, used from
-//!   `spawn_blocking`**: SQLite serialises writers anyway, and a single
-//!   connection keeps the code obviously correct. Several processes (or
-//!   several `SqliteStore`s) may open the same file.
+//! - **WAL, one writer thread, group commit** ([`writer`]): every write
+//!   (appends of all sessions, blob puts, lease operations) goes through one
+//!   thread that owns the write connection and commits whatever is pending
+//!   in one transaction, each request in its own savepoint so a refused one
+//!   never undoes the others. SQLite allows one writer per file anyway;
+//!   batching turns N commits into one.
+//! - **Durability by request** ([`Durability`]): commits run with
+//!   `synchronous=NORMAL`, so in WAL mode a commit writes the WAL (the OS
+//!   page cache) and does not fsync: a `Soon` write is visible to every
+//!   reader and survives a process crash when it returns. A flusher thread
+//!   fsyncs the WAL file — at once for `Now` writes, which are answered only
+//!   after it, and within the flush window (default
+//!   [`DEFAULT_FLUSH_WINDOW`]) for `Soon` writes. One fsync covers every
+//!   commit before it, of every session.
+//! - **Reads on their own connections**, a small pool used from
+//!   `spawn_blocking`, each read in one read transaction (one consistent
+//!   snapshot); WAL lets them run beside the writer, never queued behind it.
+//! - **`BEGIN IMMEDIATE`** for every write transaction: the write lock is
+//!   taken before the lease and seq are checked, so two processes on one
+//!   file can never both pass the checks (no lock-upgrade deadlocks either);
+//!   `busy_timeout` makes the loser wait instead of failing.
 //! - **Checksum chain**: each event row stores
 //!   `sha256(prev_checksum || seq || at_ms || json)`, seeded per session, and
 //!   the session row stores the head. A damaged or edited row, a gap, or a
@@ -29,6 +38,8 @@
 //! This module owns the SQL and nothing else: no event semantics beyond
 //! "`session_created` is seq 1" and the lifecycle status.
 
+mod writer;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -40,8 +51,10 @@ use sha2::{Digest, Sha256};
 
 use super::event::{BlobRef, Event, EventRecord, MAX_EVENT_JSON, SessionStatus};
 use super::store::{
-    Clock, Lease, Result, SessionId, SessionSummary, Store, StoreError, SystemClock,
+    Clock, Durability, Lease, Result, SessionId, SessionSummary, Store, StoreError, SystemClock,
 };
+pub use writer::WriteStats;
+use writer::{Pending, WriteCtx, Writer};
 
 /// The database's file name inside the store directory.
 pub const DB_FILE: &str = "longhand.db";
@@ -102,7 +115,41 @@ const MIGRATIONS: &[&str] = &[
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
-/// The SQLite session store. Cheap to clone; clones share the connection.
+/// How long a `Soon` write may stay off stable storage by default: 100 ms.
+pub const DEFAULT_FLUSH_WINDOW: Duration = Duration::from_millis(100);
+
+/// At most this many idle read connections are kept; more are opened when
+/// more reads run at once, and closed after.
+const MAX_IDLE_READERS: usize = 4;
+
+/// Blobs larger than this in total are hashed on the blocking pool rather
+/// than on the caller's task (SHA-256 runs at roughly 0.5–2 GB/s).
+const HASH_INLINE_BYTES: usize = 64 << 10;
+
+/// How a [`SqliteStore`] is opened. `Default`: the system clock and
+/// [`DEFAULT_FLUSH_WINDOW`].
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// Where lease expiry reads the time. Default: [`SystemClock`].
+    pub clock: Arc<dyn Clock>,
+    /// The longest a [`Durability::Soon`] write stays off stable storage
+    /// after its commit, give or take one fsync. Default: 100 ms.
+    pub flush_window: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            clock: Arc::new(SystemClock),
+            flush_window: DEFAULT_FLUSH_WINDOW,
+        }
+    }
+}
+
+/// The SQLite session store. Cheap to clone; clones share the writer and
+/// the read connections. Dropping the last clone waits for queued writes
+/// to commit and for the flusher's last fsync, so a clean shutdown loses
+/// nothing.
 #[derive(Clone)]
 pub struct SqliteStore {
     inner: Arc<Inner>,
@@ -110,8 +157,21 @@ pub struct SqliteStore {
 
 struct Inner {
     path: PathBuf,
-    conn: Mutex<Connection>,
-    clock: Arc<dyn Clock>,
+    writer: Writer,
+    /// Idle read connections.
+    readers: Mutex<Vec<Connection>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Readers first, so that the writer's connection is the last one
+        // and closing it checkpoints the WAL into the database file.
+        self.readers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        self.writer.shut_down();
+    }
 }
 
 impl fmt::Debug for SqliteStore {
@@ -123,10 +183,112 @@ impl fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
+    /// Opens (creating if needed) `<dir>/longhand.db`, creating `dir` too,
+    /// and migrates it to [`SCHEMA_VERSION`], with the default
+    /// [`SqliteOptions`].
+    pub async fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(dir, SqliteOptions::default()).await
+    }
+
+    /// [`SqliteStore::open`] with another clock (tests, simulations).
+    pub async fn open_with_clock(dir: impl AsRef<Path>, clock: Arc<dyn Clock>) -> Result<Self> {
+        let options = SqliteOptions {
+            clock,
+            ..SqliteOptions::default()
+        };
+        Self::open_with(dir, options).await
+    }
+
+    /// [`SqliteStore::open`] with explicit options.
+    pub async fn open_with(dir: impl AsRef<Path>, options: SqliteOptions) -> Result<Self> {
+        let dir = dir.as_ref().to_owned();
+        let SqliteOptions {
+            clock,
+            flush_window,
+        } = options;
+        let (writer, path) = tokio::task::spawn_blocking(move || {
+            let (conn, path) = open_blocking(&dir)?;
+            let writer = Writer::start(conn, path.clone(), clock, flush_window)?;
+            Ok::<_, StoreError>((writer, path))
+        })
+        .await
+        .map_err(join_error)??;
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                path,
+                writer,
+                readers: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Counters of the write path (requests, commits, fsyncs) since the
+    /// store was opened.
+    pub fn write_stats(&self) -> WriteStats {
+        self.inner.writer.stats()
+    }
+
+    /// Queues `work` for the writer, to run inside a batch transaction, and
+    /// waits for its result: at commit for [`Durability::Soon`], after the
+    /// fsync that covers the commit for [`Durability::Now`]. `bytes` is the
+    /// payload size, which bounds batches.
+    async fn write<T, F>(&self, durability: Durability, bytes: usize, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, &WriteCtx<'_>) -> Result<T> + Send + 'static,
+    {
+        let (pending, reply) = Pending::new(durability, bytes, work);
+        self.inner.writer.submit(Box::new(pending))?;
+        reply.await.map_err(|_| writer::writer_gone())?
+    }
+
+    /// Runs `f` in one read transaction on a read connection, on the
+    /// blocking pool.
+    async fn read_with<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, &Path) -> Result<T> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let p = inner.path.as_path();
+            let idle = inner
+                .readers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop();
+            let mut conn = match idle {
+                Some(conn) => conn,
+                None => open_reader(p)?,
+            };
+            let result = {
+                let tx = conn.transaction().db(p, "starting a read")?;
+                // Dropping the transaction rolls it back: a read wrote
+                // nothing and only its snapshot ends.
+                f(&tx, p)
+            };
+            if result.is_ok() {
+                let mut idle = inner.readers.lock().unwrap_or_else(PoisonError::into_inner);
+                if idle.len() < MAX_IDLE_READERS {
+                    idle.push(conn);
+                }
+            }
+            result
+        })
+        .await
+        .map_err(join_error)?
+    }
+
     /// Grant `owner` the lease of `session`: renewed in place when `owner`
     /// holds it already, taken when it is free or expired, or — with
     /// `dead_owner` — taken from that holder even though it has not expired
     /// (the caller proved it dead). A new holder always gets a greater token.
+    /// Durable before it returns: a worker acts on its lease at once.
     async fn grant_lease(
         &self,
         session: &SessionId,
@@ -138,15 +300,12 @@ impl SqliteStore {
         let session = session.clone();
         let owner = owner.to_owned();
         let dead_owner = dead_owner.map(str::to_owned);
-        self.with_conn(move |conn, inner| {
-            let p = inner.path.as_path();
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .db(p, "taking a lease")?;
-            session_row(&tx, p, session.as_str())?;
-            let now = inner.clock.now_ms();
+        self.write(Durability::Now, 0, move |conn, ctx| {
+            let p = ctx.path;
+            session_row(conn, p, session.as_str())?;
+            let now = ctx.now_ms;
             let expires_ms = now.saturating_add(ttl);
-            let token = match lease_row(&tx, p, session.as_str())? {
+            let token = match lease_row(conn, p, session.as_str())? {
                 Some((Some(holder), token, exp)) if exp > now && holder == owner => token,
                 Some((Some(holder), token, exp))
                     if exp > now && dead_owner.as_deref() == Some(holder.as_str()) =>
@@ -159,61 +318,16 @@ impl SqliteStore {
                 Some((_, token, _)) => token + 1,
                 None => 1,
             };
-            tx.execute(
+            conn.prepare_cached(
                 "INSERT INTO leases (session_id, owner, token, expires_ms) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (session_id) DO UPDATE
                  SET owner = excluded.owner, token = excluded.token, expires_ms = excluded.expires_ms",
-                params![session.as_str(), owner, token, expires_ms],
             )
+            .and_then(|mut s| s.execute(params![session.as_str(), owner, token, expires_ms]))
             .db(p, "writing the lease")?;
-            tx.commit().db(p, "committing the lease")?;
             Ok(Lease { session, owner, token, expires_ms })
         })
         .await
-    }
-
-    /// Opens (creating if needed) `<dir>/longhand.db`, creating `dir` too,
-    /// and migrates it to [`SCHEMA_VERSION`]. Leases expire by the system
-    /// clock.
-    pub async fn open(dir: impl AsRef<Path>) -> Result<Self> {
-        Self::open_with_clock(dir, Arc::new(SystemClock)).await
-    }
-
-    /// [`SqliteStore::open`] with another clock (tests, simulations).
-    pub async fn open_with_clock(dir: impl AsRef<Path>, clock: Arc<dyn Clock>) -> Result<Self> {
-        let dir = dir.as_ref().to_owned();
-        let (conn, path) = tokio::task::spawn_blocking(move || open_blocking(&dir))
-            .await
-            .map_err(join_error)??;
-        Ok(SqliteStore {
-            inner: Arc::new(Inner {
-                path,
-                conn: Mutex::new(conn),
-                clock,
-            }),
-        })
-    }
-
-    /// The database file.
-    pub fn path(&self) -> &Path {
-        &self.inner.path
-    }
-
-    /// Runs `f` on the connection on the blocking pool.
-    async fn with_conn<T, F>(&self, f: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&mut Connection, &Inner) -> Result<T> + Send + 'static,
-    {
-        let inner = Arc::clone(&self.inner);
-        tokio::task::spawn_blocking(move || {
-            // A panic while holding the lock leaves no transaction open
-            // (rusqlite rolls back on drop), so the connection is usable.
-            let mut conn = inner.conn.lock().unwrap_or_else(PoisonError::into_inner);
-            f(&mut conn, &inner)
-        })
-        .await
-        .map_err(join_error)?
     }
 }
 
@@ -276,12 +390,26 @@ fn open_blocking(dir: &Path) -> Result<(Connection, PathBuf)> {
             source: "journal_mode".into(),
         });
     }
-    conn.pragma_update(None, "synchronous", "FULL")
-        .db(p, "setting synchronous=FULL")?;
+    // No fsync at commit: the writer's flusher syncs the WAL (see `writer`).
+    // In WAL mode NORMAL still syncs around checkpoints, so the file stays
+    // consistent whatever crashes.
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .db(p, "setting synchronous=NORMAL")?;
     conn.pragma_update(None, "foreign_keys", true)
         .db(p, "enabling foreign keys")?;
     migrate(&mut conn, p)?;
     Ok((conn, path))
+}
+
+/// A read connection: same file, no writes (`query_only`), the same busy
+/// timeout (a reader waits only while another process recovers the WAL).
+fn open_reader(p: &Path) -> Result<Connection> {
+    let conn = Connection::open(p).db(p, "opening a read connection")?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .db(p, "setting busy_timeout")?;
+    conn.pragma_update(None, "query_only", true)
+        .db(p, "making a read connection query-only")?;
+    Ok(conn)
 }
 
 /// Brings the schema to [`SCHEMA_VERSION`], one transaction per step, each
@@ -538,6 +666,105 @@ fn read_verified(
     Ok(out)
 }
 
+/// Blobs with their references, hashed before they reach the writer (the
+/// writer thread is the bottleneck; hashing is not its job).
+async fn hash_blobs(blobs: Vec<Vec<u8>>) -> Result<Vec<(BlobRef, Vec<u8>)>> {
+    let hash = |blobs: Vec<Vec<u8>>| {
+        blobs
+            .into_iter()
+            .map(|bytes| (BlobRef::of(&bytes), bytes))
+            .collect::<Vec<_>>()
+    };
+    if blobs.iter().map(Vec::len).sum::<usize>() <= HASH_INLINE_BYTES {
+        return Ok(hash(blobs));
+    }
+    tokio::task::spawn_blocking(move || hash(blobs))
+        .await
+        .map_err(join_error)
+}
+
+/// Stores `bytes` under `blob` unless a blob with that digest is there
+/// already (then the bytes are not even handed to SQLite).
+fn insert_blob(conn: &Connection, p: &Path, blob: &BlobRef, bytes: &[u8]) -> Result<()> {
+    let present = conn
+        .prepare_cached("SELECT 1 FROM blobs WHERE digest = ?1")
+        .and_then(|mut s| s.exists([&blob.digest]))
+        .db(p, "looking a blob up")?;
+    if !present {
+        conn.prepare_cached("INSERT INTO blobs (digest, size, bytes) VALUES (?1, ?2, ?3)")
+            .and_then(|mut s| s.execute(params![blob.digest, blob.bytes, bytes]))
+            .db(p, "storing a blob")?;
+    }
+    Ok(())
+}
+
+/// The body of an append, inside the writer's savepoint: check lease and
+/// seq, then write the blobs, the events and the session row. A refusal
+/// returns before anything is written (and the savepoint would undo it
+/// anyway).
+fn append_rows(
+    conn: &Connection,
+    ctx: &WriteCtx<'_>,
+    lease: &Lease,
+    expected_seq: u64,
+    encoded: &[Encoded],
+    blobs: &[(BlobRef, Vec<u8>)],
+) -> Result<u64> {
+    let p = ctx.path;
+    let sid = lease.session.as_str();
+    let (last_seq, head) = session_row(conn, p, sid)?;
+    check_lease(conn, p, lease)?;
+    if expected_seq != last_seq + 1 {
+        return Err(StoreError::SeqConflict {
+            expected: expected_seq,
+            actual: last_seq + 1,
+        });
+    }
+    for (blob, bytes) in blobs {
+        insert_blob(conn, p, blob, bytes)?;
+    }
+    if encoded.is_empty() {
+        return Ok(last_seq);
+    }
+    let now = ctx.now_ms;
+    let mut prev = head;
+    let mut seq = last_seq;
+    let mut status = None;
+    {
+        let mut insert = conn
+            .prepare_cached(
+                "INSERT INTO events (session_id, seq, at_ms, type, json, checksum)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .db(p, "appending events")?;
+        for enc in encoded {
+            seq += 1;
+            let checksum = link(&prev, seq, now, enc.json.as_bytes());
+            insert
+                .execute(params![sid, seq, now, enc.kind, enc.json, checksum])
+                .db(p, "appending an event")?;
+            prev = checksum.to_vec();
+            status = enc.status.or(status);
+        }
+    }
+    conn.prepare_cached(
+        "UPDATE sessions SET last_seq = ?2, head = ?3, updated_ms = ?4,
+                             status = coalesce(?5, status)
+         WHERE id = ?1",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            sid,
+            seq,
+            prev,
+            now,
+            status.map(SessionStatus::as_str)
+        ])
+    })
+    .db(p, "advancing the session")?;
+    Ok(seq)
+}
+
 #[async_trait]
 impl Store for SqliteStore {
     async fn create(&self, agent_name: &str, created: &Event) -> Result<SessionId> {
@@ -561,35 +788,34 @@ impl Store for SqliteStore {
         }
         let enc = encode(created)?;
         let agent_name = agent_name.to_owned();
-        self.with_conn(move |conn, inner| {
-            let p = inner.path.as_path();
-            let now = inner.clock.now_ms();
+        // Durable at once: the caller reports the id, and someone may wait
+        // on it.
+        self.write(Durability::Now, enc.json.len(), move |conn, ctx| {
+            let p = ctx.path;
+            let now = ctx.now_ms;
             let id = SessionId::generate(now);
             let checksum = link(&genesis(id.as_str()), 1, now, enc.json.as_bytes());
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .db(p, "creating a session")?;
-            tx.execute(
+            conn.prepare_cached(
                 "INSERT INTO sessions (id, agent_name, created_ms, updated_ms, last_seq, head, status)
                  VALUES (?1, ?2, ?3, ?3, 1, ?4, ?5)",
-                params![id.as_str(), agent_name, now, checksum, SessionStatus::Created.as_str()],
             )
+            .and_then(|mut s| {
+                s.execute(params![id.as_str(), agent_name, now, checksum, SessionStatus::Created.as_str()])
+            })
             .db(p, "creating a session")?;
-            tx.execute(
+            conn.prepare_cached(
                 "INSERT INTO events (session_id, seq, at_ms, type, json, checksum)
                  VALUES (?1, 1, ?2, ?3, ?4, ?5)",
-                params![id.as_str(), now, enc.kind, enc.json, checksum],
             )
+            .and_then(|mut s| s.execute(params![id.as_str(), now, enc.kind, enc.json, checksum]))
             .db(p, "writing session_created")?;
-            tx.commit().db(p, "committing a new session")?;
             Ok(id)
         })
         .await
     }
 
     async fn list(&self) -> Result<Vec<SessionSummary>> {
-        self.with_conn(|conn, inner| {
-            let p = inner.path.as_path();
+        self.read_with(|conn, p| {
             let mut stmt = conn
                 .prepare_cached(
                     "SELECT id, agent_name, created_ms, updated_ms, last_seq, status
@@ -610,8 +836,7 @@ impl Store for SqliteStore {
 
     async fn summary(&self, session: &SessionId) -> Result<SessionSummary> {
         let session = session.clone();
-        self.with_conn(move |conn, inner| {
-            let p = inner.path.as_path();
+        self.read_with(move |conn, p| {
             let row = conn
                 .query_row(
                     "SELECT id, agent_name, created_ms, updated_ms, last_seq, status
@@ -649,22 +874,20 @@ impl Store for SqliteStore {
             .await
     }
 
+    /// A heartbeat: one savepoint and two single-row statements in whatever
+    /// batch is being committed, not fsynced (`Soon`). A renewal lost to a
+    /// machine crash costs nothing: every worker on this machine died with
+    /// it, and any `Now` write after the renewal made it durable anyway.
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
         let ttl = ttl_ms(ttl)?;
         let lease = lease.clone();
-        self.with_conn(move |conn, inner| {
-            let p = inner.path.as_path();
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
+        self.write(Durability::Soon, 0, move |conn, ctx| {
+            let p = ctx.path;
+            check_lease(conn, p, &lease)?;
+            let expires_ms = ctx.now_ms.saturating_add(ttl);
+            conn.prepare_cached("UPDATE leases SET expires_ms = ?2 WHERE session_id = ?1")
+                .and_then(|mut s| s.execute(params![lease.session.as_str(), expires_ms]))
                 .db(p, "renewing a lease")?;
-            check_lease(&tx, p, &lease)?;
-            let expires_ms = inner.clock.now_ms().saturating_add(ttl);
-            tx.execute(
-                "UPDATE leases SET expires_ms = ?2 WHERE session_id = ?1",
-                params![lease.session.as_str(), expires_ms],
-            )
-            .db(p, "renewing a lease")?;
-            tx.commit().db(p, "committing the lease")?;
             Ok(Lease {
                 expires_ms,
                 ..lease
@@ -673,18 +896,19 @@ impl Store for SqliteStore {
         .await
     }
 
+    /// `Soon`: a release lost to a machine crash only makes the next worker
+    /// wait for the lease to expire (or take it over), as after any crash.
     async fn release(&self, lease: &Lease) -> Result<()> {
         let lease = lease.clone();
-        self.with_conn(move |conn, inner| {
-            let p = inner.path.as_path();
+        self.write(Durability::Soon, 0, move |conn, ctx| {
             // Keep the row and its token: the next holder's token must
             // still be greater.
-            conn.execute(
+            conn.prepare_cached(
                 "UPDATE leases SET owner = NULL, expires_ms = 0
                  WHERE session_id = ?1 AND token = ?2 AND owner = ?3",
-                params![lease.session.as_str(), lease.token, lease.owner],
             )
-            .db(p, "releasing a lease")?;
+            .and_then(|mut s| s.execute(params![lease.session.as_str(), lease.token, lease.owner]))
+            .db(ctx.path, "releasing a lease")?;
             Ok(())
         })
         .await
@@ -696,6 +920,28 @@ impl Store for SqliteStore {
         lease: &Lease,
         expected_seq: u64,
         events: &[Event],
+    ) -> Result<u64> {
+        self.append_with(
+            session,
+            lease,
+            expected_seq,
+            events,
+            Vec::new(),
+            Durability::Now,
+        )
+        .await
+    }
+
+    /// One savepoint in the writer's batch holds the blobs and the events,
+    /// so a refused append writes no blob either.
+    async fn append_with(
+        &self,
+        session: &SessionId,
+        lease: &Lease,
+        expected_seq: u64,
+        events: &[Event],
+        blobs: Vec<Vec<u8>>,
+        durability: Durability,
     ) -> Result<u64> {
         if lease.session != *session {
             return Err(StoreError::Invalid(format!(
@@ -712,72 +958,25 @@ impl Store for SqliteStore {
             }
             encoded.push(encode(event)?);
         }
+        let blobs = hash_blobs(blobs).await?;
+        let bytes = encoded.iter().map(|e| e.json.len()).sum::<usize>()
+            + blobs.iter().map(|(_, b)| b.len()).sum::<usize>();
         let lease = lease.clone();
-        self.with_conn(move |conn, inner| {
-            let p = inner.path.as_path();
-            let sid = lease.session.as_str();
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .db(p, "appending events")?;
-            let (last_seq, head) = session_row(&tx, p, sid)?;
-            check_lease(&tx, p, &lease)?;
-            if expected_seq != last_seq + 1 {
-                return Err(StoreError::SeqConflict {
-                    expected: expected_seq,
-                    actual: last_seq + 1,
-                });
-            }
-            if encoded.is_empty() {
-                return Ok(last_seq);
-            }
-            let now = inner.clock.now_ms();
-            let mut prev = head;
-            let mut seq = last_seq;
-            let mut status = None;
-            {
-                let mut insert = tx
-                    .prepare_cached(
-                        "INSERT INTO events (session_id, seq, at_ms, type, json, checksum)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    )
-                    .db(p, "appending events")?;
-                for enc in &encoded {
-                    seq += 1;
-                    let checksum = link(&prev, seq, now, enc.json.as_bytes());
-                    insert
-                        .execute(params![sid, seq, now, enc.kind, enc.json, checksum])
-                        .db(p, "appending an event")?;
-                    prev = checksum.to_vec();
-                    status = enc.status.or(status);
-                }
-            }
-            tx.execute(
-                "UPDATE sessions SET last_seq = ?2, head = ?3, updated_ms = ?4,
-                                     status = coalesce(?5, status)
-                 WHERE id = ?1",
-                params![sid, seq, prev, now, status.map(SessionStatus::as_str)],
-            )
-            .db(p, "advancing the session")?;
-            // With WAL and synchronous=FULL the commit is fsynced: durable
-            // when this returns.
-            tx.commit().db(p, "committing events")?;
-            Ok(seq)
+        self.write(durability, bytes, move |conn, ctx| {
+            append_rows(conn, ctx, &lease, expected_seq, &encoded, &blobs)
         })
         .await
     }
 
     async fn read(&self, session: &SessionId, from_seq: u64) -> Result<Vec<EventRecord>> {
         let session = session.clone();
-        self.with_conn(move |conn, inner| {
-            read_verified(conn, &inner.path, session.as_str(), from_seq, None)
-        })
-        .await
+        self.read_with(move |conn, p| read_verified(conn, p, session.as_str(), from_seq, None))
+            .await
     }
 
     async fn latest_snapshot(&self, session: &SessionId) -> Result<Option<EventRecord>> {
         let session = session.clone();
-        self.with_conn(move |conn, inner| {
-            let p = inner.path.as_path();
+        self.read_with(move |conn, p| {
             let sid = session.as_str();
             session_row(conn, p, sid)?;
             let seq: Option<u64> = conn
@@ -798,15 +997,15 @@ impl Store for SqliteStore {
         .await
     }
 
+    /// `Soon`: a blob matters only through an event that refers to it, and
+    /// is committed before that event, so it is durable whenever the event
+    /// is.
     async fn put_blob(&self, bytes: Vec<u8>) -> Result<BlobRef> {
-        self.with_conn(move |conn, inner| {
-            let blob = BlobRef::of(&bytes);
-            conn.execute(
-                "INSERT INTO blobs (digest, size, bytes) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (digest) DO NOTHING",
-                params![blob.digest, blob.bytes, bytes],
-            )
-            .db(&inner.path, "storing a blob")?;
+        let Some((blob, bytes)) = hash_blobs(vec![bytes]).await?.pop() else {
+            return Err(StoreError::Invalid("no blob to store".into()));
+        };
+        self.write(Durability::Soon, bytes.len(), move |conn, ctx| {
+            insert_blob(conn, ctx.path, &blob, &bytes)?;
             Ok(blob)
         })
         .await
@@ -820,8 +1019,7 @@ impl Store for SqliteStore {
             )));
         }
         let wanted = blob.clone();
-        self.with_conn(move |conn, inner| {
-            let p = inner.path.as_path();
+        self.read_with(move |conn, p| {
             let bytes: Vec<u8> = conn
                 .query_row(
                     "SELECT bytes FROM blobs WHERE digest = ?1",
@@ -850,8 +1048,6 @@ impl Store for SqliteStore {
     }
 }
 
-/// Fails with [`StoreError::Fenced`] unless `lease` is the session's current
-/// lease (same token, not released).
 fn check_lease(tx: &Connection, p: &Path, lease: &Lease) -> Result<()> {
     match lease_row(tx, p, lease.session.as_str())? {
         Some((Some(owner), token, _)) if token == lease.token && owner == lease.owner => Ok(()),

@@ -10,7 +10,11 @@
 //!   it inside the append's transaction, so a worker that lost its lease
 //!   (paused, partitioned, presumed dead) cannot write after the new holder
 //!   took over, however late it wakes up.
-//! - `append` returns only once the events are durable.
+//! - Every append names its [`Durability`]: `append` (and
+//!   `append_with(.., Durability::Now)`) returns only once the events are on
+//!   stable storage; `Durability::Soon` returns once they are written and
+//!   visible to every reader (a process crash loses nothing) and reaches
+//!   stable storage within a bounded window.
 //! - Reads verify integrity (the SQLite backend chains checksums) and report
 //!   damage as [`StoreError::Corrupt`] naming the seq, never a panic.
 //! - Blobs are content-addressed: stored once, verified on read.
@@ -252,6 +256,28 @@ pub struct WakeLog {
     pub tail: Vec<EventRecord>,
 }
 
+/// How durable an append must be when it returns. Whatever the class, an
+/// append is atomic and visible to every reader of the store once it
+/// returns; the class says what a machine crash (power loss, kernel panic)
+/// may take back.
+///
+/// Either way the store keeps a **prefix**: what survives a machine crash is
+/// every commit up to some point in commit order, never a later one without
+/// an earlier one. So a `Now` append also makes every append that returned
+/// before it durable, whatever their class, and a lease or blob written
+/// before an event is on stable storage whenever that event is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// On stable storage (fsynced) before `append` returns: a write-effect
+    /// call about to run, finishing, pausing, anything an operator waits on.
+    Now,
+    /// Written and visible to every reader before `append` returns, so a
+    /// process crash (kill -9) loses nothing; on stable storage within a
+    /// bounded window (the SQLite backend's default: 100 ms); a machine
+    /// crash may lose these, and the loop redoes them.
+    Soon,
+}
+
 /// Where a store reads the time. Leases expire by the store's clock, never
 /// the caller's, so workers with skewed clocks still agree.
 pub trait Clock: Send + Sync + fmt::Debug {
@@ -323,7 +349,9 @@ pub trait Store: Send + Sync + fmt::Debug {
     async fn release(&self, lease: &Lease) -> Result<()>;
 
     /// Appends `events` at `expected_seq`, `expected_seq + 1`, … atomically,
-    /// and returns the new last seq. Durable when it returns.
+    /// and returns the new last seq. Durable when it returns
+    /// ([`Durability::Now`]); see [`Store::append_with`] for blobs and for
+    /// appends that need not be durable at once.
     ///
     /// Refused, with nothing written, if `lease` is not the session's current
     /// lease ([`StoreError::Fenced`], checked first), if `expected_seq` is not
@@ -339,6 +367,34 @@ pub trait Store: Send + Sync + fmt::Debug {
         expected_seq: u64,
         events: &[Event],
     ) -> Result<u64>;
+
+    /// Appends `events` as [`Store::append`] does, together with the `blobs`
+    /// they refer to, in one transaction, with the given [`Durability`]
+    /// (`append` is this with no blobs and [`Durability::Now`]). Blobs
+    /// already stored are not written again.
+    ///
+    /// The events are refused, with nothing written, for the reasons
+    /// `append` gives. Whether a refused append leaves its blobs behind is
+    /// the backend's choice: blobs are content-addressed, so an orphan blob
+    /// is harmless (it costs space until blob garbage collection exists).
+    /// The SQLite backend writes none. The provided implementation stores
+    /// each blob with [`Store::put_blob`] first and then calls `append`, so
+    /// it is always durable at once and may leave orphans.
+    async fn append_with(
+        &self,
+        session: &SessionId,
+        lease: &Lease,
+        expected_seq: u64,
+        events: &[Event],
+        blobs: Vec<Vec<u8>>,
+        durability: Durability,
+    ) -> Result<u64> {
+        let _ = durability;
+        for bytes in blobs {
+            self.put_blob(bytes).await?;
+        }
+        self.append(session, lease, expected_seq, events).await
+    }
 
     /// The events from `from_seq` (inclusive; 0 and 1 both mean the start)
     /// to the end, verified. Verification of the integrity chain starts at
