@@ -53,7 +53,7 @@ use async_trait::async_trait;
 use longhand_host::brain::agent::{self, Frozen, Runner, SNAPSHOT_EVERY, load_state};
 use longhand_host::brain::config::AgentConfig;
 use longhand_host::brain::model::{
-    Message, ModelError, ModelProvider, ModelRequest, ModelResponse, OpenAiConfig, OpenAiProvider,
+    HttpConfig, Message, ModelError, ModelProvider, ModelRequest, ModelResponse, OpenAiProvider,
     StopReason, ToolCall, Usage,
 };
 use longhand_host::brain::script::ScriptProvider;
@@ -428,7 +428,9 @@ fn scripted_turn(k: u64, steps: u64) -> ModelResponse {
             usage: Usage {
                 input_tokens: 100,
                 output_tokens: 20,
+                ..Usage::default()
             },
+            ..ModelResponse::default()
         };
     }
     ModelResponse {
@@ -442,7 +444,9 @@ fn scripted_turn(k: u64, steps: u64) -> ModelResponse {
         usage: Usage {
             input_tokens: 100,
             output_tokens: 20,
+            ..Usage::default()
         },
+        ..ModelResponse::default()
     }
 }
 
@@ -1121,7 +1125,7 @@ impl Drop for MockServer {
 }
 
 fn openai(port: u16) -> Result<OpenAiProvider> {
-    let mut cfg = OpenAiConfig::new("mock");
+    let mut cfg = HttpConfig::new("mock");
     cfg.base_url = format!("http://127.0.0.1:{port}/v1");
     cfg.stream = false;
     Ok(OpenAiProvider::new(cfg)?)
@@ -1230,6 +1234,7 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
             name: TOOL.into(),
             arguments: TOOL_ARGS.into(),
         }],
+        reasoning: vec![],
     });
     followup.messages.push(Message::ToolResult {
         call_id: "call_1".into(),

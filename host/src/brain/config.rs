@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::brain::model::{ProviderKind, ReasoningEffort, is_reasoning_model};
 use crate::hands::{DirSpec, Grants, HostPattern, Limits, SecretGrant};
 
 /// In a directory grant's host path, replaced by a fresh directory name per
@@ -58,8 +59,10 @@ pub struct AgentConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
-    /// `openai` (any OpenAI-compatible server), `anthropic` or `replay`.
-    pub provider: String,
+    /// `openai` (any OpenAI-compatible chat-completions server),
+    /// `openai-responses` (the OpenAI Responses API), `anthropic` or
+    /// `replay`. No default.
+    pub provider: ProviderKind,
     /// Model name, e.g. `gpt-4o-mini`, `claude-sonnet-4-5`, `llama3.1`.
     pub model: String,
     /// Base URL; default the provider's public API.
@@ -93,6 +96,139 @@ pub struct ModelConfig {
     /// for minutes, and a stall is caught by `request_timeout` well before.
     #[serde(default = "default_request_deadline", with = "duration_text")]
     pub request_deadline: Duration,
+    /// `minimal`, `low`, `medium` or `high`: how hard a reasoning model
+    /// thinks. Default none (the API's own default). OpenAI: sent as
+    /// `reasoning_effort` (chat) or `reasoning.effort` (Responses), and
+    /// refused at load for a model that is not a reasoning model.
+    /// Anthropic: turns on extended thinking with the budget
+    /// [`ReasoningEffort::thinking_budget`] names, unless `thinking_budget`
+    /// sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// Whether an OpenAI model is a reasoning model (sent
+    /// `max_completion_tokens` instead of `max_tokens`, and no
+    /// `temperature`). Default: by name, see
+    /// [`is_reasoning_model`](crate::brain::model::is_reasoning_model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_model: Option<bool>,
+    /// Anthropic extended thinking: `thinking.budget_tokens`, at least
+    /// 1024 and below `max_tokens`. Default none: thinking is off unless
+    /// `reasoning_effort` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
+    /// Anthropic prompt caching: cache breakpoints on the system prompt,
+    /// the tools and the last two user turns. Default true: over a long
+    /// session most input is a prefix already sent, read back at a tenth
+    /// of the price. OpenAI caches prefixes by itself.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub prompt_cache: bool,
+}
+
+impl ModelConfig {
+    /// Checks what can be checked of the model before a session starts;
+    /// the message names the field.
+    pub fn check(&self) -> Result<(), String> {
+        match self.provider {
+            ProviderKind::OpenAi | ProviderKind::OpenAiResponses | ProviderKind::Anthropic => {}
+            ProviderKind::Replay => {
+                if self.cassette.is_none() {
+                    return Err(
+                        "model.cassette is required when model.provider = \"replay\"".to_owned(),
+                    );
+                }
+            }
+            ProviderKind::Script => {
+                return Err(
+                    "model.provider `script` is set by `run --script FILE`, not in an agent file"
+                        .to_owned(),
+                );
+            }
+        }
+        for (name, value) in [
+            ("request_timeout", self.request_timeout),
+            ("request_deadline", self.request_deadline),
+        ] {
+            if value.is_zero() {
+                return Err(format!(
+                    "model.{name} is zero: every request would time out at once; e.g. \
+                     {name} = \"120s\""
+                ));
+            }
+        }
+        if let Some(url) = &self.base_url {
+            check_base_url(url).map_err(|e| {
+                format!("model.base_url: {e}; e.g. base_url = \"{BASE_URL_EXAMPLE}\"")
+            })?;
+        }
+        self.check_reasoning()
+    }
+
+    /// Reasoning settings fit the provider and the model.
+    fn check_reasoning(&self) -> Result<(), String> {
+        let kind = self.provider;
+        if self.reasoning_model.is_some() && !kind.is_openai() {
+            return Err(format!(
+                "model.reasoning_model is for the openai providers, not `{kind}`"
+            ));
+        }
+        if self.thinking_budget.is_some() && kind != ProviderKind::Anthropic {
+            return Err(format!(
+                "model.thinking_budget is for the anthropic provider, not `{kind}` \
+                 (use reasoning_effort)"
+            ));
+        }
+        if kind.is_openai() {
+            let reasoning = self
+                .reasoning_model
+                .unwrap_or_else(|| is_reasoning_model(&self.model));
+            if reasoning && self.temperature.is_some() {
+                return Err(format!(
+                    "model.temperature: `{}` is a reasoning model, which accepts only the \
+                     default temperature; remove temperature (or set reasoning_model = false)",
+                    self.model
+                ));
+            }
+            if !reasoning && self.reasoning_effort.is_some() {
+                return Err(format!(
+                    "model.reasoning_effort: `{}` is not a reasoning model by name \
+                     (o1, o3, o4, gpt-5…); set reasoning_model = true if it is one",
+                    self.model
+                ));
+            }
+        }
+        if kind == ProviderKind::Anthropic {
+            let budget = self.thinking_budget.or_else(|| {
+                self.reasoning_effort
+                    .map(|e| e.thinking_budget(self.max_tokens))
+            });
+            if let Some(budget) = budget {
+                if budget < 1024 {
+                    return Err(format!(
+                        "model.thinking_budget is {budget}; the API's minimum is 1024"
+                    ));
+                }
+                if budget >= self.max_tokens {
+                    return Err(format!(
+                        "model.max_tokens ({}) must exceed the thinking budget ({budget}): \
+                         thinking counts toward max_tokens; raise max_tokens",
+                        self.max_tokens
+                    ));
+                }
+                if self.temperature.is_some() {
+                    return Err(
+                        "model.temperature: extended thinking accepts only the default \
+                         temperature; remove temperature"
+                            .to_owned(),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 fn default_max_tokens() -> u32 {
@@ -389,37 +525,7 @@ impl AgentConfig {
             }
             _ => {}
         }
-        match self.model.provider.as_str() {
-            "openai" | "anthropic" => {}
-            "replay" => {
-                if self.model.cassette.is_none() {
-                    return Err(
-                        "model.cassette is required when model.provider = \"replay\"".to_owned(),
-                    );
-                }
-            }
-            other => {
-                return Err(format!(
-                    "model.provider `{other}` is not one of openai, anthropic, replay"
-                ));
-            }
-        }
-        for (name, value) in [
-            ("request_timeout", self.model.request_timeout),
-            ("request_deadline", self.model.request_deadline),
-        ] {
-            if value.is_zero() {
-                return Err(format!(
-                    "model.{name} is zero: every request would time out at once; e.g. \
-                     {name} = \"120s\""
-                ));
-            }
-        }
-        if let Some(url) = &self.model.base_url {
-            check_base_url(url).map_err(|e| {
-                format!("model.base_url: {e}; e.g. base_url = \"{BASE_URL_EXAMPLE}\"")
-            })?;
-        }
+        self.model.check()?;
         let mut seen = std::collections::BTreeSet::new();
         for (i, tool) in self.tools.iter().enumerate() {
             // `{run}` directories are created when the session starts.
@@ -622,6 +728,112 @@ mod model_tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("idle_timeout"), "{err}");
+    }
+
+    /// `[model]` fields checked as `AgentConfig::load` does.
+    fn checked(fields: &str) -> Result<ModelConfig, String> {
+        let m: ModelConfig = toml::from_str(fields).map_err(|e| e.to_string())?;
+        m.check().map(|()| m)
+    }
+
+    #[test]
+    fn providers_are_one_list() {
+        for ok in ["openai", "openai-responses", "anthropic"] {
+            let m = checked(&format!("provider = \"{ok}\"\nmodel = \"m\"")).unwrap();
+            assert_eq!(m.provider.as_str(), ok);
+        }
+        let err = checked("provider = \"bedrock\"\nmodel = \"m\"").unwrap_err();
+        assert!(err.contains("openai-responses"), "{err}");
+        let err = checked("provider = \"script\"\nmodel = \"m\"").unwrap_err();
+        assert!(err.contains("--script"), "{err}");
+        let err = checked("provider = \"replay\"\nmodel = \"m\"").unwrap_err();
+        assert!(err.contains("cassette"), "{err}");
+    }
+
+    #[test]
+    fn reasoning_settings_are_checked_against_provider_and_model() {
+        let ok = |f: &str| checked(f).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let refused = |f: &str, why: &str| {
+            let e = checked(f)
+                .err()
+                .unwrap_or_else(|| panic!("{f} was accepted"));
+            assert!(e.contains(why), "{f}: {e}");
+        };
+        let m = ok("provider = \"openai\"\nmodel = \"o3\"\nreasoning_effort = \"high\"");
+        assert_eq!(m.reasoning_effort, Some(ReasoningEffort::High));
+        ok("provider = \"openai-responses\"\nmodel = \"gpt-5\"\nreasoning_effort = \"minimal\"");
+        ok(
+            "provider = \"openai\"\nmodel = \"my-deploy\"\nreasoning_model = true\n\
+            reasoning_effort = \"low\"",
+        );
+        ok("provider = \"openai\"\nmodel = \"gpt-4o\"\ntemperature = 0.2");
+        refused(
+            "provider = \"openai\"\nmodel = \"o3\"\nreasoning_effort = \"max\"",
+            "reasoning_effort",
+        );
+        refused(
+            "provider = \"openai\"\nmodel = \"gpt-4o\"\nreasoning_effort = \"low\"",
+            "not a reasoning model",
+        );
+        refused(
+            "provider = \"openai\"\nmodel = \"o4-mini\"\ntemperature = 0.2",
+            "default temperature",
+        );
+        refused(
+            "provider = \"anthropic\"\nmodel = \"c\"\nreasoning_model = true",
+            "reasoning_model",
+        );
+        refused(
+            "provider = \"openai\"\nmodel = \"o3\"\nthinking_budget = 2000",
+            "thinking_budget",
+        );
+        // Anthropic: an effort or a budget turns thinking on; the budget
+        // must fit under max_tokens and no temperature goes with it.
+        ok("provider = \"anthropic\"\nmodel = \"c\"\nthinking_budget = 2048");
+        ok("provider = \"anthropic\"\nmodel = \"c\"\nreasoning_effort = \"low\"");
+        ok("provider = \"anthropic\"\nmodel = \"c\"\nreasoning_effort = \"high\"");
+        refused(
+            "provider = \"anthropic\"\nmodel = \"c\"\nthinking_budget = 4096",
+            "raise max_tokens",
+        );
+        refused(
+            "provider = \"anthropic\"\nmodel = \"c\"\nreasoning_effort = \"minimal\"\n\
+             max_tokens = 1000",
+            "raise max_tokens",
+        );
+        refused(
+            "provider = \"anthropic\"\nmodel = \"c\"\nthinking_budget = 500",
+            "1024",
+        );
+        refused(
+            "provider = \"anthropic\"\nmodel = \"c\"\nthinking_budget = 2048\n\
+             temperature = 0.5",
+            "temperature",
+        );
+    }
+
+    #[test]
+    fn frozen_configs_of_before_read_and_write_the_same() {
+        // A session_created model section from before the new keys.
+        let old = serde_json::json!({
+            "provider": "openai", "model": "gpt-4o-mini", "base_url": null,
+            "api_key_env": null, "cassette": null, "max_tokens": 4096,
+            "temperature": null, "stream": true,
+            "request_timeout": "2m", "request_deadline": "30m"
+        });
+        let m: ModelConfig = serde_json::from_value(old).unwrap();
+        assert_eq!(m.provider, ProviderKind::OpenAi);
+        assert!(m.prompt_cache);
+        assert_eq!((m.reasoning_effort, m.thinking_budget), (None, None));
+        let again = serde_json::to_value(&m).unwrap();
+        for key in [
+            "reasoning_effort",
+            "reasoning_model",
+            "thinking_budget",
+            "prompt_cache",
+        ] {
+            assert!(again.get(key).is_none(), "{key} written by default");
+        }
     }
 
     #[test]

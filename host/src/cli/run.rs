@@ -17,14 +17,10 @@ use super::settings::{data_dir, hands_config};
 use super::term::{json_line, json_safe, one_line, printable};
 use super::{Failure, exit};
 use crate::brain::agent::{self, Frozen, RunEnd, Runner};
-use crate::brain::config::{
-    AgentConfig, BASE_URL_EXAMPLE, ModelConfig, SessionLimits, check_base_url,
-};
+use crate::brain::config::{AgentConfig, ModelConfig, SessionLimits};
 use crate::brain::model::{
-    AnthropicConfig, AnthropicProvider, ApiKey, ModelProvider, OpenAiConfig, OpenAiProvider,
-    RecordingProvider, ReplayProvider,
+    ModelFlag, ModelProvider, ProviderKind, RecordingProvider, build_provider,
 };
-use crate::brain::script::ScriptProvider;
 use crate::brain::state::SessionState;
 use crate::hands::Hands;
 use crate::session::{BlobRef, Event, EventRecord, SessionId, SessionStatus, SqliteStore, Store};
@@ -110,93 +106,16 @@ fn env(name: &str) -> Option<String> {
 
 /// Build the provider a frozen (or overridden) model config names.
 fn provider_for(model: &ModelConfig) -> Result<Arc<dyn ModelProvider>, Failure> {
-    let key = |default_var: &str| -> Option<ApiKey> {
-        let var = model
-            .api_key_env
-            .clone()
-            .unwrap_or_else(|| default_var.to_owned());
-        env(&var).filter(|v| !v.is_empty()).map(ApiKey::new)
-    };
-    let fail = |e: crate::brain::model::ModelError| Failure::usage(anyhow!("model: {e}"));
-    Ok(match model.provider.as_str() {
-        "openai" => {
-            let mut cfg = OpenAiConfig::new(&model.model);
-            if let Some(url) = &model.base_url {
-                cfg.base_url = url.clone();
-            }
-            cfg.api_key = key("OPENAI_API_KEY");
-            cfg.stream = model.stream;
-            cfg.idle_timeout = model.request_timeout;
-            cfg.deadline = model.request_deadline;
-            Arc::new(OpenAiProvider::new(cfg).map_err(fail)?)
-        }
-        "anthropic" => {
-            let mut cfg = AnthropicConfig::new(&model.model);
-            if let Some(url) = &model.base_url {
-                cfg.base_url = url.clone();
-            }
-            cfg.api_key = key("ANTHROPIC_API_KEY");
-            if cfg.api_key.is_none() {
-                return Err(Failure::usage(anyhow!(
-                    "the anthropic provider needs an API key: export ANTHROPIC_API_KEY (or set model.api_key_env)"
-                )));
-            }
-            cfg.stream = model.stream;
-            cfg.idle_timeout = model.request_timeout;
-            cfg.deadline = model.request_deadline;
-            Arc::new(AnthropicProvider::new(cfg).map_err(fail)?)
-        }
-        "replay" => {
-            let path = model.cassette.as_ref().ok_or_else(|| {
-                Failure::usage(anyhow!("model.provider = \"replay\" needs a cassette"))
-            })?;
-            Arc::new(ReplayProvider::open(path).map_err(|e| Failure::usage(anyhow!("{e}")))?)
-        }
-        "script" => {
-            let path = model
-                .cassette
-                .as_ref()
-                .ok_or_else(|| Failure::usage(anyhow!("the script provider needs a file")))?;
-            Arc::new(ScriptProvider::open(path).map_err(|e| Failure::usage(anyhow!(e)))?)
-        }
-        other => return Err(Failure::usage(anyhow!("unknown model provider `{other}`"))),
-    })
+    build_provider(model, env).map_err(Failure::usage)
 }
 
+/// Apply `--model PROVIDER:MODEL[@BASE_URL]` (checked before anything is
+/// created: a bad one exits 2).
 fn apply_model_flag(model: &mut ModelConfig, flag: &str) -> Result<(), Failure> {
-    let (provider, rest) = flag.split_once(':').ok_or_else(|| {
-        Failure::usage(anyhow!(
-            "--model takes PROVIDER:MODEL, e.g. openai:gpt-4o-mini"
-        ))
-    })?;
-    if !matches!(provider, "openai" | "anthropic") {
-        return Err(Failure::usage(anyhow!(
-            "--model provider `{provider}` is not openai or anthropic (use --cassette to replay)"
-        )));
-    }
-    let (name, base) = match rest.split_once('@') {
-        Some((n, b)) => (n, Some(b.to_owned())),
-        None => (rest, None),
-    };
-    if name.is_empty() {
-        return Err(Failure::usage(anyhow!(
-            "--model needs a model name after `{provider}:`"
-        )));
-    }
-    if let Some(base) = &base {
-        check_base_url(base).map_err(|e| {
-            Failure::usage(anyhow!(
-                "--model {flag}: {e}; e.g. --model openai:llama3.1@{BASE_URL_EXAMPLE}"
-            ))
-        })?;
-    }
-    if model.provider != provider {
-        model.api_key_env = None;
-    }
-    model.provider = provider.to_owned();
-    model.model = name.to_owned();
-    model.base_url = base;
-    model.cassette = None;
+    let flag: ModelFlag = flag
+        .parse()
+        .map_err(|e: String| Failure::usage(anyhow!(e)))?;
+    flag.apply(model);
     Ok(())
 }
 
@@ -225,12 +144,12 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
         apply_model_flag(&mut frozen.model, flag)?;
     }
     if let Some(cassette) = &args.cassette {
-        frozen.model.provider = "replay".to_owned();
+        frozen.model.provider = ProviderKind::Replay;
         frozen.model.cassette =
             Some(std::fs::canonicalize(cassette).unwrap_or_else(|_| cassette.clone()));
     }
     if let Some(script) = &args.script {
-        frozen.model.provider = "script".to_owned();
+        frozen.model.provider = ProviderKind::Script;
         frozen.model.cassette =
             Some(std::fs::canonicalize(script).unwrap_or_else(|_| script.clone()));
     }

@@ -108,11 +108,75 @@ impl ModelError {
         }
     }
 
+    /// What kind of failure this is, for events and messages: a loop that
+    /// gives up at once on a failure that is not
+    /// [retryable](Self::retryable) says "failed (not retried)", not
+    /// "failed after retries".
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ModelError::RateLimited { .. } => ErrorKind::RateLimited,
+            ModelError::Server { .. } => ErrorKind::Server,
+            ModelError::Timeout => ErrorKind::Timeout,
+            ModelError::Transport(_) => ErrorKind::Transport,
+            ModelError::Auth { .. } => ErrorKind::Auth,
+            ModelError::BadRequest { .. } => ErrorKind::BadRequest,
+            ModelError::BadResponse(_) => ErrorKind::BadResponse,
+            ModelError::Diverged { .. } => ErrorKind::Diverged,
+            ModelError::Cassette(_) => ErrorKind::Cassette,
+        }
+    }
+
     /// How long the provider asked us to wait before retrying, if it said.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ModelError::RateLimited { retry_after } => *retry_after,
             _ => None,
         }
+    }
+}
+
+/// The kinds of [`ModelError`], one per variant, without their data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// [`ModelError::RateLimited`].
+    RateLimited,
+    /// [`ModelError::Server`].
+    Server,
+    /// [`ModelError::Timeout`].
+    Timeout,
+    /// [`ModelError::Transport`].
+    Transport,
+    /// [`ModelError::Auth`].
+    Auth,
+    /// [`ModelError::BadRequest`].
+    BadRequest,
+    /// [`ModelError::BadResponse`].
+    BadResponse,
+    /// [`ModelError::Diverged`].
+    Diverged,
+    /// [`ModelError::Cassette`].
+    Cassette,
+}
+
+impl ErrorKind {
+    /// A short snake_case name (`rate_limited`, `auth`…).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::Server => "server",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Transport => "transport",
+            ErrorKind::Auth => "auth",
+            ErrorKind::BadRequest => "bad_request",
+            ErrorKind::BadResponse => "bad_response",
+            ErrorKind::Diverged => "diverged",
+            ErrorKind::Cassette => "cassette",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }

@@ -1,6 +1,12 @@
-//! HTTP plumbing shared by the providers: the client, the API key wrapper,
-//! the mapping from HTTP failures to [`ModelError`], and body reading with
-//! timeouts.
+//! The one HTTP provider, [`HttpProvider`], and its plumbing: the client,
+//! the API key wrapper, the mapping from HTTP failures to [`ModelError`],
+//! body and stream reading with timeouts.
+//!
+//! A wire format ([`Wire`]: chat completions, Responses, Anthropic
+//! Messages) only builds a request body, names its path and key header,
+//! and reads an answer — whole, or event by event from a stream through a
+//! [`StreamFold`]. Everything else is here, once: sending, the two clocks
+//! below, status classification (which decides retries), key redaction.
 //!
 //! Two clocks bound a request, and they answer different questions. The
 //! idle timeout asks "is the server still there?": it bounds every wait for
@@ -26,7 +32,229 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderValue};
 
-use super::ModelError;
+use serde_json::Value;
+
+use super::sse::{SseEvent, SseParser};
+use super::{ModelError, ModelProvider, ModelRequest, ModelResponse, WireFormat};
+
+/// What every HTTP provider is configured with; its [`Wire`] adds what is
+/// particular to one API.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// API root, without the wire format's path (`/chat/completions`,
+    /// `/responses`, `/v1/messages`). Default empty, which means the wire
+    /// format's public API.
+    pub base_url: String,
+    /// Sent in the wire format's key header. Default `None` (for local
+    /// servers, or gateways that add the key themselves).
+    pub api_key: Option<ApiKey>,
+    /// The model name, as the server knows it. No default.
+    pub model: String,
+    /// Stream the answer. Default `true`: a long answer keeps the
+    /// connection busy (so idle proxies do not cut it) and a stall is
+    /// caught by `idle_timeout` instead of waiting out `deadline`.
+    pub stream: bool,
+    /// Bound on one whole request, connect to last byte, however lively
+    /// the stream. Default 30 min: long enough for a long answer from a
+    /// reasoning model; a stall is `idle_timeout`'s job.
+    pub deadline: Duration,
+    /// Bound on every wait for the next byte of the answer: connecting and
+    /// waiting for the status line, then each gap between chunks of the
+    /// body (streamed or not). Default 120 s.
+    pub idle_timeout: Duration,
+}
+
+impl HttpConfig {
+    /// The defaults above, for `model`.
+    pub fn new(model: impl Into<String>) -> Self {
+        Self {
+            base_url: String::new(),
+            api_key: None,
+            model: model.into(),
+            stream: true,
+            deadline: Duration::from_secs(30 * 60),
+            idle_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// One model API's wire format: everything about a request and its answer
+/// that differs between APIs, and nothing else.
+pub trait Wire: fmt::Debug + Send + Sync + 'static {
+    /// Folds a streamed answer, one event at a time.
+    type Fold: StreamFold + Send;
+    /// Which format this is (also the provider's name).
+    const FORMAT: WireFormat;
+    /// The public API's root, used when the base URL is empty.
+    const DEFAULT_BASE_URL: &'static str;
+    /// Appended to the base URL.
+    const PATH: &'static str;
+    /// The key header and the text before the key in it.
+    const KEY_HEADER: (&'static str, &'static str);
+    /// Headers sent with every request besides the key.
+    const HEADERS: &'static [(&'static str, &'static str)] = &[];
+
+    /// The request body.
+    fn body(&self, model: &str, stream: bool, req: &ModelRequest) -> Value;
+    /// Reads a whole (non-streamed) answer, or the error object a server
+    /// sent in it with a 2xx status.
+    fn parse(&self, body: &Value, redact: Redactor<'_>) -> Result<ModelResponse, ModelError>;
+    /// A fresh fold for one streamed answer.
+    fn fold(&self) -> Self::Fold;
+}
+
+/// The state of one streamed answer.
+pub trait StreamFold {
+    /// Takes one event. `Ok(true)` means the answer is complete and the
+    /// rest of the stream is not read.
+    fn event(&mut self, ev: &SseEvent, redact: Redactor<'_>) -> Result<bool, ModelError>;
+    /// The answer, once the stream ended; `complete` says whether
+    /// [`event`](Self::event) said so. A stream that ends before its end
+    /// event is [`ModelError::BadResponse`]`("truncated stream")` unless
+    /// the format can tell the answer is whole anyway.
+    fn finish(self, complete: bool) -> Result<ModelResponse, ModelError>;
+}
+
+/// An SSE event's data as JSON.
+pub(crate) fn event_json(data: &str, redact: Redactor<'_>) -> Result<Value, ModelError> {
+    serde_json::from_str(data).map_err(|e| {
+        ModelError::BadResponse(format!(
+            "unparseable stream event ({e}): {}",
+            redact.clean(data)
+        ))
+    })
+}
+
+/// A [`ModelProvider`] speaking the wire format `W` over HTTP.
+#[derive(Debug)]
+pub struct HttpProvider<W> {
+    cfg: HttpConfig,
+    wire: W,
+    url: String,
+    client: reqwest::Client,
+}
+
+impl<W: Wire + Default> HttpProvider<W> {
+    /// Builds the provider with the wire format's defaults (and its HTTP
+    /// client); sends nothing.
+    pub fn new(cfg: HttpConfig) -> Result<Self, ModelError> {
+        Self::with_wire(cfg, W::default())
+    }
+}
+
+impl<W: Wire> HttpProvider<W> {
+    /// Builds the provider (and its HTTP client); sends nothing.
+    pub fn with_wire(cfg: HttpConfig, wire: W) -> Result<Self, ModelError> {
+        let base = if cfg.base_url.is_empty() {
+            W::DEFAULT_BASE_URL
+        } else {
+            &cfg.base_url
+        };
+        let url = format!("{}{}", trim_base(base), W::PATH);
+        Ok(Self {
+            cfg,
+            wire,
+            url,
+            client: client()?,
+        })
+    }
+
+    /// The wire format's settings.
+    pub fn wire(&self) -> &W {
+        &self.wire
+    }
+
+    async fn read_stream(
+        &self,
+        mut resp: reqwest::Response,
+        redact: Redactor<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        let mut folding = Folding::new(self.wire.fold());
+        let mut complete = false;
+        while let Some(chunk) = next_chunk(&mut resp, self.cfg.idle_timeout, redact).await? {
+            if folding.push(&chunk, redact)? {
+                complete = true;
+                break;
+            }
+        }
+        folding.finish(complete)
+    }
+}
+
+/// A streamed answer being read: bytes in, through the SSE parser, into a
+/// wire format's fold. No I/O, so tests can feed it any split of a stream.
+pub(crate) struct Folding<F> {
+    sse: SseParser,
+    fold: F,
+}
+
+impl<F: StreamFold> Folding<F> {
+    pub fn new(fold: F) -> Self {
+        Self {
+            sse: SseParser::default(),
+            fold,
+        }
+    }
+
+    /// Feeds one chunk; `Ok(true)` once the answer is complete (the rest
+    /// of the stream need not be read).
+    pub fn push(&mut self, chunk: &[u8], redact: Redactor<'_>) -> Result<bool, ModelError> {
+        for ev in self.sse.push(chunk)? {
+            if self.fold.event(&ev, redact)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The answer, once the stream ended or said it is complete.
+    pub fn finish(self, complete: bool) -> Result<ModelResponse, ModelError> {
+        self.fold.finish(complete)
+    }
+}
+
+#[async_trait::async_trait]
+impl<W: Wire> ModelProvider for HttpProvider<W> {
+    fn name(&self) -> &str {
+        W::FORMAT.as_str()
+    }
+
+    fn model(&self) -> &str {
+        &self.cfg.model
+    }
+
+    async fn complete(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let redact = Redactor(self.cfg.api_key.as_ref());
+        let body = serde_json::to_vec(&self.wire.body(&self.cfg.model, self.cfg.stream, req))
+            .map_err(|e| ModelError::BadRequest {
+                status: 0,
+                body: format!("request does not serialize: {e}"),
+            })?;
+        let mut rb = self
+            .client
+            .post(&self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
+        for (name, value) in W::HEADERS {
+            rb = rb.header(*name, *value);
+        }
+        if let Some(k) = &self.cfg.api_key {
+            let (name, prefix) = W::KEY_HEADER;
+            rb = rb.header(name, k.header(prefix)?);
+        }
+        let idle = self.cfg.idle_timeout;
+        within_deadline(self.cfg.deadline, async {
+            let resp = send(rb, idle, redact).await?;
+            if self.cfg.stream {
+                self.read_stream(resp, redact).await
+            } else {
+                self.wire
+                    .parse(&json_body(resp, idle, redact).await?, redact)
+            }
+        })
+        .await
+    }
+}
 
 /// An API key. Its `Debug` prints `ApiKey([redacted])` and it has no
 /// `Display`, so it cannot end up in a log line or an error by accident.
@@ -81,7 +309,7 @@ const MAX_BODY: usize = 2000;
 /// Cleans server text before it goes into an error: removes the key,
 /// bounds the length.
 #[derive(Clone, Copy)]
-pub(crate) struct Redactor<'a>(pub Option<&'a ApiKey>);
+pub struct Redactor<'a>(pub Option<&'a ApiKey>);
 
 impl Redactor<'_> {
     pub fn clean(&self, s: &str) -> String {

@@ -8,9 +8,18 @@
 //! - [`types`]: the request/response types, stored in the event log;
 //! - [`ModelProvider`] and [`ModelError`] (whose docs say who acts on each
 //!   failure);
+//! - [`provider`]: the one list of providers ([`ProviderKind`]), the
+//!   OpenAI reasoning-model rule, and [`build_provider`];
+//! - `http`: the one HTTP provider ([`HttpProvider`]): headers, idle
+//!   timeout and deadline, status mapping, key redaction, SSE reading,
+//!   shared by the three wire formats, each a small `Wire` implementation
+//!   that only builds bodies and reads answers:
 //! - [`openai`]: any OpenAI-compatible chat-completions server (OpenAI,
 //!   Ollama, vLLM, llama.cpp, OpenRouter…);
-//! - [`anthropic`]: the Anthropic Messages API;
+//! - [`responses`]: the OpenAI Responses API (reasoning items carried
+//!   across tool turns);
+//! - [`anthropic`]: the Anthropic Messages API (thinking blocks carried
+//!   across tool turns, prompt caching);
 //! - [`replay`]: cassettes — recording real answers and replaying them
 //!   offline, statelessly, for tests, examples and crash/resume checks;
 //! - [`retry`]: backoff with jitter that honours `Retry-After`.
@@ -22,10 +31,14 @@
 //! server echoes into an error.
 
 pub mod anthropic;
+#[cfg(test)]
+mod conformance;
 mod error;
 mod http;
 pub mod openai;
+pub mod provider;
 pub mod replay;
+pub mod responses;
 pub mod retry;
 mod sse;
 pub mod types;
@@ -33,14 +46,19 @@ pub mod types;
 #[cfg(test)]
 mod testing;
 
-pub use anthropic::{AnthropicConfig, AnthropicProvider};
-pub use error::ModelError;
-pub use http::ApiKey;
-pub use openai::{OpenAiConfig, OpenAiProvider};
+pub use anthropic::AnthropicProvider;
+pub use error::{ErrorKind, ModelError};
+pub use http::{ApiKey, HttpConfig, HttpProvider};
+pub use openai::OpenAiProvider;
+pub use provider::{
+    BuildError, ModelFlag, ProviderKind, ReasoningEffort, build_provider, is_reasoning_model,
+};
 pub use replay::{RecordingProvider, ReplayProvider};
+pub use responses::ResponsesProvider;
 pub use retry::{RetryPolicy, complete_with_retry};
 pub use types::{
-    Message, ModelRequest, ModelResponse, StopReason, ToolCall, ToolDef, Usage, valid_tool_name,
+    Message, ModelRequest, ModelResponse, ReasoningBlock, StopReason, ToolCall, ToolDef, Usage,
+    WireFormat, valid_tool_name,
 };
 
 /// A language model behind some API.

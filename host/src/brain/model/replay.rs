@@ -143,7 +143,9 @@ fn excerpt(m: Option<&Message>) -> String {
     let full = match m {
         None => return "(no messages)".into(),
         Some(Message::User { text }) => format!("user: {text}"),
-        Some(Message::Assistant { text, tool_calls }) => {
+        Some(Message::Assistant {
+            text, tool_calls, ..
+        }) => {
             let mut s = format!("assistant: {}", text.as_deref().unwrap_or(""));
             if !tool_calls.is_empty() {
                 let names: Vec<&str> = tool_calls.iter().map(|c| c.name.as_str()).collect();
@@ -437,7 +439,10 @@ mod tests {
 
     use super::*;
     use crate::brain::model::testing::{Reply, TestServer};
-    use crate::brain::model::{OpenAiConfig, OpenAiProvider, StopReason, ToolCall, ToolDef, Usage};
+    use crate::brain::model::{
+        HttpConfig, OpenAiProvider, ReasoningBlock, StopReason, ToolCall, ToolDef, Usage,
+        WireFormat,
+    };
 
     fn answer(text: &str) -> ModelResponse {
         ModelResponse {
@@ -447,7 +452,9 @@ mod tests {
             usage: Usage {
                 input_tokens: 3,
                 output_tokens: 1,
+                ..Usage::default()
             },
+            reasoning: vec![],
         }
     }
 
@@ -461,6 +468,7 @@ mod tests {
             }],
             stop_reason: StopReason::ToolUse,
             usage: Usage::default(),
+            reasoning: vec![],
         }
     }
 
@@ -486,6 +494,7 @@ mod tests {
         r.messages.push(Message::Assistant {
             text: None,
             tool_calls: tool_answer().tool_calls,
+            reasoning: vec![],
         });
         r.messages.push(Message::ToolResult {
             call_id: "c1".into(),
@@ -562,6 +571,7 @@ mod tests {
         r.messages.push(Message::Assistant {
             text: Some("a says AAA".into()),
             tool_calls: vec![],
+            reasoning: vec![],
         });
         r.messages.push(Message::User {
             text: "and b?".into(),
@@ -690,7 +700,7 @@ mod tests {
             "usage": {"prompt_tokens": 4, "completion_tokens": 3},
         }))])
         .await;
-        let mut cfg = OpenAiConfig::new("gpt-test");
+        let mut cfg = HttpConfig::new("gpt-test");
         cfg.base_url = server.url.clone();
         cfg.stream = false;
         let dir = tempfile::tempdir().unwrap();
@@ -702,5 +712,28 @@ mod tests {
         let replay = ReplayProvider::open(&path).unwrap();
         assert_eq!(replay.model(), "gpt-test");
         assert_eq!(replay.complete(&req0()).await.unwrap(), live);
+    }
+
+    /// `req1`'s digest, computed from its canonical JSON outside this code.
+    const PINNED_REQ1_DIGEST: &str =
+        "eac40b76bcda04787f843ab396962e948bf39db933b7271700a3acd9444a5c89";
+
+    /// The digest of a request whose answers carry no reasoning is what
+    /// it was before reasoning existed (pinned from a build without it), so
+    /// old cassettes still match; reasoning, when present, is part of what
+    /// the model sees and changes it.
+    #[test]
+    fn digests_without_reasoning_are_unchanged() {
+        let before = RequestSummary::of(&req1()).sha256;
+        assert_eq!(before, PINNED_REQ1_DIGEST);
+        let mut r = req1();
+        let Message::Assistant { reasoning, .. } = &mut r.messages[1] else {
+            unreachable!("req1's second message is the assistant's")
+        };
+        reasoning.push(ReasoningBlock {
+            format: WireFormat::Anthropic,
+            item: json!({"type": "thinking", "thinking": "t", "signature": "s"}),
+        });
+        assert_ne!(RequestSummary::of(&r).sha256, before);
     }
 }

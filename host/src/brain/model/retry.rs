@@ -139,6 +139,7 @@ mod tests {
                     tool_calls: vec![],
                     stop_reason: StopReason::EndTurn,
                     usage: Usage::default(),
+                    reasoning: vec![],
                 })
             } else {
                 Err(errs.remove(0))
@@ -166,7 +167,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn gives_up_after_max_attempts_with_last_error() {
         let p = Scripted(Mutex::new(vec![
             ModelError::Timeout,
@@ -189,7 +190,7 @@ mod tests {
         assert!(seen[0].2 && seen[1].2 && !seen[2].2);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn bad_response_is_retried_once() {
         let p = Scripted(Mutex::new(vec![
             ModelError::BadResponse("a".into()),
@@ -229,6 +230,73 @@ mod tests {
         let e = complete_with_retry(&p, &req(), &fast(), |_, _, _| n += 1).await;
         assert!(matches!(e, Err(ModelError::Diverged { .. })));
         assert_eq!(n, 1);
+    }
+
+    /// On tokio's paused clock the waits are exact and take no wall time:
+    /// the clock jumps to each sleep's end.
+    #[tokio::test(start_paused = true)]
+    async fn waits_what_retry_after_says_then_backs_off() {
+        let p = Scripted(Mutex::new(vec![
+            ModelError::RateLimited {
+                retry_after: Some(Duration::from_secs(7)),
+            },
+            ModelError::Server {
+                status: 500,
+                body: String::new(),
+            },
+        ]));
+        let policy = RetryPolicy {
+            base_delay: Duration::from_secs(2),
+            ..RetryPolicy::default()
+        };
+        let mut waits = Vec::new();
+        let t0 = tokio::time::Instant::now();
+        let r = complete_with_retry(&p, &req(), &policy, |_, _, d| waits.push(d.unwrap()))
+            .await
+            .unwrap();
+        assert_eq!(r.text.as_deref(), Some("ok"));
+        // Retry-After 7 s plus up to 10 % jitter; then backoff after the
+        // second failure: 2 s doubled, half of it fixed, half jitter.
+        assert!(waits[0] >= Duration::from_secs(7) && waits[0] <= Duration::from_millis(7700));
+        assert!(waits[1] >= Duration::from_secs(2) && waits[1] <= Duration::from_secs(4));
+        // The paused clock sleeps in whole milliseconds.
+        let slept = t0.elapsed();
+        let asked = waits[0] + waits[1];
+        assert!(
+            slept >= asked && slept <= asked + Duration::from_millis(2),
+            "{slept:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_huge_retry_after_is_capped() {
+        let p = Scripted(Mutex::new(vec![ModelError::RateLimited {
+            retry_after: Some(Duration::from_secs(86_400)),
+        }]));
+        let t0 = tokio::time::Instant::now();
+        complete_with_retry(&p, &req(), &RetryPolicy::default(), |_, _, _| {})
+            .await
+            .unwrap();
+        let waited = t0.elapsed();
+        assert!(waited >= Duration::from_secs(600) && waited <= Duration::from_secs(660));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_auth_failure_is_final_at_once() {
+        let p = Scripted(Mutex::new(vec![ModelError::Auth {
+            status: 401,
+            body: "bad key".into(),
+        }]));
+        let mut calls = Vec::new();
+        let t0 = tokio::time::Instant::now();
+        let e = complete_with_retry(&p, &req(), &RetryPolicy::default(), |n, e, d| {
+            calls.push((n, e.kind(), d))
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(e.kind(), crate::brain::model::ErrorKind::Auth);
+        assert_eq!(calls, vec![(1, crate::brain::model::ErrorKind::Auth, None)]);
+        assert_eq!(t0.elapsed(), Duration::ZERO);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use super::ModelError;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SseEvent {
+pub struct SseEvent {
     /// The `event:` field, or empty when the event had none.
     pub event: String,
     /// The `data:` lines, joined with `\n`.

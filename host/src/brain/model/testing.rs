@@ -223,42 +223,9 @@ async fn read_request(sock: &mut TcpStream) -> Option<Received> {
     })
 }
 
-/// Formats SSE events: each `(event, data)` as `event:`/`data:` lines.
-pub fn sse(events: &[(&str, serde_json::Value)]) -> Vec<String> {
-    events
-        .iter()
-        .map(|(e, d)| {
-            if e.is_empty() {
-                format!("data: {d}\n\n")
-            } else {
-                format!("event: {e}\ndata: {d}\n\n")
-            }
-        })
-        .collect()
-}
-
 /// Spreads SSE events over time: `gap` before each one.
 pub fn paced(events: Vec<String>, gap: Duration) -> Vec<(Duration, String)> {
     events.into_iter().map(|e| (gap, e)).collect()
-}
-
-/// Assert `err` is the retryable timeout and arrived between `min` and
-/// `max` after `since`: a clock that fires too early is as wrong as one that
-/// never fires.
-#[track_caller]
-pub fn assert_timed_out(
-    err: &super::ModelError,
-    since: std::time::Instant,
-    min: Duration,
-    max: Duration,
-) {
-    assert_eq!(err, &super::ModelError::Timeout);
-    assert!(err.retryable());
-    let took = since.elapsed();
-    assert!(
-        took >= min && took < max,
-        "{took:?} not in {min:?}..{max:?}"
-    );
 }
 
 /// The canary key every provider test uses; no error may ever show it.
@@ -299,6 +266,7 @@ pub fn sample_request() -> crate::brain::model::ModelRequest {
                         arguments: "{\"path\":".into(),
                     },
                 ],
+                reasoning: vec![],
             },
             Message::ToolResult {
                 call_id: "call_a".into(),
@@ -322,6 +290,19 @@ pub fn sample_request() -> crate::brain::model::ModelRequest {
         }],
         max_tokens: 256,
         temperature: Some(0.5),
+        step: 0,
+    }
+}
+
+/// A request with one user message and nothing else.
+pub fn text_only() -> crate::brain::model::ModelRequest {
+    use crate::brain::model::{Message, ModelRequest};
+    ModelRequest {
+        system: String::new(),
+        messages: vec![Message::User { text: "hi".into() }],
+        tools: vec![],
+        max_tokens: 100,
+        temperature: None,
         step: 0,
     }
 }

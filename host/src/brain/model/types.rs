@@ -77,6 +77,13 @@ pub enum Message {
         /// Tool calls the model made, in order.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// The provider's reasoning that led to this answer, sent back
+        /// exactly as received to the wire format that produced it (and to
+        /// no other). Absent in answers from before it existed and from
+        /// providers that return none, so those serialize (and hash into a
+        /// cassette's request digest) as they always did.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        reasoning: Vec<ReasoningBlock>,
     },
     /// The outcome of one tool call, sent back to the model.
     ToolResult {
@@ -96,7 +103,58 @@ impl From<&ModelResponse> for Message {
         Message::Assistant {
             text: response.text.clone(),
             tool_calls: response.tool_calls.clone(),
+            reasoning: response.reasoning.clone(),
         }
+    }
+}
+
+/// Opaque reasoning a provider returned with an answer and needs back
+/// with the next request of the same conversation: an Anthropic
+/// `thinking` or `redacted_thinking` block (its text and signature), or an
+/// OpenAI Responses `reasoning` item (its id and `encrypted_content`).
+///
+/// The loop never reads it. Each block is tagged with the wire format that
+/// produced it, and a provider sends back only its own: a signature from
+/// one API means nothing to another, which would reject the request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReasoningBlock {
+    /// The wire format the block came from and may be sent back to.
+    pub format: WireFormat,
+    /// The block or item, exactly as the provider sent it.
+    pub item: serde_json::Value,
+}
+
+/// A model API's wire format. Serialized as `"openai"` (chat
+/// completions), `"openai-responses"` or `"anthropic"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum WireFormat {
+    /// OpenAI-compatible chat completions (`/chat/completions`).
+    #[serde(rename = "openai")]
+    OpenAiChat,
+    /// The OpenAI Responses API (`/responses`).
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
+    /// The Anthropic Messages API (`/v1/messages`).
+    #[serde(rename = "anthropic")]
+    Anthropic,
+}
+
+impl WireFormat {
+    /// The name, as serialized; also the provider's name in events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WireFormat::OpenAiChat => "openai",
+            WireFormat::OpenAiResponses => "openai-responses",
+            WireFormat::Anthropic => "anthropic",
+        }
+    }
+
+    /// The items of `blocks` that came from this wire format, in order.
+    pub fn own(self, blocks: &[ReasoningBlock]) -> impl Iterator<Item = &serde_json::Value> {
+        blocks
+            .iter()
+            .filter(move |b| b.format == self)
+            .map(|b| &b.item)
     }
 }
 
@@ -115,7 +173,7 @@ pub struct ToolCall {
 }
 
 /// A model's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelResponse {
     /// Text the model wrote, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -127,16 +185,22 @@ pub struct ModelResponse {
     pub stop_reason: StopReason,
     /// Tokens spent.
     pub usage: Usage,
+    /// Reasoning to send back with the next request (see
+    /// [`ReasoningBlock`]). Default empty; absent from answers stored
+    /// before it existed, which still decode.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<ReasoningBlock>,
 }
 
 /// Why the model stopped producing output.
 ///
 /// Serialized as `"end_turn"`, `"tool_use"`, `"max_tokens"` or
 /// `{"other":"<provider's reason>"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
-    /// The model finished its turn.
+    /// The model finished its turn. The default.
+    #[default]
     EndTurn,
     /// The model wants its tool calls run.
     ToolUse,
@@ -148,12 +212,33 @@ pub enum StopReason {
 }
 
 /// Tokens spent by one call.
+///
+/// The same definitions for every provider: `input_tokens` is the whole
+/// prompt, cached or not (Anthropic reports its uncached part alone as
+/// `input_tokens`; we add its cache reads and writes back), and the two
+/// cache counts are parts of it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Prompt tokens, including any the provider served from its cache.
+    /// Prompt tokens, including any the provider served from its cache or
+    /// wrote to it.
     pub input_tokens: u64,
-    /// Tokens the model generated.
+    /// Tokens the model generated (reasoning tokens included).
     pub output_tokens: u64,
+    /// Of `input_tokens`, those read from the provider's prompt cache
+    /// (OpenAI `cached_tokens`, Anthropic `cache_read_input_tokens`).
+    /// Default 0; left out of the JSON when 0, so usage stored before it
+    /// existed reads and writes the same.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+    /// Of `input_tokens`, those written to the prompt cache (Anthropic
+    /// `cache_creation_input_tokens`; OpenAI caches without reporting it).
+    /// Default 0, left out when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]
@@ -181,6 +266,7 @@ mod tests {
                     name: "fs__read".into(),
                     arguments: "{\"path\":".into(),
                 }],
+                reasoning: vec![],
             },
             Message::ToolResult {
                 call_id: "c1".into(),
@@ -203,7 +289,9 @@ mod tests {
             usage: Usage {
                 input_tokens: 1,
                 output_tokens: 2,
+                ..Usage::default()
             },
+            reasoning: vec![],
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(
