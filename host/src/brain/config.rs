@@ -9,14 +9,13 @@
 //! frozen into the session's first event, so a resumed session runs with the
 //! configuration it started with.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::brain::model::{ProviderKind, ReasoningEffort, is_reasoning_model};
-use crate::hands::{DirSpec, Grants, HostPattern, Limits, SecretGrant};
+use crate::hands::{DirSpec, GrantError, GrantSpec, Grants, LimitSpec};
 
 /// In a directory grant's host path, replaced by a fresh directory name per
 /// session (created at start), e.g. `out/{run}:/out:rw`.
@@ -356,7 +355,7 @@ pub struct ToolConfig {
     /// `ENV_VAR@HOST_PATTERN[:HEADER]`.
     #[serde(default)]
     pub secrets: Vec<String>,
-    /// Memory limit in MiB. Default 256.
+    /// Memory limit in MiB, 1 to 4096. Default 256.
     #[serde(default)]
     pub memory_mib: Option<u64>,
     /// Per-call timeout, e.g. `30s`. Default 30 s.
@@ -368,6 +367,11 @@ pub struct ToolConfig {
     /// Bytes one call may write into granted directories. Default 256 MiB.
     #[serde(default)]
     pub max_write: Option<u64>,
+    /// Fuel per call, about one unit per wasm instruction. Default 20
+    /// billion. Left out of the frozen config when unset, so an agent file
+    /// that does not set it freezes (and digests) as it did before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuel: Option<u64>,
 }
 
 /// One directory grant in `agent.toml`: the short string form or a table.
@@ -382,9 +386,11 @@ pub enum DirConfig {
 
 impl DirConfig {
     /// The spec, with relative host paths left for [`DirSpec::resolve`].
-    pub fn spec(&self, base: &Path) -> Result<DirSpec, String> {
+    /// The short form is refused when it could be read two ways under
+    /// `base`, as `--dir` is under the current directory.
+    pub fn spec(&self, base: &Path) -> Result<DirSpec, GrantError> {
         match self {
-            Self::Short(text) => DirSpec::parse(text, base).map_err(|e| e.to_string()),
+            Self::Short(text) => DirSpec::parse(text, base),
             Self::Table(spec) => Ok(spec.clone()),
         }
     }
@@ -532,11 +538,7 @@ impl AgentConfig {
             let mut tool = tool.clone();
             tool.dirs
                 .retain(|d| !d.host_text().contains(RUN_PLACEHOLDER));
-            let grants = tool
-                .grants(base, |name| Some(format!("<value of {name}>")))
-                .map_err(|e| format!("tools[{i}] ({}): {e}", tool.component))?;
-            grants
-                .validate()
+            tool.grants(base, |name| Some(format!("<value of {name}>")))
                 .map_err(|e| format!("tools[{i}] ({}): {e}", tool.component))?;
             if !seen.insert(tool.component.clone()) {
                 return Err(format!(
@@ -560,50 +562,37 @@ impl AgentConfig {
 }
 
 impl ToolConfig {
-    /// Resolve this tool's grants; `lookup` reads environment variables.
+    /// This tool's grant in the shape `longhand tool call` flags also
+    /// produce; short-form directories are parsed against `base`.
+    pub fn grant_spec(&self, base: &Path) -> Result<GrantSpec, GrantError> {
+        Ok(GrantSpec {
+            digest: self.digest.clone(),
+            dirs: self
+                .dirs
+                .iter()
+                .map(|d| d.spec(base))
+                .collect::<Result<_, _>>()?,
+            hosts: self.allow_hosts.clone(),
+            env: self.env.clone(),
+            secrets: self.secrets.clone(),
+            limits: LimitSpec {
+                memory_mib: self.memory_mib,
+                timeout: self.timeout,
+                fuel: self.fuel,
+                max_output: self.max_output,
+                max_write: self.max_write,
+            },
+        })
+    }
+
+    /// Resolve and validate this tool's grants (see
+    /// [`GrantSpec::resolve`]); `lookup` reads environment variables.
     pub fn grants(
         &self,
         base: &Path,
         lookup: impl Fn(&str) -> Option<String> + Copy,
-    ) -> Result<Grants, String> {
-        let mut grants = Grants {
-            component_digest: self.digest.clone(),
-            ..Grants::default()
-        };
-        for dir in &self.dirs {
-            let spec = dir.spec(base)?;
-            grants
-                .dirs
-                .push(spec.resolve(base).map_err(|e| e.to_string())?);
-        }
-        for spec in &self.allow_hosts {
-            grants
-                .hosts
-                .push(HostPattern::parse(spec).map_err(|e| e.to_string())?);
-        }
-        let mut env = BTreeMap::new();
-        for name in &self.env {
-            let value = lookup(name).ok_or_else(|| format!("env {name} is not set"))?;
-            env.insert(name.clone(), value);
-        }
-        grants.env = env;
-        for spec in &self.secrets {
-            grants
-                .secrets
-                .push(SecretGrant::parse(spec, lookup).map_err(|e| e.to_string())?);
-        }
-        let d = Limits::default();
-        grants.limits = Limits {
-            memory_bytes: self
-                .memory_mib
-                .map(|m| m.saturating_mul(1 << 20))
-                .unwrap_or(d.memory_bytes),
-            timeout: self.timeout.unwrap_or(d.timeout),
-            max_output_bytes: self.max_output.unwrap_or(d.max_output_bytes),
-            max_write_bytes: self.max_write.unwrap_or(d.max_write_bytes),
-            ..d
-        };
-        Ok(grants)
+    ) -> Result<Grants, GrantError> {
+        self.grant_spec(base)?.resolve(base, lookup)
     }
 }
 
@@ -1113,6 +1102,7 @@ mod fuzz {
             ("timeout", duration()),
             ("max_output", integer()),
             ("max_write", integer()),
+            ("fuel", integer()),
         ])
     }
 

@@ -1,9 +1,9 @@
 //! The `longhand` command line: a door, not a room.
 //!
 //! clap structs only parse; [`settings`] turns flags and the environment into
-//! validated settings; the commands call the library; [`main`] is the one
-//! place that maps errors to exit codes. Logs go to stderr (`RUST_LOG`),
-//! data to stdout.
+//! validated settings; the commands call the library and return an
+//! [`Outcome`] or an error; [`exit_code`] is the one place that maps either
+//! to an exit code. Logs go to stderr (`RUST_LOG`), data to stdout.
 
 mod run;
 mod settings;
@@ -14,45 +14,132 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Exit codes, documented in README.md.
+use crate::brain::agent::RunError;
+use crate::brain::config::ConfigError;
+use crate::hands::{CallError, GrantError, LoadError};
+use crate::session::{SessionStatus, StoreError};
+
+/// Exit codes, documented in README.md's table. [`exit_code`] is the only
+/// place that picks one.
 pub mod exit {
-    /// The command did what was asked.
+    /// The command did what was asked; the session finished.
     pub const OK: u8 = 0;
     /// The tool ran and returned an error (invalid input, not found, failed,
-    /// crashed).
+    /// crashed); the session failed.
     pub const TOOL_ERROR: u8 = 1;
-    /// The command line or configuration is wrong; nothing ran.
+    /// The command line or configuration is wrong, or names something that
+    /// does not exist (a session id); nothing ran.
     pub const USAGE: u8 = 2;
     /// A capability was denied or a limit was hit (including a component
-    /// refused for its imports).
+    /// refused for its imports); the session paused; another worker holds
+    /// the session's lease.
     pub const DENIED: u8 = 3;
+    /// The session store or log is broken, or something failed that no
+    /// input explains: a corrupt database or checksum chain, an I/O error,
+    /// a log or store this version cannot read, a bug. Running the same
+    /// command again will most likely fail the same way; a person looks.
+    pub const INTERNAL: u8 = 4;
 }
 
-/// An error that knows its exit code.
-#[derive(Debug)]
-pub struct Failure {
-    /// Exit code from [`exit`].
-    pub code: u8,
-    /// What to tell the user.
-    pub error: anyhow::Error,
+/// How a command that ran to its end ended. Not an error: a tool error or
+/// a paused session is a result the command reports, and [`exit_code`]
+/// turns it into a code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The command did what was asked (a listing, a description, a log, a
+    /// successful tool call).
+    Done,
+    /// `tool call` ran the tool and it returned this error.
+    ToolError(CallError),
+    /// A session stopped (or was already over) with this status.
+    Session(SessionStatus),
 }
 
-impl Failure {
-    /// A usage or configuration error.
-    pub fn usage(error: impl Into<anyhow::Error>) -> Self {
-        Self {
-            code: exit::USAGE,
-            error: error.into(),
-        }
+/// The CLI's own refusal of what it was given — a flag value, a missing
+/// goal, a session id that does not parse, a tool the component lacks —
+/// when no library error says it. Exit [`exit::USAGE`].
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Usage(pub String);
+
+/// A [`Usage`] error.
+pub fn usage(message: impl std::fmt::Display) -> anyhow::Error {
+    Usage(message.to_string()).into()
+}
+
+/// The exit code of a command's result: the one map from outcomes and
+/// errors to README's table.
+///
+/// An error is classified by the first error in its chain (outermost
+/// first, through `.context(..)`) that a row below names; the loop's
+/// [`RunError`] is matched on its outer variants, the store's
+/// [`StoreError`] on each. An error no row names is one the CLI did not
+/// expect, so it is [`exit::INTERNAL`], never mistaken for a denial or a
+/// usage error.
+pub fn exit_code(result: &Result<Outcome, anyhow::Error>) -> u8 {
+    match result {
+        Ok(Outcome::Done) => exit::OK,
+        Ok(Outcome::ToolError(e)) if e.is_denial_or_limit() => exit::DENIED,
+        Ok(Outcome::ToolError(_)) => exit::TOOL_ERROR,
+        Ok(Outcome::Session(status)) => match status {
+            SessionStatus::Finished => exit::OK,
+            SessionStatus::Failed => exit::TOOL_ERROR,
+            SessionStatus::Paused => exit::DENIED,
+            // The loop returns only once the session finished, failed or
+            // paused; anything else is a bug in it.
+            SessionStatus::Created | SessionStatus::Running => exit::INTERNAL,
+        },
+        Err(error) => error
+            .chain()
+            .find_map(code_of_cause)
+            .unwrap_or(exit::INTERNAL),
     }
 }
 
-impl From<anyhow::Error> for Failure {
-    fn from(error: anyhow::Error) -> Self {
-        Self {
-            code: exit::USAGE,
-            error,
-        }
+fn code_of_cause(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
+    if cause.is::<Usage>() || cause.is::<ConfigError>() || cause.is::<GrantError>() {
+        return Some(exit::USAGE);
+    }
+    if let Some(e) = cause.downcast_ref::<clap::Error>() {
+        return Some(if e.use_stderr() {
+            exit::USAGE
+        } else {
+            exit::OK
+        });
+    }
+    if let Some(e) = cause.downcast_ref::<LoadError>() {
+        return Some(match e {
+            LoadError::Unsupported { .. } => exit::DENIED,
+            LoadError::UnknownBuiltin { .. }
+            | LoadError::Read { .. }
+            | LoadError::NotComponent { .. }
+            | LoadError::Link { .. }
+            | LoadError::Describe { .. } => exit::USAGE,
+        });
+    }
+    if let Some(e) = cause.downcast_ref::<RunError>() {
+        return Some(match e {
+            RunError::Store(e) => store_code(e),
+            RunError::Agent(_) => exit::USAGE,
+            RunError::Log(_) => exit::INTERNAL,
+        });
+    }
+    if let Some(e) = cause.downcast_ref::<StoreError>() {
+        return Some(store_code(e));
+    }
+    None
+}
+
+fn store_code(error: &StoreError) -> u8 {
+    match error {
+        StoreError::LeaseHeld { .. } | StoreError::Fenced { .. } => exit::DENIED,
+        StoreError::NotFound { .. } => exit::USAGE,
+        StoreError::Corrupt { .. }
+        | StoreError::TooNew { .. }
+        | StoreError::SeqConflict { .. }
+        | StoreError::Invalid(_)
+        | StoreError::Io { .. }
+        | StoreError::Db { .. } => exit::INTERNAL,
     }
 }
 
@@ -89,43 +176,50 @@ pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
-            let code = if err.use_stderr() {
-                exit::USAGE
-            } else {
-                exit::OK
-            };
+            // clap formats its own help and errors.
             let _ = err.print();
-            return ExitCode::from(code);
+            return ExitCode::from(exit_code(&Err(err.into())));
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let result = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(rt) => rt,
-        Err(err) => {
-            eprintln!("error: cannot start the async runtime: {err}");
-            return ExitCode::from(exit::USAGE);
-        }
+        Ok(runtime) => runtime.block_on(async {
+            match cli.command {
+                Command::Tool(cmd) => tool::run(cmd).await,
+                Command::Run(args) => run::run(args).await,
+                Command::Resume(args) => run::resume(args).await,
+                Command::Sessions { json } => run::sessions(json).await,
+                Command::Log(args) => run::log(args).await,
+            }
+        }),
+        Err(err) => Err(anyhow::Error::new(err).context("cannot start the async runtime")),
     };
-    let result = runtime.block_on(async {
-        match cli.command {
-            Command::Tool(cmd) => tool::run(cmd).await,
-            Command::Run(args) => run::run(args).await,
-            Command::Resume(args) => run::resume(args).await,
-            Command::Sessions { json } => run::sessions(json).await,
-            Command::Log(args) => run::log(args).await,
-        }
-    });
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(failure) => {
-            // Errors can carry guest text (a describe panic, a name).
-            let message = format!("{:#}", failure.error);
-            eprintln!("error: {}", term::printable(&message));
-            ExitCode::from(failure.code)
-        }
+    if let Err(error) = &result {
+        // Errors can carry guest text (a describe panic, a name).
+        eprintln!("error: {}", term::printable(&message_of(error)));
     }
+    ExitCode::from(exit_code(&result))
+}
+
+/// The error and its causes on one line, outermost first, as `{:#}` prints
+/// them, except that a cause whose text an outer layer already quoted
+/// (an `#[error("…: {0}")]` that also names it as its source) is not
+/// printed twice.
+fn message_of(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
 }
 
 fn init_logging() {
@@ -135,4 +229,116 @@ fn init_logging() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    //! The map, row by row, on typed values; `tests/all/exit_codes.rs` runs
+    //! the binary for each row of README's table.
+
+    use super::*;
+
+    fn code_of(error: impl Into<anyhow::Error>) -> u8 {
+        exit_code(&Err(error.into()))
+    }
+
+    fn corrupt() -> StoreError {
+        StoreError::Corrupt {
+            seq: Some(7),
+            detail: "checksum mismatch".to_owned(),
+        }
+    }
+
+    #[test]
+    fn outcomes_map_to_their_rows() {
+        let call = |e: CallError| exit_code(&Ok(Outcome::ToolError(e)));
+        let session = |s: SessionStatus| exit_code(&Ok(Outcome::Session(s)));
+        assert_eq!(exit_code(&Ok(Outcome::Done)), exit::OK);
+        let message = String::new;
+        assert_eq!(
+            call(CallError::InvalidInput { message: message() }),
+            exit::TOOL_ERROR
+        );
+        assert_eq!(
+            call(CallError::Crashed { message: message() }),
+            exit::TOOL_ERROR
+        );
+        assert_eq!(
+            call(CallError::AccessDenied {
+                resource: message(),
+                reason: message()
+            }),
+            exit::DENIED
+        );
+        assert_eq!(call(CallError::Limit { message: message() }), exit::DENIED);
+        assert_eq!(session(SessionStatus::Finished), exit::OK);
+        assert_eq!(session(SessionStatus::Failed), exit::TOOL_ERROR);
+        assert_eq!(session(SessionStatus::Paused), exit::DENIED);
+        assert_eq!(session(SessionStatus::Running), exit::INTERNAL);
+    }
+
+    #[test]
+    fn errors_map_by_type_through_context() {
+        assert_eq!(code_of(usage("no goal")), exit::USAGE);
+        assert_eq!(code_of(GrantError::Limit("memory".into())), exit::USAGE);
+        assert_eq!(
+            code_of(LoadError::UnknownBuiltin {
+                name: "x".into(),
+                known: "fs".into()
+            }),
+            exit::USAGE
+        );
+        let held = StoreError::LeaseHeld {
+            owner: "w".into(),
+            expires_ms: 0,
+        };
+        assert_eq!(code_of(RunError::Store(held)), exit::DENIED);
+        let fenced = StoreError::Fenced {
+            token: 1,
+            current: None,
+        };
+        assert_eq!(code_of(fenced), exit::DENIED);
+        assert_eq!(code_of(RunError::Store(corrupt())), exit::INTERNAL);
+        assert_eq!(code_of(RunError::Log("bad".into())), exit::INTERNAL);
+        let missing = StoreError::NotFound {
+            what: "session s-1".into(),
+        };
+        assert_eq!(code_of(RunError::Store(missing)), exit::USAGE);
+        // Context wrapping does not hide the type.
+        let wrapped = anyhow::Error::new(corrupt()).context("opening the store");
+        assert_eq!(code_of(wrapped), exit::INTERNAL);
+        let io = StoreError::Io {
+            context: "creating the store".into(),
+            source: std::io::Error::other("disk full"),
+        };
+        assert_eq!(code_of(io), exit::INTERNAL);
+        // What no row names is not mistaken for a usage error or a denial.
+        assert_eq!(code_of(anyhow::anyhow!("surprise")), exit::INTERNAL);
+        assert_eq!(code_of(std::io::Error::other("eio")), exit::INTERNAL);
+    }
+
+    #[test]
+    fn a_cause_already_quoted_is_printed_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("session store: {0}")]
+        struct Quoting(#[source] StoreError);
+        let error = anyhow::Error::new(Quoting(corrupt())).context("resuming");
+        assert_eq!(
+            message_of(&error),
+            "resuming: session store: session store is corrupt: checksum mismatch"
+        );
+        let error = anyhow::Error::new(corrupt()).context("opening the store");
+        assert_eq!(
+            message_of(&error),
+            "opening the store: session store is corrupt: checksum mismatch"
+        );
+    }
+
+    #[test]
+    fn clap_errors_are_usage_and_help_is_success() {
+        let bad = Cli::try_parse_from(["longhand", "--no-such-flag"]).unwrap_err();
+        assert_eq!(code_of(bad), exit::USAGE);
+        let help = Cli::try_parse_from(["longhand", "--help"]).unwrap_err();
+        assert_eq!(code_of(help), exit::OK);
+    }
 }

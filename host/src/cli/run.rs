@@ -11,11 +11,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, anyhow};
+use anyhow::Context;
 
 use super::settings::{data_dir, hands_config};
 use super::term::{json_line, json_safe, one_line, printable};
-use super::{Failure, exit};
+use super::{Outcome, usage};
 use crate::brain::agent::{self, Frozen, RunEnd, Runner};
 use crate::brain::config::{AgentConfig, ModelConfig, SessionLimits};
 use crate::brain::model::{
@@ -23,7 +23,9 @@ use crate::brain::model::{
 };
 use crate::brain::state::SessionState;
 use crate::hands::Hands;
-use crate::session::{BlobRef, Event, EventRecord, SessionId, SessionStatus, SqliteStore, Store};
+use crate::session::{
+    BlobRef, Event, EventRecord, SessionId, SessionStatus, SqliteStore, Store, StoreError,
+};
 
 /// `longhand run` flags.
 #[derive(Debug, clap::Args)]
@@ -80,17 +82,18 @@ pub struct LogArgs {
     pub follow: bool,
 }
 
-async fn open_store() -> Result<Arc<dyn Store>, Failure> {
+async fn open_store() -> anyhow::Result<Arc<dyn Store>> {
     let dir = data_dir().ok_or_else(|| {
-        Failure::usage(anyhow!(
-            "cannot find a data directory: set LONGHAND_HOME (or HOME / XDG_DATA_HOME)"
-        ))
+        usage("cannot find a data directory: set LONGHAND_HOME (or HOME / XDG_DATA_HOME)")
     })?;
     let store = SqliteStore::open(&dir)
         .await
-        .with_context(|| format!("opening the session store in {}", dir.display()))
-        .map_err(Failure::usage)?;
+        .with_context(|| format!("opening the session store in {}", dir.display()))?;
     Ok(Arc::new(store))
+}
+
+fn hands() -> anyhow::Result<Hands> {
+    Hands::new(hands_config()).context("cannot start the tool host")
 }
 
 fn owner() -> String {
@@ -105,41 +108,32 @@ fn env(name: &str) -> Option<String> {
 }
 
 /// Build the provider a frozen (or overridden) model config names.
-fn provider_for(model: &ModelConfig) -> Result<Arc<dyn ModelProvider>, Failure> {
-    build_provider(model, env).map_err(Failure::usage)
+fn provider_for(model: &ModelConfig) -> anyhow::Result<Arc<dyn ModelProvider>> {
+    build_provider(model, env).map_err(usage)
 }
 
 /// Apply `--model PROVIDER:MODEL[@BASE_URL]` (checked before anything is
 /// created: a bad one exits 2).
-fn apply_model_flag(model: &mut ModelConfig, flag: &str) -> Result<(), Failure> {
-    let flag: ModelFlag = flag
-        .parse()
-        .map_err(|e: String| Failure::usage(anyhow!(e)))?;
-    flag.apply(model);
+fn apply_model_flag(model: &mut ModelConfig, flag: &str) -> anyhow::Result<()> {
+    flag.parse::<ModelFlag>().map_err(usage)?.apply(model);
     Ok(())
 }
 
 /// `longhand run`.
-pub async fn run(args: RunArgs) -> Result<u8, Failure> {
-    let (config, base) = AgentConfig::load(&args.agent).map_err(Failure::usage)?;
+pub async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
+    let (config, base) = AgentConfig::load(&args.agent)?;
     let goal = args
         .goal
         .clone()
         .or_else(|| config.goal.clone())
-        .ok_or_else(|| {
-            Failure::usage(anyhow!(
-                "no goal: pass --goal or set `goal` in the agent file"
-            ))
-        })?;
+        .ok_or_else(|| usage("no goal: pass --goal or set `goal` in the agent file"))?;
     // The flag is checked before anything is loaded or created; it is
     // applied to the frozen model below.
     if let Some(flag) = &args.model {
         apply_model_flag(&mut config.model.clone(), flag)?;
     }
-    let hands = Hands::new(hands_config()).map_err(Failure::usage)?;
-    let mut frozen = agent::freeze(&hands, &config, &base, env)
-        .await
-        .map_err(|e| Failure::usage(anyhow!(e)))?;
+    let hands = hands()?;
+    let mut frozen = agent::freeze(&hands, &config, &base, env).await?;
     if let Some(flag) = &args.model {
         apply_model_flag(&mut frozen.model, flag)?;
     }
@@ -157,40 +151,34 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
     if let Some(path) = &args.record {
         provider = Arc::new(
             RecordingProvider::open(provider, path)
-                .map_err(|e| Failure::usage(anyhow!("--record {}: {e}", path.display())))?,
+                .map_err(|e| usage(format!("--record {}: {e}", path.display())))?,
         );
     }
     let store = open_store().await?;
-    let bound = agent::bind(&hands, frozen, env)
-        .await
-        .map_err(|e| Failure::usage(anyhow!(e)))?;
-    let mut runner = Runner::start(store, &hands, bound, provider, &goal, &owner())
-        .await
-        .map_err(|e| Failure::usage(anyhow!(e)))?;
+    let bound = agent::bind(&hands, frozen, env).await?;
+    let mut runner = Runner::start(store, &hands, bound, provider, &goal, &owner()).await?;
     drive(&mut runner, args.json, 1).await
 }
 
 /// `longhand resume`.
-pub async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
+pub async fn resume(args: ResumeArgs) -> anyhow::Result<Outcome> {
     let session = parse_session(&args.session)?;
     let mut raised = BTreeMap::new();
     for spec in &args.raise {
-        let (name, value) = spec.split_once('=').ok_or_else(|| {
-            Failure::usage(anyhow!("--raise takes LIMIT=VALUE, e.g. max_steps=100"))
-        })?;
-        let value: u64 = value.parse().map_err(|_| {
-            Failure::usage(anyhow!("--raise {name}: `{value}` is not a whole number"))
-        })?;
+        let (name, value) = spec
+            .split_once('=')
+            .ok_or_else(|| usage("--raise takes LIMIT=VALUE, e.g. max_steps=100"))?;
+        let value: u64 = value
+            .parse()
+            .map_err(|_| usage(format!("--raise {name}: `{value}` is not a whole number")))?;
         SessionLimits::default()
             .set(name, value)
-            .map_err(|e| Failure::usage(anyhow!("--raise: {e}")))?;
+            .map_err(|e| usage(format!("--raise: {e}")))?;
         raised.insert(name.to_owned(), value);
     }
     let store = open_store().await?;
     // A session that is over needs no lease, no tools and no model.
-    let state = agent::load_state(store.as_ref(), &session)
-        .await
-        .map_err(|e| Failure::usage(anyhow!(e)))?;
+    let state = agent::load_state(store.as_ref(), &session).await?;
     if state.is_terminal() {
         if args.json {
             println!(
@@ -202,41 +190,25 @@ pub async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
         } else {
             println!("session {session} is already {}", state.status);
         }
-        return Ok(if state.status == SessionStatus::Finished {
-            exit::OK
-        } else {
-            exit::TOOL_ERROR
-        });
+        return Ok(Outcome::Session(state.status));
     }
-    let frozen: Frozen = Runner::frozen_of(store.as_ref(), &session)
-        .await
-        .map_err(|e| Failure::usage(anyhow!(e)))?;
-    let hands = Hands::new(hands_config()).map_err(Failure::usage)?;
+    let frozen: Frozen = Runner::frozen_of(store.as_ref(), &session).await?;
+    let hands = hands()?;
     let provider = provider_for(&frozen.model)?;
-    let bound = agent::bind(&hands, frozen, env)
-        .await
-        .map_err(|e| Failure::usage(anyhow!(e)))?;
-    let mut runner = Runner::wake(store, &hands, bound, provider, session, &owner())
-        .await
-        .map_err(|e| Failure {
-            code: exit::DENIED,
-            error: anyhow!(e),
-        })?;
+    let bound = agent::bind(&hands, frozen, env).await?;
+    let mut runner = Runner::wake(store, &hands, bound, provider, session, &owner()).await?;
     let from_seq = runner.state().last_seq + 1;
-    runner
-        .resume(raised)
-        .await
-        .map_err(|e| Failure::usage(anyhow!(e)))?;
+    runner.resume(raised).await?;
     drive(&mut runner, args.json, from_seq).await
 }
 
-fn parse_session(text: &str) -> Result<SessionId, Failure> {
+fn parse_session(text: &str) -> anyhow::Result<SessionId> {
     text.parse::<SessionId>()
-        .map_err(|e| Failure::usage(anyhow!("`{text}` is not a session id: {e}")))
+        .map_err(|e| usage(format!("`{text}` is not a session id: {e}")))
 }
 
-/// Run to the end, printing progress; map the end to an exit code.
-async fn drive(runner: &mut Runner<'_>, json: bool, from_seq: u64) -> Result<u8, Failure> {
+/// Run to the end, printing progress; the session's end is the outcome.
+async fn drive(runner: &mut Runner<'_>, json: bool, from_seq: u64) -> anyhow::Result<Outcome> {
     let id = runner.session().clone();
     if json {
         println!(
@@ -275,18 +247,12 @@ async fn drive(runner: &mut Runner<'_>, json: bool, from_seq: u64) -> Result<u8,
     ));
     // Events written before the observer was attached (session created,
     // goal, resumed) are shown first, so `--json` has no gaps.
-    runner
-        .replay_to_observer(from_seq)
-        .await
-        .map_err(|e| Failure::usage(anyhow!(e)))?;
+    runner.replay_to_observer(from_seq).await?;
     let end = runner.run().await;
     if tty {
         eprintln!();
     }
-    let end: RunEnd = end.map_err(|e| Failure {
-        code: exit::DENIED,
-        error: anyhow!(e),
-    })?;
+    let end: RunEnd = end?;
     // The detail is the model's summary or an error: many lines are fine,
     // terminal controls are not.
     let detail = end.detail.unwrap_or_default();
@@ -301,11 +267,7 @@ async fn drive(runner: &mut Runner<'_>, json: bool, from_seq: u64) -> Result<u8,
             other => println!("{other}"),
         }
     }
-    Ok(match end.status {
-        SessionStatus::Finished => exit::OK,
-        SessionStatus::Paused => exit::DENIED,
-        _ => exit::TOOL_ERROR,
-    })
+    Ok(Outcome::Session(end.status))
 }
 
 /// One plain line per interesting event, for non-TTY progress.
@@ -345,9 +307,9 @@ fn progress_line(event: &Event) -> Option<String> {
 }
 
 /// `longhand sessions`.
-pub async fn sessions(json: bool) -> Result<u8, Failure> {
+pub async fn sessions(json: bool) -> anyhow::Result<Outcome> {
     let store = open_store().await?;
-    let list = store.list().await.map_err(|e| Failure::usage(anyhow!(e)))?;
+    let list = store.list().await?;
     let mut out = std::io::stdout().lock();
     for s in &list {
         let line = if json {
@@ -361,30 +323,29 @@ pub async fn sessions(json: bool) -> Result<u8, Failure> {
                 one_line(&s.agent_name)
             )
         };
-        writeln!(out, "{line}").map_err(|e| Failure::usage(anyhow!(e)))?;
+        writeln!(out, "{line}")?;
     }
     if list.is_empty() && !json {
         writeln!(
             out,
             "no sessions yet; start one with `longhand run <agent>`"
-        )
-        .map_err(|e| Failure::usage(anyhow!(e)))?;
+        )?;
     }
-    Ok(exit::OK)
+    Ok(Outcome::Done)
 }
 
 /// `longhand log`.
-pub async fn log(args: LogArgs) -> Result<u8, Failure> {
+pub async fn log(args: LogArgs) -> anyhow::Result<Outcome> {
     let session = parse_session(&args.session)?;
     let store = open_store().await?;
     let mut next = 1;
     loop {
-        let records = store
-            .read(&session, next)
-            .await
-            .map_err(|e| Failure::usage(anyhow!(e)))?;
+        let records = store.read(&session, next).await?;
         if next == 1 && records.is_empty() {
-            return Err(Failure::usage(anyhow!("no session {session}")));
+            return Err(StoreError::NotFound {
+                what: format!("session {session}"),
+            }
+            .into());
         }
         let mut running = true;
         for record in &records {
@@ -404,10 +365,10 @@ pub async fn log(args: LogArgs) -> Result<u8, Failure> {
             }
         }
         if !args.follow {
-            return Ok(exit::OK);
+            return Ok(Outcome::Done);
         }
         if !running && !records.is_empty() {
-            return Ok(exit::OK);
+            return Ok(Outcome::Done);
         }
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
@@ -578,7 +539,7 @@ mod tests {
             "openai:gpt@ftp://host/v1",
         ] {
             let err = apply_model_flag(&mut m, bad).unwrap_err();
-            assert_eq!(err.code, crate::cli::exit::USAGE, "{bad}");
+            assert!(err.downcast_ref::<crate::cli::Usage>().is_some(), "{bad}");
         }
         assert_eq!(m.base_url.as_deref(), Some("http://127.0.0.1:11434/v1"));
         assert!(apply_model_flag(&mut m, "bedrock:x").is_err());

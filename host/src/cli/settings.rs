@@ -1,12 +1,11 @@
 //! One resolver from defaults, environment and flags to validated settings.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
-use crate::hands::{DirSpec, Grants, HandsConfig, HostPattern, Limits, SecretGrant};
+use crate::hands::{DirSpec, GrantError, GrantSpec, Grants, HandsConfig, LimitSpec};
 
 /// Where sessions are stored: `$LONGHAND_HOME`, else
 /// `$XDG_DATA_HOME/longhand`, else `~/.local/share/longhand`.
@@ -76,7 +75,7 @@ pub struct GrantFlags {
     /// (default `Authorization: Bearer <value>`). The tool never sees it.
     #[arg(long = "secret", value_name = "ENV_VAR@HOST_PATTERN[:HEADER]")]
     pub secrets: Vec<String>,
-    /// Linear memory limit in MiB (default 256).
+    /// Linear memory limit in MiB, 1 to 4096 (default 256).
     #[arg(long, value_name = "MiB")]
     pub memory: Option<u64>,
     /// Wall-clock limit, e.g. 500ms, 30s, 2m (default 30s).
@@ -103,50 +102,177 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 impl GrantFlags {
-    /// Resolve the flags into validated grants, reading env and secret
-    /// values from the process environment.
-    pub fn resolve(&self) -> anyhow::Result<Grants> {
-        let mut grants = Grants {
-            component_digest: self.digest.clone(),
-            ..Grants::default()
-        };
-        let cwd = std::env::current_dir().context("cannot read the current directory")?;
-        for spec in &self.dirs {
-            grants.dirs.push(DirSpec::parse(spec, &cwd)?.resolve(&cwd)?);
-        }
-        for spec in &self.mounts {
-            grants.dirs.push(DirSpec::parse_mount(spec)?.resolve(&cwd)?);
-        }
-        for spec in &self.hosts {
-            grants.hosts.push(HostPattern::parse(spec)?);
-        }
-        let mut env = BTreeMap::new();
-        for name in &self.env {
-            let value = std::env::var(name).with_context(|| {
-                format!("--env {name}: the variable is not set (or not UTF-8) in this environment")
-            })?;
-            env.insert(name.clone(), value);
-        }
-        grants.env = env;
-        for spec in &self.secrets {
-            grants
-                .secrets
-                .push(SecretGrant::parse(spec, |var| std::env::var(var).ok())?);
-        }
-        let defaults = Limits::default();
-        grants.limits = Limits {
-            memory_bytes: match self.memory {
-                Some(0) => bail!("--memory must be at least 1 MiB"),
-                Some(mib) => mib.saturating_mul(1 << 20),
-                None => defaults.memory_bytes,
+    /// The grant these flags write, in the shape an `agent.toml` tool
+    /// table also produces. Short-form `--dir` specs are parsed against
+    /// `cwd`.
+    pub fn spec(&self, cwd: &Path) -> Result<GrantSpec, GrantError> {
+        let short = self.dirs.iter().map(|d| DirSpec::parse(d, cwd));
+        let long = self.mounts.iter().map(|m| DirSpec::parse_mount(m));
+        Ok(GrantSpec {
+            digest: self.digest.clone(),
+            dirs: short.chain(long).collect::<Result<_, _>>()?,
+            hosts: self.hosts.clone(),
+            env: self.env.clone(),
+            secrets: self.secrets.clone(),
+            limits: LimitSpec {
+                memory_mib: self.memory,
+                timeout: self.timeout,
+                fuel: self.fuel,
+                max_output: self.max_output,
+                max_write: self.max_write,
             },
-            timeout: self.timeout.unwrap_or(defaults.timeout),
-            fuel: self.fuel.unwrap_or(defaults.fuel),
-            max_output_bytes: self.max_output.unwrap_or(defaults.max_output_bytes),
-            max_write_bytes: self.max_write.unwrap_or(defaults.max_write_bytes),
-            ..defaults
-        };
-        grants.validate()?;
-        Ok(grants)
+        })
+    }
+
+    /// Resolve the flags into validated grants, relative paths against the
+    /// current directory, env and secret values from the process
+    /// environment.
+    pub fn resolve(&self) -> anyhow::Result<Grants> {
+        let cwd = std::env::current_dir().context("cannot read the current directory")?;
+        Ok(self
+            .spec(&cwd)?
+            .resolve(&cwd, |name| std::env::var(name).ok())?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::brain::config::ToolConfig;
+
+    #[derive(Debug, Parser)]
+    struct Flags {
+        #[command(flatten)]
+        grants: GrantFlags,
+    }
+
+    fn flags(args: &[&str]) -> GrantFlags {
+        Flags::try_parse_from(std::iter::once("longhand").chain(args.iter().copied()))
+            .unwrap()
+            .grants
+    }
+
+    fn tool(fields: &str) -> ToolConfig {
+        toml::from_str(&format!("component = \"fs\"\n{fields}")).unwrap()
+    }
+
+    fn lookup(name: &str) -> Option<String> {
+        match name {
+            "LANG" => Some("C.UTF-8".to_owned()),
+            "TOKEN" => Some("t0ken".to_owned()),
+            _ => None,
+        }
+    }
+
+    const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn the_same_grant_as_flags_and_as_agent_toml_resolves_equal() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("src")).unwrap();
+        std::fs::create_dir(tmp.path().join("data:2024")).unwrap();
+        let base = tmp.path();
+        let from_flags = flags(&[
+            "--dir",
+            "src:/src:rw",
+            "--mount",
+            "src=data:2024,dst=/data,mode=rw,symlinks=true",
+            "--allow-host",
+            "api.example.com",
+            "--allow-host",
+            "127.0.0.1:8080",
+            "--env",
+            "LANG",
+            "--secret",
+            "TOKEN@api.example.com:x-api-key",
+            "--memory",
+            "64",
+            "--timeout",
+            "5s",
+            "--fuel",
+            "1000000",
+            "--max-output",
+            "4096",
+            "--max-write",
+            "65536",
+            "--digest",
+            DIGEST,
+        ]);
+        let from_toml = tool(&format!(
+            r#"digest = "{DIGEST}"
+dirs = ["src:/src:rw", {{ host = "data:2024", guest = "/data", mode = "rw", symlinks = true }}]
+allow_hosts = ["api.example.com", "127.0.0.1:8080"]
+env = ["LANG"]
+secrets = ["TOKEN@api.example.com:x-api-key"]
+memory_mib = 64
+timeout = "5s"
+fuel = 1000000
+max_output = 4096
+max_write = 65536
+"#
+        ));
+        let spec = from_flags.spec(base).unwrap();
+        assert_eq!(spec, from_toml.grant_spec(base).unwrap());
+        let grants = spec.resolve(base, lookup).unwrap();
+        assert_eq!(grants, from_toml.grants(base, lookup).unwrap());
+        // Every limit was taken from what was written, none defaulted.
+        let l = &grants.limits;
+        assert_eq!(
+            (
+                l.memory_bytes,
+                l.timeout,
+                l.fuel,
+                l.max_output_bytes,
+                l.max_write_bytes
+            ),
+            (64 << 20, Duration::from_secs(5), 1_000_000, 4096, 65536)
+        );
+        assert_eq!(grants.dirs.len(), 2);
+        assert_eq!(grants.env.get("LANG").map(String::as_str), Some("C.UTF-8"));
+        // Nothing written, nothing granted, the same defaults from both.
+        let none = flags(&[]).spec(base).unwrap();
+        assert_eq!(none, tool("").grant_spec(base).unwrap());
+        assert_eq!(none.resolve(base, lookup).unwrap(), Grants::default());
+    }
+
+    #[test]
+    fn a_bad_grant_gives_the_same_error_from_flags_and_agent_toml() {
+        let base = Path::new("/");
+        let overflow = i64::MAX.to_string();
+        for (flag, field) in [
+            (
+                vec!["--memory", overflow.as_str()],
+                format!("memory_mib = {overflow}"),
+            ),
+            (vec!["--memory", "0"], "memory_mib = 0".to_owned()),
+            (vec!["--memory", "4097"], "memory_mib = 4097".to_owned()),
+            (vec!["--fuel", "0"], "fuel = 0".to_owned()),
+            (vec!["--timeout", "0s"], "timeout = \"0s\"".to_owned()),
+            (vec!["--env", "UNSET"], "env = [\"UNSET\"]".to_owned()),
+            (
+                vec!["--allow-host", "http://x"],
+                "allow_hosts = [\"http://x\"]".to_owned(),
+            ),
+            (
+                vec!["--digest", "sha256:00"],
+                "digest = \"sha256:00\"".to_owned(),
+            ),
+        ] {
+            let from_flags = flags(&flag).spec(base).unwrap().resolve(base, lookup);
+            let from_toml = tool(&field).grants(base, lookup);
+            let err = from_flags.expect_err(&field);
+            assert_eq!(Err(err.clone()), from_toml, "{field}");
+            if field.starts_with("memory") {
+                assert!(err.to_string().contains("give 1 to 4096 MiB"), "{err}");
+            }
+        }
+        // The most memory there is, 4 GiB, is accepted from both.
+        let most = flags(&["--memory", "4096"]).spec(base).unwrap();
+        assert_eq!(
+            most.resolve(base, lookup).unwrap().limits.memory_bytes,
+            4 << 30
+        );
     }
 }

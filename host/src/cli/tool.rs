@@ -12,8 +12,8 @@ use serde_json::json;
 
 use super::settings::{GrantFlags, hands_config};
 use super::term::{json_line, json_pretty, one_line};
-use super::{Failure, exit};
-use crate::hands::{Hands, LoadError, LoadedTool, Receipt, ToolSource, builtin};
+use super::{Outcome, usage};
+use crate::hands::{Hands, LoadedTool, Receipt, ToolSource, builtin};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ToolCommand {
@@ -50,7 +50,7 @@ pub enum ToolCommand {
     },
 }
 
-pub async fn run(cmd: ToolCommand) -> Result<u8, Failure> {
+pub async fn run(cmd: ToolCommand) -> anyhow::Result<Outcome> {
     match cmd {
         ToolCommand::List { json } => list(json).await,
         ToolCommand::Describe { component, json } => describe(&component, json).await,
@@ -64,30 +64,22 @@ pub async fn run(cmd: ToolCommand) -> Result<u8, Failure> {
     }
 }
 
-fn hands() -> Result<Hands, Failure> {
-    Hands::new(hands_config())
-        .context("cannot start the tool host")
-        .map_err(Failure::usage)
+fn hands() -> anyhow::Result<Hands> {
+    Hands::new(hands_config()).context("cannot start the tool host")
 }
 
 /// A name with a path separator or a `.wasm` suffix is a file; anything else
 /// is a built-in.
-async fn load(hands: &Hands, component: &str) -> Result<std::sync::Arc<LoadedTool>, Failure> {
+async fn load(hands: &Hands, component: &str) -> anyhow::Result<std::sync::Arc<LoadedTool>> {
     let source = if component.ends_with(".wasm") || component.contains('/') {
         ToolSource::File(Path::new(component))
     } else {
         ToolSource::Builtin(component)
     };
-    hands.load(source).await.map_err(|err| Failure {
-        code: match err {
-            LoadError::Unsupported { .. } => exit::DENIED,
-            _ => exit::USAGE,
-        },
-        error: err.into(),
-    })
+    Ok(hands.load(source).await?)
 }
 
-async fn list(json: bool) -> Result<u8, Failure> {
+async fn list(json: bool) -> anyhow::Result<Outcome> {
     let hands = hands()?;
     let mut out = std::io::stdout().lock();
     for b in builtin::BUILTINS {
@@ -103,8 +95,7 @@ async fn list(json: bool) -> Result<u8, Failure> {
                     "name": t.name, "effect": t.effect, "description": t.description,
                 })).collect::<Vec<_>>(),
             });
-            writeln!(out, "{}", json_line(&line))
-                .map_err(|e| Failure::usage(anyhow::Error::from(e)))?;
+            writeln!(out, "{}", json_line(&line))?;
         } else {
             let tools: Vec<&str> = info.tools.iter().map(|t| t.name.as_str()).collect();
             writeln!(
@@ -114,14 +105,13 @@ async fn list(json: bool) -> Result<u8, Failure> {
                 one_line(&info.version),
                 one_line(first_line(&info.description)),
                 one_line(&tools.join(", "))
-            )
-            .map_err(|e| Failure::usage(anyhow::Error::from(e)))?;
+            )?;
         }
     }
-    Ok(exit::OK)
+    Ok(Outcome::Done)
 }
 
-async fn describe(component: &str, json: bool) -> Result<u8, Failure> {
+async fn describe(component: &str, json: bool) -> anyhow::Result<Outcome> {
     let hands = hands()?;
     let tool = load(&hands, component).await?;
     let info = tool.info();
@@ -133,7 +123,7 @@ async fn describe(component: &str, json: bool) -> Result<u8, Failure> {
             "info": info,
         });
         println!("{}", json_pretty(&value));
-        return Ok(exit::OK);
+        return Ok(Outcome::Done);
     }
     // One line per item: a guest's newline must not print a line of its
     // own (a forged `digest:` or `asks for` line).
@@ -216,23 +206,29 @@ async fn describe(component: &str, json: bool) -> Result<u8, Failure> {
             }
         }
     }
-    Ok(exit::OK)
+    Ok(Outcome::Done)
 }
 
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("")
 }
 
+/// The `--input` JSON. Every failure here is the operator's input: a file
+/// that cannot be read, or text that is not JSON.
 fn read_input(input: &str) -> anyhow::Result<serde_json::Value> {
     let text = if input == "-" {
-        std::io::read_to_string(std::io::stdin()).context("reading --input from stdin")?
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|e| usage(format!("reading --input from stdin: {e}")))?
     } else if let Some(path) = input.strip_prefix('@') {
-        std::fs::read_to_string(path).with_context(|| format!("reading --input file {path}"))?
+        std::fs::read_to_string(path)
+            .map_err(|e| usage(format!("reading --input file {path}: {e}")))?
     } else {
         input.to_owned()
     };
-    serde_json::from_str(&text).with_context(|| {
-        "--input is not valid JSON; pass an object like '{\"path\": \"README.md\"}'".to_owned()
+    serde_json::from_str(&text).map_err(|e| {
+        usage(format!(
+            "--input is not valid JSON; pass an object like '{{\"path\": \"README.md\"}}': {e}"
+        ))
     })
 }
 
@@ -242,23 +238,22 @@ async fn call(
     input: &str,
     flags: &GrantFlags,
     json: bool,
-) -> Result<u8, Failure> {
-    let input = read_input(input).map_err(Failure::usage)?;
-    let grants = flags.resolve().map_err(Failure::usage)?;
+) -> anyhow::Result<Outcome> {
+    let input = read_input(input)?;
+    let grants = flags.resolve()?;
     let hands = hands()?;
     let tool = load(&hands, component).await?;
     if tool.tool(tool_name).is_none() {
         let names: Vec<&str> = tool.info().tools.iter().map(|t| t.name.as_str()).collect();
-        return Err(Failure::usage(anyhow::anyhow!(
+        return Err(usage(format!(
             "{component} has no tool `{tool_name}`; it offers: {}",
             one_line(&names.join(", "))
         )));
     }
     let outcome = hands.call(&tool, &grants, tool_name, &input).await;
-    let code = match &outcome.result {
-        Ok(_) => exit::OK,
-        Err(e) if e.is_denial_or_limit() => exit::DENIED,
-        Err(_) => exit::TOOL_ERROR,
+    let end = match &outcome.result {
+        Ok(_) => Outcome::Done,
+        Err(e) => Outcome::ToolError(e.clone()),
     };
     if json {
         let value = match &outcome.result {
@@ -266,7 +261,7 @@ async fn call(
             Err(error) => json!({"ok": false, "error": error, "receipt": outcome.receipt}),
         };
         println!("{}", json_pretty(&value));
-        return Ok(code);
+        return Ok(end);
     }
     match &outcome.result {
         // Output is JSON for people too: still valid JSON, never raw
@@ -276,7 +271,7 @@ async fn call(
         Err(error) => eprintln!("error: {}", one_line(&error.to_string())),
     }
     eprintln!("{}", summarize(&outcome.receipt));
-    Ok(code)
+    Ok(end)
 }
 
 /// One line for people; `--json` has everything.

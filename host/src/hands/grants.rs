@@ -6,6 +6,12 @@
 //! ([`Grants::validate`]) before any call is made with it; the capability
 //! modules in [`super::caps`] turn a validated grant into per-call state.
 //!
+//! Both front ends write grants in their own syntax — `longhand tool call`
+//! flags and `[[tools]]` tables in `agent.toml` — and both produce one
+//! [`GrantSpec`], which [`GrantSpec::resolve`] alone turns into `Grants`:
+//! one set of checks, errors and defaults, and every limit settable from
+//! both.
+//!
 //! This module owns parsing and validation only. It never opens a socket;
 //! directories are opened (to pin them) by [`super::dirs`].
 
@@ -577,7 +583,7 @@ impl fmt::Debug for Secret {
 /// any other header carries the bare secret. Over plain `http://` the secret
 /// is added only for loopback destinations, so it never crosses a network in
 /// clear text.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretGrant {
     /// Where the value came from (an environment variable name), for receipts.
     pub name: String,
@@ -710,7 +716,10 @@ mod humantime_serde_compat {
 }
 
 /// Everything one component may use. `Default` is nothing at all.
-#[derive(Debug, Clone, Default)]
+///
+/// Operator input (flags, `agent.toml`) becomes a `Grants` only through
+/// [`GrantSpec::resolve`]; building one by hand is for embedders and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Grants {
     /// When set, calls are refused unless the component's digest
     /// (`sha256:<hex>`) equals it: a changed binary does not inherit grants.
@@ -798,6 +807,152 @@ impl Grants {
     }
 }
 
+/// One tool's grant as the operator wrote it, before it is resolved: the
+/// one shape both front ends produce. `longhand tool call` builds it from
+/// flags (`--dir`, `--mount`, `--allow-host`, `--env`, `--secret`,
+/// `--memory`, …) and `agent.toml` from a `[[tools]]` table; only the
+/// syntax differs. [`GrantSpec::resolve`] is the one way from operator text
+/// to [`Grants`], so the same grant gets the same validation, the same
+/// errors and the same defaults whichever way it was written.
+///
+/// `Default` grants nothing and leaves every limit at its default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GrantSpec {
+    /// Pin the component's digest (`sha256:` and 64 lowercase hex digits).
+    /// Default `None`: not pinned.
+    pub digest: Option<String>,
+    /// Directories, parsed but not resolved (relative host paths are
+    /// resolved against the base given to [`GrantSpec::resolve`]). Default
+    /// none.
+    pub dirs: Vec<DirSpec>,
+    /// Outbound host patterns as written (see [`HostPattern::parse`]).
+    /// Default none.
+    pub hosts: Vec<String>,
+    /// Names of environment variables passed through with their values.
+    /// Default none.
+    pub env: Vec<String>,
+    /// Secrets as written, `ENV_VAR@HOST_PATTERN[:HEADER]` (see
+    /// [`SecretGrant::parse`]). Default none.
+    pub secrets: Vec<String>,
+    /// Limits; every one unset takes its [`Limits::default()`] value.
+    pub limits: LimitSpec,
+}
+
+/// The per-call limits an operator may set, in the units they are written
+/// in (`--memory 64`, `memory_mib = 64`). `None` is the default of the
+/// matching [`Limits`] field.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LimitSpec {
+    /// Linear memory in MiB, 1 to [`MAX_MEMORY_BYTES`] (4096 MiB). Default
+    /// 256.
+    pub memory_mib: Option<u64>,
+    /// Wall-clock time of one call, above zero. Default 30 s.
+    pub timeout: Option<Duration>,
+    /// Fuel, above zero. Default 20 billion.
+    pub fuel: Option<u64>,
+    /// Bytes of output. Default 1 MiB.
+    pub max_output: Option<u64>,
+    /// Bytes one call may write into granted directories. Default 256 MiB.
+    pub max_write: Option<u64>,
+}
+
+impl LimitSpec {
+    /// The limits, defaults filled in. A value out of range is refused
+    /// here, naming it, rather than clamped: `memory_mib = 99999999999999`
+    /// is a typo, not a request for the most memory there is.
+    pub fn resolve(&self) -> Result<Limits, GrantError> {
+        let d = Limits::default();
+        let max_mib = MAX_MEMORY_BYTES >> 20;
+        let memory_bytes = match self.memory_mib {
+            None => d.memory_bytes,
+            Some(mib) => mib
+                .checked_mul(1 << 20)
+                .filter(|bytes| (1..=MAX_MEMORY_BYTES).contains(bytes))
+                .ok_or_else(|| {
+                    GrantError::Limit(format!(
+                        "memory {mib} MiB is out of range: give 1 to {max_mib} MiB"
+                    ))
+                })?,
+        };
+        let limits = Limits {
+            memory_bytes,
+            timeout: self.timeout.unwrap_or(d.timeout),
+            fuel: self.fuel.unwrap_or(d.fuel),
+            max_output_bytes: self.max_output.unwrap_or(d.max_output_bytes),
+            max_write_bytes: self.max_write.unwrap_or(d.max_write_bytes),
+            ..d
+        };
+        // The remaining ranges are `Grants::validate`'s, checked once there
+        // for every way a `Limits` is made.
+        Ok(limits)
+    }
+}
+
+impl GrantSpec {
+    /// Resolve into validated [`Grants`]: pin each directory (relative host
+    /// paths against `base`), parse host patterns and secrets, read env and
+    /// secret values through `lookup`, fill in default limits, then
+    /// [`Grants::validate`]. The first problem found is returned; nothing
+    /// is partly granted.
+    pub fn resolve(
+        &self,
+        base: &Path,
+        lookup: impl Fn(&str) -> Option<String> + Copy,
+    ) -> Result<Grants, GrantError> {
+        if let Some(digest) = &self.digest {
+            check_digest(digest)?;
+        }
+        let dirs = self
+            .dirs
+            .iter()
+            .map(|d| d.resolve(base))
+            .collect::<Result<_, _>>()?;
+        let hosts = self
+            .hosts
+            .iter()
+            .map(|h| HostPattern::parse(h))
+            .collect::<Result<_, _>>()?;
+        let mut env = BTreeMap::new();
+        for name in &self.env {
+            let value = lookup(name).ok_or_else(|| GrantError::Env {
+                name: name.clone(),
+                reason: "the variable is not set (or not UTF-8) in this environment".to_owned(),
+            })?;
+            env.insert(name.clone(), value);
+        }
+        let secrets = self
+            .secrets
+            .iter()
+            .map(|s| SecretGrant::parse(s, lookup))
+            .collect::<Result<_, _>>()?;
+        let grants = Grants {
+            component_digest: self.digest.clone(),
+            dirs,
+            hosts,
+            env,
+            secrets,
+            limits: self.limits.resolve()?,
+        };
+        grants.validate()?;
+        Ok(grants)
+    }
+}
+
+/// A digest pin must be one a component can have: a typo would otherwise
+/// only show as every call being refused.
+fn check_digest(digest: &str) -> Result<(), GrantError> {
+    let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+    if hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return Ok(());
+    }
+    Err(GrantError::Digest {
+        spec: digest.to_owned(),
+        reason: "expected `sha256:` and 64 lowercase hex digits, as `longhand tool describe` \
+                 prints it"
+            .to_owned(),
+    })
+}
+
 /// A grant that cannot be used. The caller fixes its configuration; retrying
 /// the same grant fails the same way.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -837,6 +992,14 @@ pub enum GrantError {
     /// A limit is out of range.
     #[error("limit: {0}")]
     Limit(String),
+    /// A digest pin cannot be any component's digest.
+    #[error("digest `{spec}`: {reason}")]
+    Digest {
+        /// The pin as given.
+        spec: String,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 #[cfg(test)]

@@ -41,8 +41,8 @@ pub use component::{
     digest_of,
 };
 pub use grants::{
-    Access, DirGrant, DirIdentity, DirSpec, GrantError, Grants, HostPattern, Limits, Secret,
-    SecretGrant,
+    Access, DirGrant, DirIdentity, DirSpec, GrantError, GrantSpec, Grants, HostPattern, LimitSpec,
+    Limits, Secret, SecretGrant,
 };
 pub use receipt::Receipt;
 

@@ -19,6 +19,7 @@
 //! - [`escapes`]: guest and model text cannot drive the operator's terminal.
 //! - [`large`]: a 1 MiB final answer finishes the session; the whole text is
 //!   in a blob.
+//! - [`exit_codes`]: README's exit-code table, a test per row.
 //! - [`stream_timeouts`]: a live stream longer than `request_timeout` finishes.
 
 mod support;
@@ -29,6 +30,7 @@ mod crash;
 mod defects;
 mod escapes;
 mod example;
+mod exit_codes;
 mod grants;
 mod large;
 mod lease;
