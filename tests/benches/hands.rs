@@ -3,7 +3,8 @@
 //! Run with `cargo bench -p longhand-tests --bench hands` (after `cargo build
 //! --release` if you want the end-to-end CLI figure). Prints medians and
 //! ratios; the machine is shared and noisy, so only medians are compared.
-//! `LONGHAND_BENCH_ONLY=busy` runs only the busy-neighbours part.
+//! `LONGHAND_BENCH_ONLY=busy` runs only the busy-neighbours part,
+//! `LONGHAND_BENCH_ONLY=builtins` only the built-in tool calls.
 //!
 //! Measured, each in a fresh instance per call where wasm is involved:
 //! - `longhand` host path: `Hands::call` (grant set-up, schema check, fresh
@@ -17,6 +18,10 @@
 //! - `longhand tool call` end to end with a warm compile cache (process start
 //!   included), when `target/release/longhand` exists;
 //! - cold compile time of each built-in tool;
+//! - trivial calls to each built-in (`json` queries, `fs stat`, a refused
+//!   `http get`): µs and fuel per call, and with
+//!   `LONGHAND_BENCH_JSON_BEFORE=<json.wasm>` the same queries on an older
+//!   `json` build in the same run;
 //! - busy neighbours: 50 sequential `noop` calls on a task of the runtime,
 //!   alone and then while two probe `spin` calls run on the same `Hands`
 //!   (p50 and p99 of each and their ratios, per round and over all rounds,
@@ -28,7 +33,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use longhand_host::hands::{Grants, Hands, HandsConfig, Limits, LoadedTool, ToolSource, builtin};
+use longhand_host::hands::{
+    Access, DirGrant, Grants, Hands, HandsConfig, Limits, LoadedTool, ToolSource, builtin,
+};
 use serde_json::json;
 
 #[allow(
@@ -246,11 +253,15 @@ async fn run() -> anyhow::Result<()> {
         let out = hands.call(&probe, &grants, "echo", &input).await;
         anyhow::ensure!(out.result.is_ok(), "echo failed: {:?}", out.result);
     }
-    if std::env::var("LONGHAND_BENCH_ONLY").is_ok_and(|only| only == "busy") {
+    let only = std::env::var("LONGHAND_BENCH_ONLY").unwrap_or_default();
+    if only == "busy" {
         busy_neighbours(&hands, &tool, &probe, rounds)
             .await?
             .print();
         return Ok(());
+    }
+    if only == "builtins" {
+        return builtin_calls(&hands, scale(2000)).await;
     }
     let host = time_n_async(scale(5000), || async {
         let _ = hands.call(&tool, &grants, "noop", &input).await;
@@ -262,6 +273,8 @@ async fn run() -> anyhow::Result<()> {
     })
     .await;
     row("longhand Hands::call, probe echo (serde_json+log)", &echo);
+
+    builtin_calls(&hands, scale(2000)).await?;
 
     // Bare wasmtime.
     let bare = bare::Bare::new(&wasm)?;
@@ -421,6 +434,122 @@ async fn run() -> anyhow::Result<()> {
         );
     }
     neighbours.print();
+    Ok(())
+}
+
+/// One trivial built-in call the bench repeats.
+struct BuiltinCase {
+    label: String,
+    tool: Arc<LoadedTool>,
+    grants: Grants,
+    name: &'static str,
+    input: serde_json::Value,
+    /// Whether the call succeeds (the `http` case is refused by design).
+    succeeds: bool,
+}
+
+/// Trivial calls to the built-in tools through `Hands::call`, each in a
+/// fresh instance: µs per call (median, p90) and fuel per call (median; a
+/// guest's fuel varies only with its input). With
+/// `LONGHAND_BENCH_JSON_BEFORE=<json.wasm>` (an older build of `tools/json`)
+/// the `json` cases run on it too, in the same run, for a before/after.
+async fn builtin_calls(hands: &Hands, n: usize) -> anyhow::Result<()> {
+    let scratch = tempfile::tempdir()?;
+    std::fs::write(scratch.path().join("a.txt"), "a")?;
+    let json_tools = {
+        let mut tools = vec![("", hands.load(ToolSource::Builtin("json")).await?)];
+        if let Some(path) = std::env::var_os("LONGHAND_BENCH_JSON_BEFORE") {
+            let bytes = std::fs::read(&path)?;
+            let label = "json-before";
+            let before = hands
+                .load(ToolSource::Bytes {
+                    label,
+                    bytes: &bytes,
+                })
+                .await?;
+            tools.push((" [before]", before));
+        }
+        tools
+    };
+    let items = json!([{"name": "a", "n": 1}, {"name": "b", "n": 5}]);
+    let queries = [
+        (".", json!({"a": 1})),
+        ("map(select(.n > 2) | .name)", items),
+        (
+            r#"to_entries | map("\(.key)") | join(",")"#,
+            json!({"a": 1, "b": 2}),
+        ),
+    ];
+    let mut cases = Vec::new();
+    for (suffix, tool) in &json_tools {
+        for (filter, input) in &queries {
+            cases.push(BuiltinCase {
+                label: format!("json query `{filter}`{suffix}"),
+                tool: tool.clone(),
+                grants: Grants::default(),
+                name: "query",
+                input: json!({"filter": filter, "input": input}),
+                succeeds: true,
+            });
+        }
+    }
+    cases.push(BuiltinCase {
+        label: "fs stat `a.txt`".to_owned(),
+        tool: hands.load(ToolSource::Builtin("fs")).await?,
+        grants: Grants {
+            dirs: vec![DirGrant::new(
+                scratch.path(),
+                "/workspace",
+                Access::ReadOnly,
+            )?],
+            ..Grants::default()
+        },
+        name: "stat",
+        input: json!({"path": "a.txt"}),
+        succeeds: true,
+    });
+    cases.push(BuiltinCase {
+        label: "http get, no host granted (refused)".to_owned(),
+        tool: hands.load(ToolSource::Builtin("http")).await?,
+        grants: Grants::default(),
+        name: "get",
+        input: json!({"url": "http://127.0.0.1:9/"}),
+        succeeds: false,
+    });
+
+    println!();
+    println!(
+        "{:<52} {:>12} {:>12} {:>12}",
+        "built-in tool, trivial call (Hands::call)", "median", "p90", "fuel"
+    );
+    for case in &cases {
+        let call = || hands.call(&case.tool, &case.grants, case.name, &case.input);
+        for _ in 0..20 {
+            let out = call().await;
+            anyhow::ensure!(
+                out.result.is_ok() == case.succeeds,
+                "{}: unexpected {:?}",
+                case.label,
+                out.result
+            );
+        }
+        let mut fuel = Vec::with_capacity(n);
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            let start = Instant::now();
+            let out = call().await;
+            samples.push(start.elapsed());
+            fuel.push(out.receipt.fuel_used);
+        }
+        fuel.sort_unstable();
+        println!(
+            "{:<52} {:>10.1}µs {:>10.1}µs {:>12}",
+            case.label,
+            us(median(samples.clone())),
+            us(p90(samples)),
+            fuel[fuel.len() / 2]
+        );
+    }
     Ok(())
 }
 

@@ -16,6 +16,8 @@
 //! Module imports (`import "x" as y;`) cannot load anything: the loader has no
 //! file reader, so a filter only ever sees its input.
 
+mod prelude;
+
 use std::fs;
 
 use jaq_core::load::{Arena, File, Loader};
@@ -128,14 +130,14 @@ impl Tool for QueryFile {
     }
 }
 
-/// Parses, compiles and runs `filter` on `input`.
+/// Parses, compiles and runs `filter` on `input`, with the prelude
+/// definitions and native filters it can reach (see [`prelude`]).
 fn run(filter: &str, input: Val, max_results: u64) -> Result<QueryOutput, ToolError> {
-    let defs = jaq_core::defs()
-        .chain(jaq_std::defs())
-        .chain(jaq_json::defs());
+    let (defs, names) = prelude::reachable(filter);
     let funs = jaq_core::funs()
         .chain(jaq_std::funs())
-        .chain(jaq_json::funs());
+        .chain(jaq_json::funs())
+        .filter(|(name, ..)| names.contains(name));
     let arena = Arena::default();
     let modules = Loader::new(defs)
         .load(
@@ -424,5 +426,39 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, ToolError::InvalidInput(m) if m.contains("is not JSON")));
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// 101 filters over the whole language (std definitions, formats,
+    /// regexes, dates, paths, errors, undefined names, `halt`, imports),
+    /// each with the output the tool gave before the prelude was loaded per
+    /// filter (recorded from that build; see `prelude`).
+    #[test]
+    fn filters_give_the_recorded_outputs() {
+        let cases = include_str!("../testdata/filters.jsonl");
+        let mut failures = Vec::new();
+        for line in cases.lines() {
+            let case: serde_json::Value = serde_json::from_str(line).unwrap();
+            let filter = case["filter"].as_str().unwrap();
+            let got = match Query::call(QueryInput {
+                filter: filter.into(),
+                input: case["input"].clone(),
+                max_results: case["max_results"].as_u64().unwrap_or(100),
+            }) {
+                Ok(out) => json!({"results": out.results, "truncated": out.truncated}),
+                Err(e) => json!({"error": e.to_string()}),
+            };
+            // Compared as read back from text, like the expectation:
+            // serde_json's default float parsing may be one ulp off, and
+            // this way both sides are parsed from the same digits.
+            let got: serde_json::Value = serde_json::from_str(&got.to_string()).unwrap();
+            if got != case["expect"] {
+                failures.push(format!(
+                    "{filter}\n  expected {}\n  got      {got}",
+                    case["expect"]
+                ));
+            }
+        }
+        assert_eq!(cases.lines().count(), 101);
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 }
