@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::session::{BlobRef, Event, EventRecord, PauseReason, SessionStatus};
+use crate::session::{BlobRef, Event, EventRecord, PauseReason, ResumeCause, SessionStatus};
 
 /// One item of the conversation after the goal, in log order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,7 +61,34 @@ pub struct PendingRequest {
     pub step: u64,
     /// Request blob.
     pub request: BlobRef,
+    /// Attempts recorded for this turn so far, across processes: the
+    /// highest `attempt` of its `model_requested` and `model_failed` events.
+    #[serde(default)]
+    pub attempts: u32,
 }
+
+/// The shape of the last model answer: what the loop decides from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answer {
+    /// Model turn.
+    pub step: u64,
+    /// The response blob (its text and the calls' arguments live there).
+    pub response: BlobRef,
+    /// Ids of the calls it asked for, in order; `None` when the log
+    /// predates `model_responded.calls` and the blob has not been read yet.
+    pub calls: Option<Vec<String>>,
+}
+
+impl Answer {
+    /// Whether this is a final answer: it asked for no tools.
+    pub fn is_final(&self) -> bool {
+        self.calls.as_ref().is_some_and(Vec::is_empty)
+    }
+}
+
+/// Prefix of the call ids of completion checks (never shown to the model as
+/// calls).
+pub const CHECK_PREFIX: &str = "completion-check-";
 
 /// Everything the loop needs, folded from events.
 ///
@@ -98,6 +125,14 @@ pub struct SessionState {
     pub steps: u64,
     /// A request sent without an answer.
     pub pending_request: Option<PendingRequest>,
+    /// The last model answer.
+    pub answer: Option<Answer>,
+    /// Calls of the last answer not yet started, finished or in doubt, in
+    /// the order the model asked for them.
+    pub pending_calls: Vec<String>,
+    /// The completion check run after the last answer: `None` until one
+    /// finished, then whether it passed.
+    pub check_passed: Option<bool>,
     /// The conversation after the goal that still fits the context budget
     /// (oldest whole turns are dropped first). Bounded, so snapshots and
     /// wake time do not grow with the length of the log.
@@ -149,6 +184,9 @@ impl Default for SessionState {
             error: None,
             steps: 0,
             pending_request: None,
+            answer: None,
+            pending_calls: Vec::new(),
+            check_passed: None,
             history: std::collections::VecDeque::new(),
             history_tokens: 0,
             history_omitted: 0,
@@ -232,11 +270,28 @@ impl SessionState {
                     .unwrap_or(DEFAULT_CONTEXT_TOKENS);
             }
             Event::GoalSet { goal } => self.goal = Some(goal.clone()),
-            Event::ModelRequested { step, request, .. } => {
+            Event::ModelRequested {
+                step,
+                request,
+                attempt,
+                ..
+            } => {
+                let before = match &self.pending_request {
+                    Some(p) if p.step == *step => p.attempts,
+                    _ => 0,
+                };
                 self.pending_request = Some(PendingRequest {
                     step: *step,
                     request: request.clone(),
+                    attempts: before.max(*attempt),
                 });
+            }
+            Event::ModelFailed { step, attempt, .. } => {
+                if let Some(p) = &mut self.pending_request
+                    && p.step == *step
+                {
+                    p.attempts = p.attempts.max(*attempt);
+                }
             }
             Event::ModelResponded {
                 step,
@@ -244,9 +299,17 @@ impl SessionState {
                 input_tokens,
                 output_tokens,
                 latency_ms,
+                calls,
                 ..
             } => {
                 self.pending_request = None;
+                self.answer = Some(Answer {
+                    step: *step,
+                    response: response.clone(),
+                    calls: calls.clone(),
+                });
+                self.pending_calls = calls.clone().unwrap_or_default();
+                self.check_passed = None;
                 self.steps = self.steps.max(*step);
                 self.input_tokens += input_tokens;
                 self.output_tokens += output_tokens;
@@ -257,7 +320,7 @@ impl SessionState {
                     response: response.clone(),
                 });
             }
-            Event::ModelFailed { .. } | Event::Error { .. } => {}
+            Event::Error { .. } => {}
             Event::ToolStarted {
                 step,
                 call_id,
@@ -267,6 +330,7 @@ impl SessionState {
                 input,
                 ..
             } => {
+                self.pending_calls.retain(|c| c != call_id);
                 self.open_calls.insert(
                     call_id.clone(),
                     OpenCall {
@@ -286,6 +350,10 @@ impl SessionState {
                 ..
             } => {
                 let open = self.open_calls.remove(call_id);
+                self.pending_calls.retain(|c| c != call_id);
+                if call_id.starts_with(CHECK_PREFIX) {
+                    self.check_passed = Some(*ok);
+                }
                 self.tool_calls += 1;
                 self.bytes_written += receipt
                     .get("bytes_written")
@@ -316,6 +384,7 @@ impl SessionState {
                 call_id, reason, ..
             } => {
                 self.open_calls.remove(call_id);
+                self.pending_calls.retain(|c| c != call_id);
                 self.in_doubt.push(call_id.clone());
                 self.tool_calls += 1;
                 self.push_history(HistoryItem::ToolResult {
@@ -327,14 +396,17 @@ impl SessionState {
                 });
             }
             Event::Paused { reason } => self.pause = Some(reason.clone()),
-            Event::Resumed { raised, .. } => {
+            Event::Resumed { raised, cause, .. } => {
                 self.pause = None;
                 for (k, v) in raised {
                     self.raised.insert(k.clone(), *v);
                 }
                 // A person looked at it: the breaker starts counting afresh.
-                self.consecutive_failures = 0;
-                self.repeated_failures.clear();
+                // A worker recovering from a crash is not a person.
+                if *cause == ResumeCause::Operator {
+                    self.consecutive_failures = 0;
+                    self.repeated_failures.clear();
+                }
             }
             Event::Finished {
                 summary,
@@ -377,6 +449,42 @@ impl SessionState {
             n += 1;
         }
         n.max(1)
+    }
+
+    /// Record the calls of an answer whose `model_responded` predates the
+    /// `calls` field, once the loop has read them from its blob. The one
+    /// piece of state not folded from events alone, and only for such logs:
+    /// it is what the event would have said.
+    pub fn learn_calls(&mut self, calls: Vec<String>) {
+        let Some(answer) = &mut self.answer else {
+            return;
+        };
+        if answer.calls.is_some() {
+            return;
+        }
+        // Calls of this answer already resolved (started, finished or in
+        // doubt) are in the history or open after it.
+        let after = self
+            .history
+            .iter()
+            .rev()
+            .take_while(|h| !matches!(h, HistoryItem::Assistant { .. }))
+            .filter_map(|h| match h {
+                HistoryItem::ToolResult { call_id, .. } => Some(call_id.as_str()),
+                HistoryItem::Assistant { .. } => None,
+            })
+            .collect::<std::collections::HashSet<_>>();
+        self.pending_calls = calls
+            .iter()
+            .filter(|c| !after.contains(c.as_str()) && !self.open_calls.contains_key(*c))
+            .cloned()
+            .collect();
+        if let Some(HistoryItem::ToolResult { call_id, ok, .. }) = self.history.back()
+            && call_id.starts_with(CHECK_PREFIX)
+        {
+            self.check_passed = Some(*ok);
+        }
+        answer.calls = Some(calls);
     }
 
     /// Whether the session can make no more progress on its own.
@@ -433,6 +541,7 @@ mod tests {
             Event::Resumed {
                 raised: BTreeMap::new(),
                 note: None,
+                cause: ResumeCause::Operator,
             },
         ));
         records.push(record(

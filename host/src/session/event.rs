@@ -118,6 +118,31 @@ pub struct PauseReason {
     pub detail: String,
 }
 
+/// Why a session went on after it stopped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResumeCause {
+    /// `longhand resume` (or another operator action) on a paused session.
+    #[default]
+    Operator,
+    /// A worker woke a session whose last worker stopped without pausing
+    /// or finishing (killed, crashed, lost its store).
+    Crash,
+    /// A worker took the session from a holder that is gone or whose lease
+    /// expired.
+    TakeOver,
+}
+
+impl ResumeCause {
+    fn is_operator(&self) -> bool {
+        *self == Self::Operator
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// The kinds of pause.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -236,6 +261,16 @@ pub enum Event {
         latency_ms: u64,
         /// Provider's stop reason (`end_turn`, `tool_use`, `max_tokens`, …).
         stop_reason: String,
+        /// Ids of the tool calls the answer asked for, in order (as
+        /// normalised by the loop: see `brain::turn`). The loop decides from
+        /// these without reading the response blob. `None` in logs written
+        /// before the field existed: the loop then reads the blob once.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        calls: Option<Vec<String>>,
+        /// Of `input_tokens`, those the provider served from its prompt
+        /// cache (0 when it reports none).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        cached_input_tokens: u64,
     },
     /// A model request failed. Consecutive failures feed the circuit breaker.
     ModelFailed {
@@ -313,6 +348,11 @@ pub enum Event {
         /// Why, for the record.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         note: Option<String>,
+        /// Who let it go on: an operator (the default, omitted), or a worker
+        /// that woke a session left running by a crash or took it over from
+        /// a holder whose lease lapsed.
+        #[serde(default, skip_serializing_if = "ResumeCause::is_operator")]
+        cause: ResumeCause,
     },
     /// The goal was reached (the judge said so, not the worker).
     ///
@@ -452,6 +492,8 @@ pub(crate) mod tests {
                 output_tokens: 5,
                 latency_ms: 3,
                 stop_reason: "end_turn".into(),
+                calls: Some(vec!["c1".into()]),
+                cached_input_tokens: 4,
             },
             Event::ModelFailed {
                 step: 1,
@@ -491,6 +533,12 @@ pub(crate) mod tests {
             Event::Resumed {
                 raised: BTreeMap::from([("tokens".into(), 9)]),
                 note: None,
+                cause: ResumeCause::Operator,
+            },
+            Event::Resumed {
+                raised: BTreeMap::new(),
+                note: Some("after a crash".into()),
+                cause: ResumeCause::Crash,
             },
             Event::Finished {
                 summary: Some("done".into()),
@@ -733,10 +781,21 @@ mod fuzz {
                 any::<u64>(),
                 any::<u64>(),
                 any::<u64>(),
-                text()
+                text(),
+                prop::option::of(prop::collection::vec(text(), 0..4)),
+                any::<u64>(),
             )
                 .prop_map(
-                    |(step, response, input_tokens, output_tokens, latency_ms, stop_reason)| {
+                    |(
+                        step,
+                        response,
+                        input_tokens,
+                        output_tokens,
+                        latency_ms,
+                        stop_reason,
+                        calls,
+                        cached_input_tokens,
+                    )| {
                         Event::ModelResponded {
                             step,
                             response,
@@ -744,6 +803,8 @@ mod fuzz {
                             output_tokens,
                             latency_ms,
                             stop_reason,
+                            calls,
+                            cached_input_tokens,
                         }
                     }
                 ),
@@ -795,9 +856,18 @@ mod fuzz {
             pause_reason().prop_map(|reason| Event::Paused { reason }),
             (
                 prop::collection::btree_map(text(), any::<u64>(), 0..4),
-                prop::option::of(text())
+                prop::option::of(text()),
+                prop::sample::select(vec![
+                    ResumeCause::Operator,
+                    ResumeCause::Crash,
+                    ResumeCause::TakeOver
+                ]),
             )
-                .prop_map(|(raised, note)| Event::Resumed { raised, note }),
+                .prop_map(|(raised, note, cause)| Event::Resumed {
+                    raised,
+                    note,
+                    cause
+                }),
             (prop::option::of(text()), prop::option::of(blob())).prop_map(
                 |(summary, summary_blob)| Event::Finished {
                     summary,

@@ -15,9 +15,10 @@ pub mod sqlite;
 pub mod store;
 
 pub use event::{
-    BlobRef, Event, EventRecord, MAX_EVENT_JSON, PauseKind, PauseReason, SessionStatus,
+    BlobRef, Event, EventRecord, MAX_EVENT_JSON, PauseKind, PauseReason, ResumeCause, SessionStatus,
 };
 pub use sqlite::{SqliteOptions, SqliteStore, WriteStats};
 pub use store::{
-    Clock, Durability, Lease, SessionId, SessionSummary, Store, StoreError, SystemClock, WakeLog,
+    Appended, Clock, Durability, Lease, SessionId, SessionSummary, Store, StoreError, SystemClock,
+    WakeLog,
 };

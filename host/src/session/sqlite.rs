@@ -51,7 +51,7 @@ use sha2::{Digest, Sha256};
 
 use super::event::{BlobRef, Event, EventRecord, MAX_EVENT_JSON, SessionStatus};
 use super::store::{
-    Clock, Durability, Lease, Result, SessionId, SessionSummary, Store, StoreError, SystemClock,
+    Appended, Clock, Durability, Lease, Result, SessionId, SessionSummary, Store, StoreError, SystemClock,
 };
 pub use writer::WriteStats;
 use writer::{Pending, WriteCtx, Writer};
@@ -709,7 +709,7 @@ fn append_rows(
     expected_seq: u64,
     encoded: &[Encoded],
     blobs: &[(BlobRef, Vec<u8>)],
-) -> Result<u64> {
+) -> Result<Appended> {
     let p = ctx.path;
     let sid = lease.session.as_str();
     let (last_seq, head) = session_row(conn, p, sid)?;
@@ -724,7 +724,7 @@ fn append_rows(
         insert_blob(conn, p, blob, bytes)?;
     }
     if encoded.is_empty() {
-        return Ok(last_seq);
+        return Ok(Appended { last_seq, at_ms: 0 });
     }
     let now = ctx.now_ms;
     let mut prev = head;
@@ -762,7 +762,10 @@ fn append_rows(
         ])
     })
     .db(p, "advancing the session")?;
-    Ok(seq)
+    Ok(Appended {
+        last_seq: seq,
+        at_ms: now,
+    })
 }
 
 #[async_trait]
@@ -930,6 +933,7 @@ impl Store for SqliteStore {
             Durability::Now,
         )
         .await
+        .map(|a| a.last_seq)
     }
 
     /// One savepoint in the writer's batch holds the blobs and the events,
@@ -942,7 +946,7 @@ impl Store for SqliteStore {
         events: &[Event],
         blobs: Vec<Vec<u8>>,
         durability: Durability,
-    ) -> Result<u64> {
+    ) -> Result<Appended> {
         if lease.session != *session {
             return Err(StoreError::Invalid(format!(
                 "lease is for session {}, not {session}",

@@ -278,6 +278,17 @@ pub enum Durability {
     Soon,
 }
 
+/// What an append wrote: the session's new last seq, and the time (unix
+/// ms, the store's clock) recorded on every event of the append — what a
+/// caller showing the events must print to match a later read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// The seq of the last event now in the log.
+    pub last_seq: u64,
+    /// `at_ms` of the appended events (0 when none were appended).
+    pub at_ms: u64,
+}
+
 /// Where a store reads the time. Leases expire by the store's clock, never
 /// the caller's, so workers with skewed clocks still agree.
 pub trait Clock: Send + Sync + fmt::Debug {
@@ -388,12 +399,23 @@ pub trait Store: Send + Sync + fmt::Debug {
         events: &[Event],
         blobs: Vec<Vec<u8>>,
         durability: Durability,
-    ) -> Result<u64> {
+    ) -> Result<Appended> {
         let _ = durability;
         for bytes in blobs {
             self.put_blob(bytes).await?;
         }
-        self.append(session, lease, expected_seq, events).await
+        let last_seq = self.append(session, lease, expected_seq, events).await?;
+        // The time is the store's; a backend that cannot return it with
+        // the write reads it back.
+        let at_ms = match events.is_empty() {
+            true => 0,
+            false => self
+                .read(session, expected_seq)
+                .await?
+                .first()
+                .map_or(0, |r| r.at_ms),
+        };
+        Ok(Appended { last_seq, at_ms })
     }
 
     /// The events from `from_seq` (inclusive; 0 and 1 both mean the start)

@@ -212,5 +212,11 @@ fn a_passed_check_without_finished_finishes_on_resume() {
         .iter()
         .map(|r| r.event.kind())
         .collect();
-    assert_eq!(tail, ["finished"], "resume wrote only `finished`");
+    // The copy was left running: the worker says it recovered it, then
+    // finishes; the model is not asked again.
+    assert_eq!(
+        tail,
+        ["resumed", "finished"],
+        "resume wrote only the recovery note and `finished`"
+    );
 }

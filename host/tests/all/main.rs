@@ -32,6 +32,7 @@ mod escapes;
 mod example;
 mod exit_codes;
 mod grants;
+mod heartbeat;
 mod large;
 mod lease;
 mod limits;

@@ -755,7 +755,8 @@ async fn now_appends_are_fsynced_before_they_return_soon_ones_within_the_window(
             Durability::Soon,
         )
         .await
-        .unwrap();
+        .unwrap()
+        .last_seq;
     assert_eq!(seq, 2);
     let soon = store.write_stats();
     assert_eq!(soon.committed, start.committed + 1, "{soon:?}");
@@ -875,6 +876,7 @@ async fn a_refused_request_in_a_batch_does_not_affect_the_others() {
             store
                 .append_with(&id, &lease, seq, &events, vec![blob], Durability::Now)
                 .await
+                .map(|a| a.last_seq)
         })
     };
     let (first, results) = with_writer_blocked(
@@ -998,7 +1000,8 @@ async fn many_sessions_appending_at_once_share_commits_and_chains_verify() {
                     let events = [goal(&format!("{i}/{k}")), goal("shared")];
                     let last = store
                         .append_with(&id, &lease, 2 + 2 * k, &events, vec![blob], durability)
-                        .await?;
+                        .await?
+                        .last_seq;
                     assert_eq!(last, 3 + 2 * k);
                     if k % 4 == 0 {
                         store.renew(&lease, TTL).await?;
@@ -1101,7 +1104,8 @@ async fn append_with_stores_blobs_once_and_atomically_with_the_events() {
                 Durability::Soon
             )
             .await
-            .unwrap(),
+            .unwrap()
+            .last_seq,
         3
     );
     assert_eq!(
@@ -1176,7 +1180,8 @@ async fn append_with_stores_blobs_once_and_atomically_with_the_events() {
             Durability::Soon,
         )
         .await
-        .unwrap();
+        .unwrap()
+        .last_seq;
     assert_eq!(last, 5);
     assert_eq!(store.get_blob(&BlobRef::of(b"p")).await.unwrap(), b"p");
     assert_eq!(store.read(&id, 5).await.unwrap()[0].event, goal("plain"));
@@ -1242,7 +1247,8 @@ async fn crash_child() {
                 Durability::Soon,
             )
             .await
-            .unwrap();
+            .unwrap()
+            .last_seq;
     }
     let stats = store.write_stats();
     println!("ready {id} {last} {} {}", stats.durable, stats.committed);

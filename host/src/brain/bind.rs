@@ -1,0 +1,278 @@
+//! Freezing an agent file into a session and binding it to loaded tools.
+//!
+//! [`freeze`] turns an agent file into the [`Frozen`] agent recorded in the
+//! session's first event (component digests, pinned directory grants);
+//! [`bind`] loads a frozen agent's components again, refuses any whose
+//! digest changed, and grants them. A resumed session always runs with
+//! what it was frozen with, whatever the agent file says by then.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::config::{
+    AgentConfig, CompletionCheck, ModelConfig, RUN_PLACEHOLDER, SessionLimits, ToolConfig,
+};
+use super::model::ToolDef;
+use super::runner::RunError;
+use crate::hands::{Grants, Hands, LoadedTool, ToolSource, ToolSpec};
+
+/// Separator between component and tool in the names the model sees.
+pub const NAME_SEPARATOR: &str = "__";
+
+/// The agent as frozen into the session's first event: what a resumed
+/// session runs with, whatever the agent file says by then.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Frozen {
+    /// Agent name.
+    pub name: String,
+    /// System instructions (text).
+    pub instructions: String,
+    /// Model settings (no key: only the name of its variable).
+    pub model: ModelConfig,
+    /// Session limits as configured (raises are events).
+    pub limits: SessionLimits,
+    /// Tools, each with the digest seen at start.
+    pub tools: Vec<FrozenTool>,
+    /// Completion check.
+    pub completion: Option<CompletionCheck>,
+    /// Directory relative paths are resolved against.
+    pub base_dir: PathBuf,
+}
+
+/// One tool component of a frozen agent.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FrozenTool {
+    /// Prefix of its tools' names for the model (`fs` → `fs__read`).
+    pub prefix: String,
+    /// Digest seen when the session started; a different binary is refused.
+    pub digest: String,
+    /// Grants and limits as configured.
+    pub config: ToolConfig,
+    /// Directory grants as resolved and pinned at start (identity
+    /// included). `None` in sessions frozen before grants were pinned:
+    /// those resolve `config.dirs` when they wake.
+    #[serde(default)]
+    pub dirs: Option<Vec<crate::hands::DirGrant>>,
+}
+
+/// A tool the model can call, bound to its component and grants.
+pub(super) struct BoundTool {
+    pub(super) component: usize,
+    pub(super) spec: ToolSpec,
+}
+
+pub(super) struct BoundComponent {
+    pub(super) prefix: String,
+    pub(super) loaded: Arc<LoadedTool>,
+    pub(super) grants: Grants,
+}
+
+/// The agent with its components loaded and granted.
+pub struct BoundAgent {
+    pub(super) frozen: Frozen,
+    pub(super) components: Vec<BoundComponent>,
+    pub(super) tools: BTreeMap<String, BoundTool>,
+    pub(super) defs: Vec<ToolDef>,
+}
+
+impl BoundAgent {
+    /// Tool definitions as the model sees them.
+    pub fn tool_defs(&self) -> &[ToolDef] {
+        &self.defs
+    }
+
+    /// The frozen agent.
+    pub fn frozen(&self) -> &Frozen {
+        &self.frozen
+    }
+}
+
+fn source_of<'a>(component: &'a str, base: &Path, owned: &'a mut PathBuf) -> ToolSource<'a> {
+    if component.ends_with(".wasm") || component.contains('/') {
+        *owned = base.join(component);
+        ToolSource::File(owned)
+    } else {
+        ToolSource::Builtin(component)
+    }
+}
+
+fn prefix_of(component: &str) -> String {
+    let stem = Path::new(component)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or(component);
+    let cleaned: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    cleaned.trim_matches('_').chars().take(24).collect()
+}
+
+/// Freeze an agent file: read instructions, load every component to learn
+/// its digest, resolve paths. `lookup` reads environment variables.
+pub async fn freeze(
+    hands: &Hands,
+    config: &AgentConfig,
+    base: &Path,
+    lookup: impl Fn(&str) -> Option<String> + Copy,
+) -> Result<Frozen, RunError> {
+    let base_dir = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_owned());
+    let instructions = config
+        .instructions_text(&base_dir)
+        .map_err(RunError::Agent)?;
+    let mut model = config.model.clone();
+    if let Some(c) = &model.cassette {
+        model.cassette = Some(base_dir.join(c));
+    }
+    let run_dir = format!(
+        "{}-{}",
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+            .to_string()
+            .replace(':', "-"),
+        std::process::id()
+    );
+    let mut tools = Vec::new();
+    for tool in &config.tools {
+        let mut tool = tool.clone();
+        for dir in &mut tool.dirs {
+            if dir.host_text().contains(RUN_PLACEHOLDER) {
+                *dir = dir.with_run(&run_dir);
+                let host = dir.host_text();
+                std::fs::create_dir_all(base_dir.join(&host)).map_err(|e| {
+                    RunError::Agent(format!("cannot create the run directory {host}: {e}"))
+                })?;
+            }
+        }
+        let tool = &tool;
+        let mut owned = PathBuf::new();
+        let loaded = hands
+            .load(source_of(&tool.component, &base_dir, &mut owned))
+            .await
+            .map_err(|e| RunError::Agent(e.to_string()))?;
+        // `only` is a list of promises about the component; a name it does
+        // not offer is a typo (or a tool since renamed) that would otherwise
+        // silently shrink the agent's tools.
+        if let Some(only) = &tool.only {
+            let offered: Vec<&str> = loaded
+                .info()
+                .tools
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect();
+            if let Some(unknown) = only.iter().find(|n| !offered.contains(&n.as_str())) {
+                return Err(RunError::Agent(format!(
+                    "tool {}: `only` names `{unknown}`, which this component does not offer; \
+                     it offers: {}",
+                    tool.component,
+                    offered.join(", ")
+                )));
+            }
+        }
+        // Validate grants now (env and secrets must be set) so a bad config
+        // is refused at start, not at the first call. The directories are
+        // resolved and pinned here, once: a resumed session gets exactly
+        // these directories or a refusal, whatever their paths name later.
+        let grants = tool
+            .grants(&base_dir, lookup)
+            .map_err(|e| RunError::Agent(format!("tool {}: {e}", tool.component)))?;
+        tools.push(FrozenTool {
+            prefix: prefix_of(&tool.component),
+            digest: loaded.digest().to_owned(),
+            config: tool.clone(),
+            dirs: Some(grants.dirs),
+        });
+    }
+    Ok(Frozen {
+        name: config.name.clone(),
+        instructions,
+        model,
+        limits: config.limits.clone(),
+        tools,
+        completion: config.completion.clone(),
+        base_dir,
+    })
+}
+
+/// Load and grant a frozen agent's components, refusing changed binaries.
+pub async fn bind(
+    hands: &Hands,
+    frozen: Frozen,
+    lookup: impl Fn(&str) -> Option<String> + Copy,
+) -> Result<BoundAgent, RunError> {
+    let mut components = Vec::new();
+    let mut tools = BTreeMap::new();
+    let mut defs = Vec::new();
+    for (index, ft) in frozen.tools.iter().enumerate() {
+        let mut owned = PathBuf::new();
+        let loaded = hands
+            .load(source_of(
+                &ft.config.component,
+                &frozen.base_dir,
+                &mut owned,
+            ))
+            .await
+            .map_err(|e| RunError::Agent(e.to_string()))?;
+        if loaded.digest() != ft.digest {
+            return Err(RunError::Agent(format!(
+                "component {} changed since the session started (was {}, now {}); its grants \
+                 are not carried over to a different binary",
+                ft.config.component,
+                ft.digest,
+                loaded.digest()
+            )));
+        }
+        // Pinned directories are used as frozen, not resolved again: a
+        // directory replaced since is refused call by call, naming it.
+        let mut config = ft.config.clone();
+        if ft.dirs.is_some() {
+            config.dirs.clear();
+        }
+        let mut grants = config
+            .grants(&frozen.base_dir, lookup)
+            .map_err(|e| RunError::Agent(format!("tool {}: {e}", ft.config.component)))?;
+        grants.component_digest = Some(ft.digest.clone());
+        if let Some(pinned) = &ft.dirs {
+            grants.dirs = pinned.clone();
+        }
+        for spec in &loaded.info().tools {
+            if let Some(only) = &ft.config.only
+                && !only.contains(&spec.name)
+            {
+                continue;
+            }
+            let name = format!("{}{NAME_SEPARATOR}{}", ft.prefix, spec.name);
+            defs.push(ToolDef {
+                name: name.clone(),
+                description: spec.description.clone(),
+                input_schema: spec.input_schema.clone(),
+            });
+            tools.insert(
+                name,
+                BoundTool {
+                    component: index,
+                    spec: spec.clone(),
+                },
+            );
+        }
+        components.push(BoundComponent {
+            prefix: ft.prefix.clone(),
+            loaded,
+            grants,
+        });
+    }
+    Ok(BoundAgent {
+        frozen,
+        components,
+        tools,
+        defs,
+    })
+}

@@ -1,0 +1,611 @@
+//! What the loop does next: a pure function of the folded state.
+//!
+//! [`next`] reads a [`SessionState`] and the session's limits and returns
+//! one [`Action`]; it does no I/O, reads no clock and calls no model, so the
+//! whole decision table is tested without a store, a tool host or a
+//! provider (see the tests below). The runner (`brain::runner`) executes
+//! the action, appends the events that record it, folds them, and asks
+//! again. New behaviour — planner and judge turns, approvals, compaction,
+//! sub-agents — is a new variant and a new row here, not a new guard
+//! somewhere in the executor.
+//!
+//! The order of the rows is the argument for crash safety: whatever a crash
+//! left half-done is finished before anything new starts.
+//! 1. A terminal or paused session stops the loop.
+//! 2. Calls started and never finished are recovered (re-run when read-only
+//!    or idempotent, recorded in doubt otherwise).
+//! 3. The circuit breaker pauses on repeated failure.
+//! 4. Calls of the last answer that have not run are dispatched, as many as
+//!    `max_tool_calls` has room for; with no room, the session pauses and
+//!    they run on `resume --raise`.
+//! 5. A final answer is checked (when the agent has a completion check) and
+//!    finished when the check passed or there is none.
+//! 6. A limit reached pauses.
+//! 7. Otherwise the worker is asked for its next answer.
+
+use std::collections::BTreeMap;
+
+use super::config::SessionLimits;
+use super::state::SessionState;
+use crate::session::{PauseKind, PauseReason, SessionStatus};
+
+/// Who a model request is for. Recorded in `model_requested.role`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Does the work: sees the goal, the history and the tools.
+    Worker,
+}
+
+impl Role {
+    /// The name written in events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Worker => "worker",
+        }
+    }
+}
+
+/// One thing for the runner to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// The loop ends: the session is finished, failed or paused.
+    Stop(SessionStatus),
+    /// Read the last answer's calls from its blob (logs written before
+    /// `model_responded.calls` existed), then decide again.
+    LearnCalls,
+    /// Calls started and never finished, by id: re-run the safe ones,
+    /// record the rest in doubt.
+    Recover(Vec<String>),
+    /// Pause for this reason.
+    Pause(PauseReason),
+    /// Run these calls of the last answer (ids, in the model's order).
+    Dispatch {
+        /// The answer's turn.
+        step: u64,
+        /// Call ids.
+        calls: Vec<String>,
+    },
+    /// Run the completion check on the last (final) answer.
+    Check {
+        /// The answer's turn.
+        step: u64,
+    },
+    /// Finish with the last answer's text.
+    Finish,
+    /// Ask a role for the answer of turn `step`.
+    Ask {
+        /// Who is asked.
+        role: Role,
+        /// The turn (1 for the first answer).
+        step: u64,
+    },
+}
+
+/// What `next` needs besides the state: the frozen agent's policy.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy<'a> {
+    /// Session limits as frozen (raises are in the state).
+    pub limits: &'a SessionLimits,
+    /// Whether a final answer must pass a completion check.
+    pub has_check: bool,
+}
+
+/// Decide the next action. Pure: same state, same action.
+pub fn next(state: &SessionState, policy: Policy<'_>) -> Action {
+    match state.status {
+        SessionStatus::Finished | SessionStatus::Failed | SessionStatus::Paused => {
+            return Action::Stop(state.status);
+        }
+        SessionStatus::Created | SessionStatus::Running => {}
+    }
+    if state.answer.as_ref().is_some_and(|a| a.calls.is_none()) {
+        return Action::LearnCalls;
+    }
+    if !state.open_calls.is_empty() {
+        return Action::Recover(state.open_calls.keys().cloned().collect());
+    }
+    if let Some(reason) = breaker(state, policy.limits) {
+        return Action::Pause(reason);
+    }
+    if let Some(answer) = &state.answer
+        && !state.pending_calls.is_empty()
+    {
+        let room = tool_call_room(state, policy.limits);
+        if room == 0 {
+            return Action::Pause(tool_calls_reason(
+                state,
+                policy.limits,
+                state.pending_calls.len(),
+            ));
+        }
+        return Action::Dispatch {
+            step: answer.step,
+            calls: state.pending_calls.iter().take(room).cloned().collect(),
+        };
+    }
+    if let Some(answer) = &state.answer
+        && answer.is_final()
+    {
+        match state.check_passed {
+            // A check that passed with no `finished` after it: the process
+            // stopped between the two. The answer stands; asking the model
+            // again would tell it a check failed that passed.
+            Some(true) => return Action::Finish,
+            None if policy.has_check => return Action::Check { step: answer.step },
+            None => return Action::Finish,
+            // Failed: the model is told (the result is in the history) and
+            // asked again, below.
+            Some(false) => {}
+        }
+    }
+    if let Some(reason) = limit_hit(state, policy.limits) {
+        return Action::Pause(reason);
+    }
+    Action::Ask {
+        role: Role::Worker,
+        step: state.steps + 1,
+    }
+}
+
+/// A limit's value: raised by `resume --raise`, else as configured.
+pub fn limit(raised: &BTreeMap<String, u64>, name: &str, configured: u64) -> u64 {
+    raised.get(name).copied().unwrap_or(configured)
+}
+
+/// How many more tool calls `max_tool_calls` allows. Every call counts,
+/// including one refused before it ran (unknown tool, bad arguments):
+/// those are recorded as finished like any other.
+fn tool_call_room(state: &SessionState, limits: &SessionLimits) -> usize {
+    let max = limit(&state.raised, "max_tool_calls", limits.max_tool_calls);
+    usize::try_from(max.saturating_sub(state.tool_calls)).unwrap_or(usize::MAX)
+}
+
+/// The pause for `max_tool_calls` reached with `waiting` calls of the last
+/// answer not started. They are not answered as "not run": an unstarted
+/// call of a recorded answer is exactly what a crash between two calls
+/// leaves, so `resume --raise max_tool_calls=N` runs them as the model
+/// asked, and nothing is lost.
+fn tool_calls_reason(state: &SessionState, limits: &SessionLimits, waiting: usize) -> PauseReason {
+    let max = limit(&state.raised, "max_tool_calls", limits.max_tool_calls);
+    let mut reason = limit_reason("max_tool_calls", state.tool_calls, max);
+    reason.detail.push_str(&format!(
+        " ({waiting} calls of the last answer have not run; they run on resume)"
+    ));
+    reason
+}
+
+fn limit_hit(state: &SessionState, limits: &SessionLimits) -> Option<PauseReason> {
+    let checks = [
+        ("max_steps", state.steps, limits.max_steps),
+        (
+            "max_input_tokens",
+            state.input_tokens,
+            limits.max_input_tokens,
+        ),
+        (
+            "max_output_tokens",
+            state.output_tokens,
+            limits.max_output_tokens,
+        ),
+        ("max_tool_calls", state.tool_calls, limits.max_tool_calls),
+        (
+            "max_wall_secs",
+            state.active_ms / 1000,
+            limits.max_wall_secs,
+        ),
+        (
+            "max_write_bytes",
+            state.bytes_written,
+            limits.max_write_bytes,
+        ),
+    ];
+    checks.into_iter().find_map(|(name, used, configured)| {
+        let max = limit(&state.raised, name, configured);
+        (used >= max).then(|| limit_reason(name, used, max))
+    })
+}
+
+fn breaker(state: &SessionState, limits: &SessionLimits) -> Option<PauseReason> {
+    let max_consecutive = limit(
+        &state.raised,
+        "max_consecutive_failures",
+        limits.max_consecutive_failures,
+    );
+    if state.consecutive_failures >= max_consecutive {
+        return Some(PauseReason {
+            kind: PauseKind::Breaker,
+            limit: Some("max_consecutive_failures".to_owned()),
+            detail: format!(
+                "{} tool calls failed in a row; look at `longhand log` and resume when fixed",
+                state.consecutive_failures
+            ),
+        });
+    }
+    let max_repeat = limit(
+        &state.raised,
+        "max_repeated_failure",
+        limits.max_repeated_failure,
+    );
+    let (key, n) = state
+        .repeated_failures
+        .iter()
+        .find(|(_, n)| **n >= max_repeat)?;
+    Some(PauseReason {
+        kind: PauseKind::Breaker,
+        limit: Some("max_repeated_failure".to_owned()),
+        detail: format!("the same call failed {n} times: {key}"),
+    })
+}
+
+/// The pause for limit `name` reached (`used` of `limit`).
+pub fn limit_reason(name: &str, used: u64, limit: u64) -> PauseReason {
+    PauseReason {
+        kind: PauseKind::Limit,
+        limit: Some(name.to_owned()),
+        detail: format!("{name} reached ({used} of {limit}); resume with --raise {name}=<higher>"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::brain::state::CHECK_PREFIX;
+    use crate::session::{BlobRef, Event, EventRecord, ResumeCause};
+
+    /// Folds events numbered from 1, the way a log does.
+    struct Log {
+        state: SessionState,
+        seq: u64,
+    }
+
+    impl Log {
+        fn new() -> Self {
+            let mut log = Self {
+                state: SessionState::default(),
+                seq: 0,
+            };
+            log.push(Event::SessionCreated {
+                agent_name: "a".into(),
+                agent: serde_json::json!({}),
+                config_digest: "sha256:00".into(),
+            });
+            log.push(Event::GoalSet { goal: "g".into() });
+            log
+        }
+
+        fn push(&mut self, event: Event) -> &mut Self {
+            self.seq += 1;
+            self.state.apply(&EventRecord {
+                seq: self.seq,
+                at_ms: 0,
+                event,
+            });
+            self
+        }
+
+        fn answer(&mut self, step: u64, calls: &[&str]) -> &mut Self {
+            self.push(Event::ModelRequested {
+                step,
+                role: "worker".into(),
+                provider: "p".into(),
+                model: "m".into(),
+                request: BlobRef::of(b"req"),
+                attempt: 1,
+            });
+            self.push(Event::ModelResponded {
+                step,
+                response: BlobRef::of(format!("answer {step}").as_bytes()),
+                input_tokens: 10,
+                output_tokens: 5,
+                latency_ms: 1,
+                stop_reason: "end_turn".into(),
+                calls: Some(calls.iter().map(|c| (*c).to_owned()).collect()),
+                cached_input_tokens: 0,
+            })
+        }
+
+        fn started(&mut self, step: u64, call: &str, effect: &str) -> &mut Self {
+            self.push(Event::ToolStarted {
+                step,
+                call_id: call.into(),
+                component: "fs".into(),
+                component_digest: "sha256:11".into(),
+                tool: "write".into(),
+                effect: effect.into(),
+                input: BlobRef::of(call.as_bytes()),
+            })
+        }
+
+        fn finished(&mut self, step: u64, call: &str, ok: bool) -> &mut Self {
+            self.push(Event::ToolFinished {
+                step,
+                call_id: call.into(),
+                ok,
+                result: BlobRef::of(b"{}"),
+                receipt: serde_json::Value::Null,
+            })
+        }
+    }
+
+    fn limits() -> SessionLimits {
+        SessionLimits::default()
+    }
+
+    fn decide(log: &Log, has_check: bool) -> Action {
+        next(
+            &log.state,
+            Policy {
+                limits: &limits(),
+                has_check,
+            },
+        )
+    }
+
+    fn ask(step: u64) -> Action {
+        Action::Ask {
+            role: Role::Worker,
+            step,
+        }
+    }
+
+    #[test]
+    fn a_new_session_asks_the_worker_for_turn_one() {
+        assert_eq!(decide(&Log::new(), false), ask(1));
+    }
+
+    #[test]
+    fn a_request_without_an_answer_is_asked_again_for_the_same_turn() {
+        let mut log = Log::new();
+        log.push(Event::ModelRequested {
+            step: 1,
+            role: "worker".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            request: BlobRef::of(b"r"),
+            attempt: 1,
+        });
+        log.push(Event::ModelFailed {
+            step: 1,
+            attempt: 2,
+            error: "500".into(),
+            retryable: true,
+            retry_after_ms: None,
+        });
+        assert_eq!(decide(&log, false), ask(1));
+        // Attempts carry across processes.
+        assert_eq!(
+            log.state.pending_request.as_ref().map(|p| p.attempts),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn calls_of_an_answer_are_dispatched_in_order_then_the_model_is_asked() {
+        let mut log = Log::new();
+        log.answer(1, &["a", "b", "c"]);
+        assert_eq!(
+            decide(&log, false),
+            Action::Dispatch {
+                step: 1,
+                calls: vec!["a".into(), "b".into(), "c".into()]
+            }
+        );
+        log.started(1, "a", "read-only").finished(1, "a", true);
+        log.finished(1, "b", false); // refused before it ran: no start
+        assert_eq!(
+            decide(&log, false),
+            Action::Dispatch {
+                step: 1,
+                calls: vec!["c".into()]
+            }
+        );
+        log.started(1, "c", "writes").finished(1, "c", true);
+        assert_eq!(decide(&log, false), ask(2));
+    }
+
+    #[test]
+    fn a_started_call_without_an_end_is_recovered_first() {
+        let mut log = Log::new();
+        log.answer(1, &["a", "b"]);
+        log.started(1, "a", "writes");
+        assert_eq!(decide(&log, false), Action::Recover(vec!["a".into()]));
+        log.push(Event::ToolInDoubt {
+            step: 1,
+            call_id: "a".into(),
+            reason: "stopped".into(),
+        });
+        assert_eq!(
+            decide(&log, false),
+            Action::Dispatch {
+                step: 1,
+                calls: vec!["b".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn no_more_calls_start_than_max_tool_calls_allows() {
+        let mut log = Log::new();
+        let ids: Vec<String> = (0..40).map(|i| format!("c{i}")).collect();
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        log.answer(1, &refs);
+        let mut l = limits();
+        l.max_tool_calls = 30;
+        let policy = Policy {
+            limits: &l,
+            has_check: false,
+        };
+        let Action::Dispatch { calls, .. } = next(&log.state, policy) else {
+            panic!("expected a dispatch");
+        };
+        assert_eq!(calls.len(), 30);
+        for id in &calls {
+            log.finished(1, id, true);
+        }
+        let Action::Pause(reason) = next(&log.state, policy) else {
+            panic!("expected a pause");
+        };
+        assert_eq!(reason.limit.as_deref(), Some("max_tool_calls"));
+        assert!(
+            reason.detail.contains("10 calls of the last answer"),
+            "{}",
+            reason.detail
+        );
+        // Raised: the remaining ten run, as the model asked.
+        log.push(Event::Resumed {
+            raised: [("max_tool_calls".to_owned(), 100)].into(),
+            note: None,
+            cause: ResumeCause::Operator,
+        });
+        let Action::Dispatch { calls, .. } = next(&log.state, policy) else {
+            panic!("expected a dispatch after the raise");
+        };
+        assert_eq!(calls, ids[30..].to_vec());
+    }
+
+    #[test]
+    fn a_final_answer_finishes_or_is_checked_first() {
+        let mut log = Log::new();
+        log.answer(1, &[]);
+        assert_eq!(decide(&log, false), Action::Finish);
+        assert_eq!(decide(&log, true), Action::Check { step: 1 });
+        let check = format!("{CHECK_PREFIX}1");
+        log.started(1, &check, "read-only")
+            .finished(1, &check, false);
+        // Failed: the model is asked again (it sees the failure).
+        assert_eq!(decide(&log, true), ask(2));
+        log.answer(2, &[]);
+        assert_eq!(decide(&log, true), Action::Check { step: 2 });
+        let check = format!("{CHECK_PREFIX}2");
+        log.started(2, &check, "read-only")
+            .finished(2, &check, true);
+        // Passed and no `finished` yet (a crash in between): finish, never
+        // ask again.
+        assert_eq!(decide(&log, true), Action::Finish);
+        log.push(Event::Finished {
+            summary: Some("done".into()),
+            summary_blob: None,
+        });
+        assert_eq!(decide(&log, true), Action::Stop(SessionStatus::Finished));
+    }
+
+    #[test]
+    fn limits_pause_between_turns_not_in_the_middle_of_one() {
+        let mut log = Log::new();
+        let mut l = limits();
+        l.max_steps = 1;
+        let policy = Policy {
+            limits: &l,
+            has_check: false,
+        };
+        log.answer(1, &["a"]);
+        // The answer's calls still run although max_steps is reached.
+        assert!(matches!(next(&log.state, policy), Action::Dispatch { .. }));
+        log.started(1, "a", "read-only").finished(1, "a", true);
+        let Action::Pause(reason) = next(&log.state, policy) else {
+            panic!("expected a pause");
+        };
+        assert_eq!(reason.kind, PauseKind::Limit);
+        assert_eq!(reason.limit.as_deref(), Some("max_steps"));
+        log.push(Event::Paused { reason });
+        assert_eq!(
+            next(&log.state, policy),
+            Action::Stop(SessionStatus::Paused)
+        );
+    }
+
+    #[test]
+    fn the_breaker_pauses_and_only_an_operator_resets_it() {
+        let mut log = Log::new();
+        let mut l = limits();
+        l.max_consecutive_failures = 2;
+        let policy = Policy {
+            limits: &l,
+            has_check: false,
+        };
+        log.answer(1, &["a", "b", "c"]);
+        log.started(1, "a", "read-only").finished(1, "a", false);
+        log.started(1, "b", "read-only").finished(1, "b", false);
+        let Action::Pause(reason) = next(&log.state, policy) else {
+            panic!("expected the breaker");
+        };
+        assert_eq!(reason.kind, PauseKind::Breaker);
+        // A crash recovery is not a person looking: still tripped.
+        log.push(Event::Resumed {
+            raised: BTreeMap::new(),
+            note: None,
+            cause: ResumeCause::Crash,
+        });
+        assert!(matches!(next(&log.state, policy), Action::Pause(_)));
+        log.push(Event::Resumed {
+            raised: BTreeMap::new(),
+            note: None,
+            cause: ResumeCause::Operator,
+        });
+        assert!(matches!(next(&log.state, policy), Action::Dispatch { .. }));
+    }
+
+    #[test]
+    fn an_answer_from_an_older_log_is_read_before_deciding() {
+        let mut log = Log::new();
+        log.push(Event::ModelResponded {
+            step: 1,
+            response: BlobRef::of(b"old"),
+            input_tokens: 1,
+            output_tokens: 1,
+            latency_ms: 1,
+            stop_reason: "tool_use".into(),
+            calls: None,
+            cached_input_tokens: 0,
+        });
+        log.started(1, "a", "read-only").finished(1, "a", true);
+        assert_eq!(decide(&log, false), Action::LearnCalls);
+        log.state.learn_calls(vec!["a".into(), "b".into()]);
+        assert_eq!(
+            decide(&log, false),
+            Action::Dispatch {
+                step: 1,
+                calls: vec!["b".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn finished_failed_and_paused_sessions_stop() {
+        for (event, status) in [
+            (Event::Failed { error: "x".into() }, SessionStatus::Failed),
+            (
+                Event::Paused {
+                    reason: limit_reason("max_steps", 1, 1),
+                },
+                SessionStatus::Paused,
+            ),
+        ] {
+            let mut log = Log::new();
+            log.answer(1, &["a"]);
+            log.push(event);
+            assert_eq!(decide(&log, false), Action::Stop(status));
+        }
+    }
+
+    #[test]
+    fn the_fold_is_the_same_from_a_snapshot_of_any_prefix() {
+        let mut log = Log::new();
+        log.answer(1, &["a", "b"]);
+        log.started(1, "a", "read-only").finished(1, "a", true);
+        let mid = log.state.clone();
+        let json = serde_json::to_vec(&mid).unwrap();
+        let back: SessionState = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back, mid);
+        assert_eq!(
+            decide(&log, false),
+            next(
+                &back,
+                Policy {
+                    limits: &limits(),
+                    has_check: false
+                }
+            )
+        );
+    }
+}

@@ -1,0 +1,127 @@
+//! Holding a session: the lease's TTL, the heartbeat that renews it while a
+//! worker runs, and telling a dead holder from a live one.
+//!
+//! A lease is renewed from its own task every third of its TTL, whatever
+//! the loop is doing — a model request may stream for many minutes, a
+//! provider may ask us to wait ten — so a live worker never loses its
+//! session to a `resume` or another worker. When a renewal is refused
+//! (another worker holds the session now), or the lease runs out because
+//! renewals kept failing, the heartbeat says so at once and the runner
+//! drops the step in flight: a worker that may no longer own a session
+//! stops acting for it within a second of knowing.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::session::{Lease, Store, StoreError};
+
+/// How long a worker's lease on a session lasts without renewal.
+pub const LEASE_TTL: Duration = Duration::from_secs(60);
+
+/// The TTL this process uses: [`LEASE_TTL`], or `LONGHAND_LEASE_TTL_MS`
+/// when set (at least 300 ms). The variable exists so tests can watch a
+/// lease outlive a request longer than its TTL without waiting minutes.
+pub fn ttl() -> Duration {
+    std::env::var("LONGHAND_LEASE_TTL_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(LEASE_TTL, |ms| Duration::from_millis(ms.max(300)))
+}
+
+/// The task renewing one lease.
+pub struct Heartbeat {
+    task: tokio::task::JoinHandle<()>,
+    lost: watch::Receiver<Option<Arc<StoreError>>>,
+}
+
+/// Resolves when the lease is lost, with why.
+pub struct Lost(watch::Receiver<Option<Arc<StoreError>>>);
+
+impl Lost {
+    /// Wait until the heartbeat gives up the lease, and say why; never
+    /// returns while the lease is held.
+    pub async fn wait(&mut self) -> String {
+        loop {
+            if let Some(error) = self.0.borrow().clone() {
+                return error.to_string();
+            }
+            if self.0.changed().await.is_err() {
+                // The heartbeat stopped without losing the lease: the run
+                // is over and this branch is never chosen.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+impl Heartbeat {
+    /// Renew `lease` every `ttl / 3` until stopped.
+    pub fn start(store: Arc<dyn Store>, lease: Lease, ttl: Duration) -> Self {
+        let (tx, rx) = watch::channel(None);
+        let period = ttl / 3;
+        let task = tokio::spawn(async move {
+            let mut expires = tokio::time::Instant::now() + ttl;
+            loop {
+                tokio::time::sleep(period).await;
+                match store.renew(&lease, ttl).await {
+                    Ok(_) => expires = tokio::time::Instant::now() + ttl,
+                    Err(
+                        error @ (StoreError::Fenced { .. }
+                        | StoreError::LeaseHeld { .. }
+                        | StoreError::NotFound { .. }),
+                    ) => {
+                        let _ = tx.send(Some(Arc::new(error)));
+                        return;
+                    }
+                    Err(error) => {
+                        // A store that fails for a while (disk full, a
+                        // database restarting) is retried until the lease
+                        // would run out; past that another worker may take
+                        // the session, so this one stops.
+                        tracing::warn!(%error, "cannot renew the session lease; retrying");
+                        if tokio::time::Instant::now() + period >= expires {
+                            let _ = tx.send(Some(Arc::new(error)));
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        Self { task, lost: rx }
+    }
+
+    /// A handle that resolves when the lease is lost.
+    pub fn lost(&self) -> Lost {
+        Lost(self.lost.clone())
+    }
+
+    /// Stop renewing.
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Whether a lease holder named `host-pid` is a process of this machine
+/// that no longer exists (so its lease need not be waited out). `me` is this
+/// worker's own `host-pid` name.
+pub fn holder_is_dead(holder: &str, me: &str) -> bool {
+    let split = |s: &str| {
+        s.rsplit_once('-')
+            .map(|(h, p)| (h.to_owned(), p.parse::<u32>().ok()))
+    };
+    match (split(holder), split(me)) {
+        (Some((host, Some(pid))), Some((my_host, _))) if host == my_host => {
+            cfg!(target_os = "linux") && !Path::new(&format!("/proc/{pid}")).exists()
+        }
+        _ => false,
+    }
+}

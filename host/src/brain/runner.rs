@@ -1,0 +1,558 @@
+//! One worker driving one session: ask [`decide::next`] what to do, do it,
+//! record it, repeat — keeping nothing between steps that is not in the
+//! session log.
+//!
+//! Every effect is preceded by the event that announces it, durably when
+//! the effect could not be repeated: `model_requested` before a request,
+//! `tool_started` (fsynced) before a call that writes. So a process killed
+//! at any instant can be woken by any other process, which folds the log
+//! and continues:
+//! - a request without a response is sent again;
+//! - a call started but not finished is re-run if its tool is read-only or
+//!   idempotent, otherwise recorded as `tool_in_doubt` and the model is told
+//!   the outcome is unknown;
+//! - tool calls of a recorded response that never started are dispatched.
+//!
+//! Durability follows the effect (see [`durability_of`]): most events are
+//! written at once (visible to every reader, safe from a process crash) and
+//! reach stable storage with the store's next group commit; the events that
+//! precede an unrepeatable effect or end a run are fsynced before the loop
+//! goes on. docs/design.md ("Durability by effect") states the guarantee.
+//!
+//! This module talks to the store, the hands and a provider through their
+//! public APIs only; it does not know SQL, wasmtime or HTTP.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::bind::{BoundAgent, Frozen};
+use super::decide::{self, Action, Policy};
+use super::lease::{self, Heartbeat, holder_is_dead};
+use super::model::{ModelProvider, ModelResponse, RetryPolicy};
+use super::state::SessionState;
+use crate::hands::Hands;
+use crate::session::event::{MAX_INLINE_TEXT, bounded};
+use crate::session::{
+    BlobRef, Durability, Event, EventRecord, Lease, ResumeCause, SessionId, SessionStatus, Store,
+    StoreError,
+};
+
+/// Snapshot the folded state after this many events.
+pub const SNAPSHOT_EVERY: u64 = 100;
+
+/// Blobs a runner keeps in memory (bytes) before it forgets them; they are
+/// read back from the store when needed again.
+const BLOB_CACHE_BYTES: usize = 32 << 20;
+
+/// Errors that stop the loop. Tool and model failures are *not* here: they
+/// are recorded and handed to the model or pause the session.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The session store refused or failed (fenced by another writer,
+    /// lease lost, I/O). Abort: another worker may own the session now.
+    #[error("session store: {0}")]
+    Store(#[from] StoreError),
+    /// The heartbeat could not keep the lease: another worker took the
+    /// session, or the store refused renewals until it ran out. The step in
+    /// flight was abandoned.
+    #[error("lost the session's lease: {0}")]
+    LeaseLost(String),
+    /// The agent cannot be assembled (component missing or changed, bad
+    /// grant). Fix the configuration.
+    #[error("agent: {0}")]
+    Agent(String),
+    /// The log holds something this version cannot read. Report it.
+    #[error("session log: {0}")]
+    Log(String),
+}
+
+/// What `run` ended with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEnd {
+    /// Final status: finished, failed or paused.
+    pub status: SessionStatus,
+    /// Why, for paused and failed sessions; the answer, for finished ones.
+    pub detail: Option<String>,
+}
+
+/// Called with every event appended, for progress output.
+pub type Observer = Box<dyn FnMut(&EventRecord, &SessionState) + Send + Sync>;
+
+/// One worker driving one session.
+pub struct Runner<'h> {
+    pub(super) store: Arc<dyn Store>,
+    pub(super) hands: &'h Hands,
+    pub(super) agent: BoundAgent,
+    pub(super) provider: Arc<dyn ModelProvider>,
+    pub(super) session: SessionId,
+    pub(super) lease: Lease,
+    pub(super) lease_ttl: Duration,
+    pub(super) state: SessionState,
+    pub(super) retry: RetryPolicy,
+    /// Blobs this runner stored or read, by digest (bounded by
+    /// [`BLOB_CACHE_BYTES`]).
+    blobs: HashMap<String, Arc<Vec<u8>>>,
+    blob_bytes: usize,
+    /// Events folded into `state` but not yet written, and the new blobs
+    /// they refer to: written together, in one append, by the next
+    /// [`Runner::flush`].
+    staged: Vec<Event>,
+    staged_blobs: Vec<Vec<u8>>,
+    observer: Option<Observer>,
+    /// Set when waking found the session left running by a worker that
+    /// stopped without pausing: recorded as a `resumed` event at `run`.
+    recovered: Option<(ResumeCause, String)>,
+}
+
+pub(super) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// How soon an event must reach stable storage, by what it announces.
+///
+/// Fsynced before the loop goes on: a `tool_started` of a call that writes
+/// (the record must outlive the effect, so a crash leaves it in doubt
+/// rather than run twice), and everything that ends a run or that a person
+/// acts on (goal, pause, resume, finish, failure). Everything else can be
+/// redone after a machine crash — a model request is sent again, a
+/// read-only or idempotent call runs again — so it is written at once
+/// (safe from a process crash) and fsynced by the store's next group
+/// commit, within its bounded window.
+pub fn durability_of(event: &Event) -> Durability {
+    match event {
+        Event::ToolStarted { effect, .. } if effect != "read-only" && effect != "idempotent" => {
+            Durability::Now
+        }
+        Event::SessionCreated { .. }
+        | Event::GoalSet { .. }
+        | Event::Paused { .. }
+        | Event::Resumed { .. }
+        | Event::Finished { .. }
+        | Event::Failed { .. } => Durability::Now,
+        _ => Durability::Soon,
+    }
+}
+
+impl<'h> Runner<'h> {
+    /// Create a session for `frozen` with `goal`, and lease it.
+    pub async fn start(
+        store: Arc<dyn Store>,
+        hands: &'h Hands,
+        agent: BoundAgent,
+        provider: Arc<dyn ModelProvider>,
+        goal: &str,
+        owner: &str,
+    ) -> Result<Self, RunError> {
+        let agent_json = serde_json::to_value(&agent.frozen)
+            .map_err(|e| RunError::Log(format!("cannot serialize the agent: {e}")))?;
+        let config_digest = digest_hex(agent_json.to_string().as_bytes());
+        let created = Event::SessionCreated {
+            agent_name: agent.frozen.name.clone(),
+            agent: agent_json,
+            config_digest,
+        };
+        let session = store.create(&agent.frozen.name, &created).await?;
+        let ttl = lease::ttl();
+        let lease = store.acquire_lease(&session, owner, ttl).await?;
+        // The first event is the one just written: fold it without a read.
+        let mut state = SessionState::default();
+        state.apply(&EventRecord {
+            seq: 1,
+            at_ms: now_ms(),
+            event: created,
+        });
+        let mut runner = Self::new(store, hands, agent, provider, session, lease, ttl, state);
+        runner
+            .write(vec![Event::GoalSet {
+                goal: goal.to_owned(),
+            }])
+            .await?;
+        Ok(runner)
+    }
+
+    /// Wake a session from its log (latest snapshot plus tail) and lease it.
+    /// The agent must be bound from the session's own frozen config; see
+    /// [`Runner::frozen_of`].
+    pub async fn wake(
+        store: Arc<dyn Store>,
+        hands: &'h Hands,
+        agent: BoundAgent,
+        provider: Arc<dyn ModelProvider>,
+        session: SessionId,
+        owner: &str,
+    ) -> Result<Self, RunError> {
+        let ttl = lease::ttl();
+        let mut taken_from = None;
+        let lease = match store.acquire_lease(&session, owner, ttl).await {
+            Err(StoreError::LeaseHeld { owner: holder, .. }) if holder_is_dead(&holder, owner) => {
+                let lease = store.take_over(&session, &holder, owner, ttl).await?;
+                taken_from = Some(holder);
+                lease
+            }
+            other => other?,
+        };
+        let state = super::snapshot::load_state(store.as_ref(), &session).await?;
+        let mut runner = Self::new(store, hands, agent, provider, session, lease, ttl, state);
+        // Every run ends finished, failed or paused; a session found
+        // created or running was left by a worker that stopped mid-run.
+        if matches!(
+            runner.state.status,
+            SessionStatus::Created | SessionStatus::Running
+        ) {
+            runner.recovered = Some(match taken_from {
+                Some(holder) => (
+                    ResumeCause::TakeOver,
+                    format!("taken over from {holder}, which is no longer running"),
+                ),
+                None => (
+                    ResumeCause::Crash,
+                    "the last worker stopped without pausing or finishing (killed, crashed or \
+                     lost its store); carrying on from the log"
+                        .to_owned(),
+                ),
+            });
+        }
+        Ok(runner)
+    }
+
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "private constructor of the two doors above"
+    )]
+    fn new(
+        store: Arc<dyn Store>,
+        hands: &'h Hands,
+        agent: BoundAgent,
+        provider: Arc<dyn ModelProvider>,
+        session: SessionId,
+        lease: Lease,
+        lease_ttl: Duration,
+        state: SessionState,
+    ) -> Self {
+        Self {
+            store,
+            hands,
+            agent,
+            provider,
+            session,
+            lease,
+            lease_ttl,
+            state,
+            retry: RetryPolicy::default(),
+            blobs: HashMap::new(),
+            blob_bytes: 0,
+            staged: Vec::new(),
+            staged_blobs: Vec::new(),
+            observer: None,
+            recovered: None,
+        }
+    }
+
+    /// The frozen agent recorded in a session's first event.
+    pub async fn frozen_of(store: &dyn Store, session: &SessionId) -> Result<Frozen, RunError> {
+        let first = store.read(session, 1).await?;
+        match first.first().map(|r| &r.event) {
+            Some(Event::SessionCreated { agent, .. }) => serde_json::from_value(agent.clone())
+                .map_err(|e| RunError::Log(format!("cannot read the frozen agent: {e}"))),
+            _ => Err(RunError::Log(
+                "the log does not start with session_created".to_owned(),
+            )),
+        }
+    }
+
+    /// Set the progress observer.
+    pub fn observe(&mut self, observer: Observer) {
+        self.observer = Some(observer);
+    }
+
+    /// Show the observer the events already in the log from `from_seq` on
+    /// (those written before it was attached).
+    pub async fn replay_to_observer(&mut self, from_seq: u64) -> Result<(), RunError> {
+        if self.observer.is_none() || from_seq > self.state.last_seq {
+            return Ok(());
+        }
+        let records = self.store.read(&self.session, from_seq).await?;
+        if let Some(obs) = self.observer.as_mut() {
+            for record in records.iter().filter(|r| r.seq <= self.state.last_seq) {
+                obs(record, &self.state);
+            }
+        }
+        Ok(())
+    }
+
+    /// Use a different retry policy for model calls.
+    pub fn set_retry(&mut self, retry: RetryPolicy) {
+        self.retry = retry;
+    }
+
+    /// The session id.
+    pub fn session(&self) -> &SessionId {
+        &self.session
+    }
+
+    /// The folded state.
+    pub fn state(&self) -> &SessionState {
+        &self.state
+    }
+
+    /// Record a resume (with raised limits) if the session is paused.
+    pub async fn resume(&mut self, raised: BTreeMap<String, u64>) -> Result<(), RunError> {
+        if self.state.status == SessionStatus::Paused || !raised.is_empty() {
+            // An operator's resume says all a recovery note would.
+            self.recovered = None;
+            self.write(vec![Event::Resumed {
+                raised,
+                note: None,
+                cause: ResumeCause::Operator,
+            }])
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Run until the session finishes, fails or pauses.
+    ///
+    /// A heartbeat renews the lease every third of its TTL while this runs,
+    /// whatever the loop is waiting on. If the lease is lost (another
+    /// worker took the session), the step in flight is dropped at once —
+    /// a model request is abandoned, a tool call's future is dropped — and
+    /// `run` returns the store's error; nothing more is written.
+    pub async fn run(&mut self) -> Result<RunEnd, RunError> {
+        let heartbeat = Heartbeat::start(self.store.clone(), self.lease.clone(), self.lease_ttl);
+        let mut lost = heartbeat.lost();
+        let end = tokio::select! {
+            end = self.run_inner() => end,
+            why = lost.wait() => Err(RunError::LeaseLost(why)),
+        };
+        heartbeat.stop();
+        let _ = self.store.release(&self.lease).await;
+        end
+    }
+
+    async fn run_inner(&mut self) -> Result<RunEnd, RunError> {
+        if let Some((cause, note)) = self.recovered.take() {
+            self.write(vec![Event::Resumed {
+                raised: BTreeMap::new(),
+                note: Some(note),
+                cause,
+            }])
+            .await?;
+        }
+        loop {
+            let policy = Policy {
+                limits: &self.agent.frozen.limits,
+                has_check: self.agent.frozen.completion.is_some(),
+            };
+            let action = decide::next(&self.state, policy);
+            // Staged events ride along with the next request's record; any
+            // other action writes them first (nothing else carries them).
+            if !matches!(action, Action::Ask { .. }) {
+                self.flush().await?;
+            }
+            match action {
+                Action::Stop(status) => return self.end(status).await,
+                Action::LearnCalls => self.learn_calls().await?,
+                Action::Recover(calls) => self.recover(calls).await?,
+                Action::Pause(reason) => self.write(vec![Event::Paused { reason }]).await?,
+                Action::Dispatch { step, calls } => self.dispatch_pending(step, calls).await?,
+                Action::Check { step } => self.check(step).await?,
+                Action::Finish => self.finish().await?,
+                Action::Ask { role, step } => self.ask(role, step).await?,
+            }
+        }
+    }
+
+    async fn end(&mut self, status: SessionStatus) -> Result<RunEnd, RunError> {
+        let detail = match status {
+            SessionStatus::Finished => match self.state.summary_blob.clone() {
+                Some(blob) => Some(String::from_utf8_lossy(&self.get(&blob).await?).into_owned()),
+                None => self.state.summary.clone(),
+            },
+            SessionStatus::Failed => self.state.error.clone(),
+            _ => self.state.pause.as_ref().map(|p| p.detail.clone()),
+        };
+        Ok(RunEnd { status, detail })
+    }
+
+    /// The last answer, read from its blob.
+    pub(super) async fn last_response(&mut self) -> Result<Option<ModelResponse>, RunError> {
+        let Some(answer) = self.state.answer.clone() else {
+            return Ok(None);
+        };
+        let bytes = self.get(&answer.response).await?;
+        let parsed = serde_json::from_slice(&bytes)
+            .map_err(|e| RunError::Log(format!("model response blob: {e}")))?;
+        Ok(Some(parsed))
+    }
+
+    async fn learn_calls(&mut self) -> Result<(), RunError> {
+        let calls = self
+            .last_response()
+            .await?
+            .map(|r| r.tool_calls.into_iter().map(|c| c.id).collect())
+            .unwrap_or_default();
+        self.state.learn_calls(calls);
+        Ok(())
+    }
+
+    /// Finish with the last answer's text.
+    async fn finish(&mut self) -> Result<(), RunError> {
+        let text = self
+            .last_response()
+            .await?
+            .and_then(|r| r.text)
+            .unwrap_or_default();
+        let finished = self.finished(text).await;
+        self.write(vec![finished]).await
+    }
+
+    /// The `finished` event for a final answer of any size: inline when it
+    /// fits [`MAX_INLINE_TEXT`], else a preview plus the whole text as a
+    /// blob. Moved, not cut: the answer is what the session was for.
+    async fn finished(&mut self, text: String) -> Event {
+        if text.len() <= MAX_INLINE_TEXT {
+            return Event::Finished {
+                summary: Some(text),
+                summary_blob: None,
+            };
+        }
+        let summary = Some(bounded(&text).into_owned());
+        let blob = self.put(text.into_bytes());
+        Event::Finished {
+            summary,
+            summary_blob: Some(blob),
+        }
+    }
+
+    /// Fold `events` into the state now; they are written by the next
+    /// [`Runner::flush`]. The loop decides from the state, so what it has
+    /// done counts at once, written or not; a crash before the write loses
+    /// only what the log (and so the next worker) will redo.
+    pub(super) fn stage(&mut self, events: Vec<Event>) {
+        for mut event in events {
+            // Explanations carry text a provider or a tool chose (an error
+            // body, a call key): cut here, the one door every event passes,
+            // so no pause or failure is ever too large to record.
+            event.bound_text();
+            let record = EventRecord {
+                seq: self.state.last_seq + 1,
+                at_ms: now_ms(),
+                event,
+            };
+            self.state.apply(&record);
+            self.staged.push(record.event);
+        }
+    }
+
+    /// Stage `events` and write everything staged.
+    pub(super) async fn write(&mut self, events: Vec<Event>) -> Result<(), RunError> {
+        self.stage(events);
+        self.flush().await
+    }
+
+    /// Write everything staged, with the blobs it refers to, in one append,
+    /// as durable as its most demanding event requires.
+    pub(super) async fn flush(&mut self) -> Result<(), RunError> {
+        self.append_staged().await?;
+        if self.state.since_snapshot >= SNAPSHOT_EVERY {
+            let encoded = super::snapshot::encode(&self.state);
+            let event = Event::Snapshot {
+                state: encoded.root,
+                through_seq: self.state.last_seq,
+            };
+            self.staged_blobs.extend(encoded.blobs);
+            // Written alone: its fold resets `since_snapshot`.
+            self.stage(vec![event]);
+            self.append_staged().await?;
+        }
+        Ok(())
+    }
+
+    async fn append_staged(&mut self) -> Result<(), RunError> {
+        if self.staged.is_empty() {
+            return Ok(());
+        }
+        let events = std::mem::take(&mut self.staged);
+        let blobs = std::mem::take(&mut self.staged_blobs);
+        let durability = if events
+            .iter()
+            .any(|e| matches!(durability_of(e), Durability::Now))
+        {
+            Durability::Now
+        } else {
+            Durability::Soon
+        };
+        let count = events.len() as u64;
+        let first = self.state.last_seq + 1 - count;
+        let appended = self
+            .store
+            .append_with(
+                &self.session,
+                &self.lease,
+                first,
+                &events,
+                blobs,
+                durability,
+            )
+            .await?;
+        if let Some(obs) = self.observer.as_mut() {
+            // The store's time, so what is shown matches a later read.
+            let at_ms = appended.at_ms;
+            for (i, event) in events.into_iter().enumerate() {
+                let record = EventRecord {
+                    seq: first + i as u64,
+                    at_ms,
+                    event,
+                };
+                obs(&record, &self.state);
+            }
+        }
+        if self.blob_bytes > BLOB_CACHE_BYTES {
+            self.blobs.clear();
+            self.blob_bytes = 0;
+        }
+        Ok(())
+    }
+
+    /// Remember `bytes` as a blob to be written with the next append, and
+    /// return its reference. Blobs are content-addressed: one this runner
+    /// already stored or read is not written again.
+    pub(super) fn put(&mut self, bytes: Vec<u8>) -> BlobRef {
+        let blob = BlobRef::of(&bytes);
+        if self.blobs.contains_key(&blob.digest) {
+            return blob;
+        }
+        self.blob_bytes += bytes.len();
+        self.blobs
+            .insert(blob.digest.clone(), Arc::new(bytes.clone()));
+        self.staged_blobs.push(bytes);
+        blob
+    }
+
+    pub(super) async fn get(&mut self, blob: &BlobRef) -> Result<Arc<Vec<u8>>, RunError> {
+        if let Some(b) = self.blobs.get(&blob.digest) {
+            return Ok(b.clone());
+        }
+        let bytes = Arc::new(self.store.get_blob(blob).await?);
+        self.blob_bytes += bytes.len();
+        self.blobs.insert(blob.digest.clone(), bytes.clone());
+        Ok(bytes)
+    }
+}
+
+pub(super) fn digest_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// Compile-time check: a runner's `run` future can be spawned on a
+/// multi-threaded runtime (one process drives many sessions on tokio).
+#[cfg(test)]
+fn _run_is_send<'a>(
+    runner: &'a mut Runner<'a>,
+) -> impl Future<Output = Result<RunEnd, RunError>> + Send + 'a {
+    runner.run()
+}
