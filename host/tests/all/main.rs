@@ -36,4 +36,5 @@ mod heartbeat;
 mod large;
 mod lease;
 mod limits;
+mod providers;
 mod stream_timeouts;
