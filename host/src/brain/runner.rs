@@ -288,6 +288,12 @@ impl<'h> Runner<'h> {
         self.retry = retry;
     }
 
+    /// Renew the lease for `ttl` at a time (every `ttl / 3`) from now on.
+    /// Default [`LEASE_TTL`](super::lease::LEASE_TTL).
+    pub fn set_lease_ttl(&mut self, ttl: Duration) {
+        self.lease_ttl = ttl;
+    }
+
     /// The session id.
     pub fn session(&self) -> &SessionId {
         &self.session
@@ -555,4 +561,94 @@ fn _run_is_send<'a>(
     runner: &'a mut Runner<'a>,
 ) -> impl Future<Output = Result<RunEnd, RunError>> + Send + 'a {
     runner.run()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::brain::bind::{bind, freeze};
+    use crate::brain::config::AgentConfig;
+    use crate::brain::model::{ModelError, ModelRequest};
+    use crate::hands::HandsConfig;
+    use crate::session::SqliteStore;
+
+    /// A model that never answers.
+    struct Hangs;
+
+    #[async_trait::async_trait]
+    impl ModelProvider for Hangs {
+        fn name(&self) -> &str {
+            "hangs"
+        }
+        fn model(&self) -> &str {
+            "hangs"
+        }
+        async fn complete(&self, _: &ModelRequest) -> Result<ModelResponse, ModelError> {
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_worker_that_loses_its_lease_stops_within_a_second() {
+        let dir = tempfile::TempDir::new().unwrap();
+        std::fs::write(
+            dir.path().join("agent.toml"),
+            "name = \"held\"\ninstructions = \"x\"\n[model]\nprovider = \"openai\"\n\
+             model = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+        )
+        .unwrap();
+        let (config, base) = AgentConfig::load(dir.path()).unwrap();
+        let hands = Hands::new(HandsConfig::default()).unwrap();
+        let frozen = freeze(&hands, &config, &base, |_| None).await.unwrap();
+        let agent = bind(&hands, frozen, |_| None).await.unwrap();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.unwrap());
+        let mut runner = Runner::start(store.clone(), &hands, agent, Arc::new(Hangs), "g", "me-1")
+            .await
+            .unwrap();
+        runner.set_lease_ttl(Duration::from_millis(300));
+        let session = runner.session().clone();
+        let run = async {
+            let end = runner.run().await;
+            (end, Instant::now())
+        };
+        let thief = async {
+            // The runner is inside the model call by now.
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            let taken = store
+                .take_over(&session, "me-1", "thief", Duration::from_secs(60))
+                .await
+                .unwrap();
+            (taken, Instant::now())
+        };
+        let ((end, ended), (taken, took)) = tokio::join!(run, thief);
+        assert_eq!(taken.owner, "thief");
+        let err = end.expect_err("the run must stop");
+        assert!(matches!(err, RunError::LeaseLost(_)), "{err}");
+        let late = ended.duration_since(took);
+        assert!(
+            late < Duration::from_secs(1),
+            "stopped {late:?} after losing the lease"
+        );
+        // It wrote nothing after losing it: the thief's lease appends at
+        // the next seq.
+        let state = super::super::snapshot::load_state(store.as_ref(), &session)
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .append(
+                    &session,
+                    &taken,
+                    state.last_seq + 1,
+                    &[Event::GoalSet {
+                        goal: "next".into()
+                    }]
+                )
+                .await
+                .unwrap(),
+            state.last_seq + 1
+        );
+    }
 }
