@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::decide::Role;
-use super::model::{Message, ModelError, ModelRequest, ModelResponse, ToolCall};
+use super::model::{Attempts, Message, ModelError, ModelRequest, ModelResponse, ToolCall};
 use super::runner::{RunError, Runner, digest_hex};
 use super::state::{CHECK_PREFIX, HistoryItem};
 use crate::session::{BlobRef, Event, PauseKind, PauseReason};
@@ -75,10 +75,8 @@ impl Runner<'_> {
         }])
         .await?;
 
-        let mut tries = 0u32;
-        let mut bad_responses = 0u32;
+        let mut attempts = Attempts::default();
         loop {
-            tries += 1;
             let started = Instant::now();
             let result = self.provider.complete(&request).await;
             let latency_ms = started.elapsed().as_millis() as u64;
@@ -86,13 +84,7 @@ impl Runner<'_> {
                 Ok(response) => return self.answered(step, response, latency_ms).await,
                 Err(err) => err,
             };
-            if matches!(err, ModelError::BadResponse(_)) {
-                bad_responses += 1;
-            }
-            // A garbled answer is retried once: a server that garbles two in
-            // a row will likely keep doing so.
-            let give_up = !err.retryable() || tries >= self.retry.max_attempts || bad_responses > 1;
-            let wait = (!give_up).then(|| self.retry.delay(tries, err.retry_after()));
+            let wait = attempts.failed(&self.retry, &err);
             // Durable as it happens: a worker killed during the backoff
             // leaves every failure it saw in the log.
             self.write(vec![Event::ModelFailed {
@@ -113,7 +105,10 @@ impl Runner<'_> {
             }
             let Some(wait) = wait else {
                 let detail = if err.retryable() {
-                    format!("the model call failed {tries} times in a row; the last error: {err}")
+                    format!(
+                        "the model call failed {} times in a row; the last error: {err}",
+                        attempts.tries()
+                    )
                 } else {
                     format!(
                         "the model call failed and was not retried (retrying cannot help): {err}"

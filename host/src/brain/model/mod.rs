@@ -55,7 +55,7 @@ pub use provider::{
 };
 pub use replay::{RecordingProvider, ReplayProvider};
 pub use responses::ResponsesProvider;
-pub use retry::{RetryPolicy, complete_with_retry};
+pub use retry::{Attempts, RetryPolicy, complete_with_retry};
 pub use types::{
     Message, ModelRequest, ModelResponse, ReasoningBlock, StopReason, ToolCall, ToolDef, Usage,
     WireFormat, valid_tool_name,

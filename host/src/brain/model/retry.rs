@@ -56,6 +56,35 @@ impl RetryPolicy {
     }
 }
 
+/// Counts the failures of one request to decide whether to try again.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Attempts {
+    tries: u32,
+    bad_responses: u32,
+}
+
+impl Attempts {
+    /// Attempts failed so far.
+    pub fn tries(&self) -> u32 {
+        self.tries
+    }
+
+    /// Count a failed attempt; the wait before the next one, or `None` to
+    /// give up: the error cannot be helped by retrying, `max_attempts` are
+    /// spent, or this is the second garbled answer ([`ModelError::BadResponse`]
+    /// is retried once only: a server that garbles two answers in a row will
+    /// likely keep doing so).
+    pub fn failed(&mut self, policy: &RetryPolicy, err: &ModelError) -> Option<Duration> {
+        self.tries += 1;
+        if matches!(err, ModelError::BadResponse(_)) {
+            self.bad_responses += 1;
+        }
+        let give_up =
+            !err.retryable() || self.tries >= policy.max_attempts || self.bad_responses > 1;
+        (!give_up).then(|| policy.delay(self.tries, err.retry_after()))
+    }
+}
+
 /// A uniformly random duration in `[0, max]`.
 fn jitter(max: Duration) -> Duration {
     let nanos = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
@@ -68,12 +97,8 @@ fn jitter(max: Duration) -> Duration {
     Duration::from_nanos(r % nanos.saturating_add(1))
 }
 
-/// Calls `provider.complete(req)` until it succeeds, fails with an error
-/// that is not [retryable](ModelError::retryable), or `policy.max_attempts`
-/// are spent; then returns the last error.
-///
-/// [`ModelError::BadResponse`] is retried once only: a server that garbles
-/// two answers in a row will likely keep doing so.
+/// Calls `provider.complete(req)` until it succeeds or [`Attempts::failed`]
+/// gives up; then returns the last error.
 ///
 /// `on_failure(attempt, error, next_delay)` is called for every failed
 /// attempt (1-based), with the wait before the next one, or `None` when
@@ -84,24 +109,18 @@ pub async fn complete_with_retry<P: ModelProvider + ?Sized>(
     policy: &RetryPolicy,
     mut on_failure: impl FnMut(u32, &ModelError, Option<Duration>),
 ) -> Result<ModelResponse, ModelError> {
-    let mut attempt = 0;
-    let mut bad_responses = 0;
+    let mut attempts = Attempts::default();
     loop {
-        attempt += 1;
         let err = match provider.complete(req).await {
             Ok(r) => return Ok(r),
             Err(e) => e,
         };
-        if matches!(err, ModelError::BadResponse(_)) {
-            bad_responses += 1;
-        }
-        let give_up = !err.retryable() || attempt >= policy.max_attempts || bad_responses > 1;
-        if give_up {
-            on_failure(attempt, &err, None);
+        let next = attempts.failed(policy, &err);
+        let attempt = attempts.tries();
+        on_failure(attempt, &err, next);
+        let Some(wait) = next else {
             return Err(err);
-        }
-        let wait = policy.delay(attempt, err.retry_after());
-        on_failure(attempt, &err, Some(wait));
+        };
         tracing::debug!(
             provider = provider.name(),
             attempt,
