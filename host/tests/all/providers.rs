@@ -40,12 +40,15 @@ fn read_request(stream: &TcpStream) -> Option<(String, Value)> {
     Some((path, serde_json::from_slice(&body).ok()?))
 }
 
+/// The requests a server received: path and JSON body.
+type Received = Arc<Mutex<Vec<(String, Value)>>>;
+
 /// A loopback model server answering with `replies` in order (whole JSON
 /// bodies); returns its port and what it was sent.
-fn serve(replies: Vec<Value>) -> (u16, Arc<Mutex<Vec<(String, Value)>>>) {
+fn serve(replies: Vec<Value>) -> (u16, Received) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
     let port = listener.local_addr().expect("local addr").port();
-    let received = Arc::new(Mutex::new(Vec::new()));
+    let received = Received::default();
     let seen = Arc::clone(&received);
     // Detached: it blocks in accept() and ends with the test process.
     std::thread::spawn(move || {

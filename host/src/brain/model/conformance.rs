@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use super::anthropic::Anthropic;
 use super::http::{Folding, HttpConfig, HttpProvider, Redactor, Wire};
-use super::openai::Chat;
+use super::openai::{Chat, Family};
 use super::responses::Responses;
 use super::testing::{
     CANARY, Reply, TestServer, assert_no_canary, paced, sample_request, text_only,
@@ -278,10 +278,10 @@ struct ResponsesFx;
 
 impl ResponsesFx {
     fn wire() -> Responses {
-        Responses {
+        Responses(Family {
             reasoning: true,
             effort: None,
-        }
+        })
     }
 
     fn output(spec: &Spec) -> Vec<Value> {

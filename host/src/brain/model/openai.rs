@@ -13,7 +13,7 @@
 //! - tool results → `{"role":"tool","tool_call_id":…}` messages. The format
 //!   has no error flag, so an error result's content is prefixed `[error] `.
 //!
-//! What each model family accepts ([`Chat::reasoning`], by default
+//! What each model family accepts ([`Family::reasoning`], by default
 //! [`is_reasoning_model`](super::is_reasoning_model)): a reasoning model
 //! (o1, o3, o4, gpt-5…) gets `max_completion_tokens`, `reasoning_effort`
 //! when set, and no `temperature` (it accepts only the default); any other
@@ -44,15 +44,30 @@ use crate::brain::model::WireFormat;
 /// chat-completions servers.
 pub type OpenAiProvider = HttpProvider<Chat>;
 
-/// The chat-completions wire format and what it sends per model family.
+/// What the two OpenAI wire formats send for a model's family.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Chat {
-    /// The model is a reasoning model: send `max_completion_tokens`, no
-    /// temperature, and `reasoning_effort`. Default false.
+pub struct Family {
+    /// The model is a reasoning model
+    /// ([`is_reasoning_model`](super::is_reasoning_model)): it gets the
+    /// effort and no temperature, and chat completions names its limit
+    /// `max_completion_tokens`. Default false.
     pub reasoning: bool,
-    /// Sent as `reasoning_effort` (reasoning models only). Default none.
+    /// The effort asked for; sent to reasoning models only. Default none.
     pub effort: Option<ReasoningEffort>,
 }
+
+impl Family {
+    /// The effort to send, if any.
+    pub(crate) fn effort(self) -> Option<&'static str> {
+        self.effort
+            .filter(|_| self.reasoning)
+            .map(ReasoningEffort::as_str)
+    }
+}
+
+/// The chat-completions wire format, for a model family.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Chat(pub Family);
 
 impl Wire for Chat {
     type Fold = ChatFold;
@@ -101,10 +116,10 @@ impl Wire for Chat {
             });
         }
         let mut body = json!({"model": model, "messages": messages, "stream": stream});
-        if self.reasoning {
+        if self.0.reasoning {
             body["max_completion_tokens"] = json!(req.max_tokens);
-            if let Some(e) = self.effort {
-                body["reasoning_effort"] = json!(e.as_str());
+            if let Some(e) = self.0.effort() {
+                body["reasoning_effort"] = json!(e);
             }
         } else {
             body["max_tokens"] = json!(req.max_tokens);
@@ -383,27 +398,27 @@ mod tests {
 
     #[test]
     fn reasoning_models_get_max_completion_tokens_effort_and_no_temperature() {
-        let wire = Chat {
+        let wire = Chat(Family {
             reasoning: true,
             effort: Some(ReasoningEffort::High),
-        };
+        });
         let b = wire.body("o3", false, &sample_request());
         assert_eq!(b["max_completion_tokens"], 256);
         assert_eq!(b["reasoning_effort"], "high");
         assert!(b.get("max_tokens").is_none());
         assert!(b.get("temperature").is_none(), "{b}");
         // Without an effort none is sent: the API's default holds.
-        let b = Chat {
+        let b = Chat(Family {
             reasoning: true,
             effort: None,
-        }
+        })
         .body("o3", false, &sample_request());
         assert!(b.get("reasoning_effort").is_none());
         // A non-reasoning model (Ollama, vLLM) never gets the new names.
-        let b = Chat {
+        let b = Chat(Family {
             reasoning: false,
             effort: Some(ReasoningEffort::High),
-        }
+        })
         .body("llama3.1", false, &sample_request());
         assert_eq!(b["max_tokens"], 256);
         assert!(b.get("max_completion_tokens").is_none() && b.get("reasoning_effort").is_none());

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::anthropic::Anthropic;
 use super::http::{ApiKey, HttpConfig, HttpProvider};
-use super::openai::Chat;
+use super::openai::{Chat, Family};
 use super::responses::Responses;
 use super::{ModelError, ModelProvider, ReplayProvider};
 use crate::brain::config::{BASE_URL_EXAMPLE, ModelConfig, check_base_url};
@@ -346,24 +346,17 @@ pub fn build_provider(
         deadline: config.request_deadline,
         idle_timeout: config.request_timeout,
     };
-    let reasoning = config
-        .reasoning_model
-        .unwrap_or_else(|| is_reasoning_model(&config.model));
+    let family = Family {
+        reasoning: config
+            .reasoning_model
+            .unwrap_or_else(|| is_reasoning_model(&config.model)),
+        effort: config.reasoning_effort,
+    };
     Ok(match kind {
-        ProviderKind::OpenAi => Arc::new(HttpProvider::with_wire(
-            http,
-            Chat {
-                reasoning,
-                effort: config.reasoning_effort.filter(|_| reasoning),
-            },
-        )?),
-        ProviderKind::OpenAiResponses => Arc::new(HttpProvider::with_wire(
-            http,
-            Responses {
-                reasoning,
-                effort: config.reasoning_effort.filter(|_| reasoning),
-            },
-        )?),
+        ProviderKind::OpenAi => Arc::new(HttpProvider::with_wire(http, Chat(family))?),
+        ProviderKind::OpenAiResponses => {
+            Arc::new(HttpProvider::with_wire(http, Responses(family))?)
+        }
         _ => Arc::new(HttpProvider::with_wire(
             http,
             Anthropic {

@@ -47,8 +47,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::http::{HttpProvider, Redactor, StreamFold, Wire, event_json};
-use super::openai::{body_error, error_prefixed};
-use super::provider::{OPENAI_BASE_URL, ReasoningEffort};
+use super::openai::{Family, body_error, error_prefixed};
+use super::provider::OPENAI_BASE_URL;
 use super::sse::SseEvent;
 use super::{
     Message, ModelError, ModelRequest, ModelResponse, ReasoningBlock, StopReason, ToolCall, Usage,
@@ -58,15 +58,10 @@ use super::{
 /// A [`ModelProvider`](super::ModelProvider) for the OpenAI Responses API.
 pub type ResponsesProvider = HttpProvider<Responses>;
 
-/// The Responses wire format and what it sends per model family.
+/// The Responses wire format, for a model family: a reasoning model is
+/// also asked for its encrypted reasoning.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Responses {
-    /// The model is a reasoning model: ask for its encrypted reasoning,
-    /// send `reasoning.effort`, no temperature. Default false.
-    pub reasoning: bool,
-    /// Sent as `reasoning.effort` (reasoning models only). Default none.
-    pub effort: Option<ReasoningEffort>,
-}
+pub struct Responses(pub Family);
 
 impl Wire for Responses {
     type Fold = ResponsesFold;
@@ -112,10 +107,10 @@ impl Wire for Responses {
         if !req.system.is_empty() {
             body["instructions"] = json!(req.system);
         }
-        if self.reasoning {
+        if self.0.reasoning {
             body["include"] = json!(["reasoning.encrypted_content"]);
-            if let Some(e) = self.effort {
-                body["reasoning"] = json!({"effort": e.as_str()});
+            if let Some(e) = self.0.effort() {
+                body["reasoning"] = json!({"effort": e});
             }
         } else if let Some(t) = req.temperature {
             body["temperature"] = json!(t);
@@ -329,10 +324,10 @@ mod tests {
 
     #[test]
     fn reasoning_models_get_effort_and_encrypted_reasoning_back_but_no_temperature() {
-        let wire = Responses {
+        let wire = Responses(Family {
             reasoning: true,
-            effort: Some(ReasoningEffort::Minimal),
-        };
+            effort: Some(crate::brain::model::ReasoningEffort::Minimal),
+        });
         let mut req = sample_request();
         let rs = json!({"type": "reasoning", "id": "rs_1", "summary": [],
                         "encrypted_content": "gAAA"});

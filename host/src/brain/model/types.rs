@@ -255,6 +255,48 @@ mod tests {
         assert!(!valid_tool_name(&"x".repeat(65)));
     }
 
+    /// Answers and conversations stored before reasoning and cache counts
+    /// existed decode, and ones without them still serialize as they did.
+    #[test]
+    fn old_blobs_decode_and_new_fields_stay_out_when_empty() {
+        let old = serde_json::json!({
+            "text": "x", "stop_reason": "tool_use",
+            "tool_calls": [{"id": "c1", "name": "fs__read", "arguments": "{}"}],
+            "usage": {"input_tokens": 10, "output_tokens": 2},
+        });
+        let r: ModelResponse = serde_json::from_value(old.clone()).unwrap();
+        assert!(r.reasoning.is_empty());
+        assert_eq!(r.usage.cached_input_tokens, 0);
+        assert_eq!(r.usage.cache_write_tokens, 0);
+        assert_eq!(serde_json::to_value(&r).unwrap(), old);
+        let m = Message::from(&r);
+        assert_eq!(
+            serde_json::to_value(&m).unwrap(),
+            serde_json::json!({"role": "assistant", "text": "x",
+                               "tool_calls": [{"id": "c1", "name": "fs__read", "arguments": "{}"}]})
+        );
+
+        let with = ModelResponse {
+            reasoning: vec![ReasoningBlock {
+                format: WireFormat::OpenAiResponses,
+                item: serde_json::json!({"type": "reasoning", "id": "rs_1"}),
+            }],
+            usage: Usage {
+                cached_input_tokens: 8,
+                ..r.usage
+            },
+            ..r
+        };
+        let v = serde_json::to_value(&with).unwrap();
+        assert_eq!(v["reasoning"][0]["format"], "openai-responses");
+        assert_eq!(v["usage"]["cached_input_tokens"], 8);
+        assert_eq!(serde_json::from_value::<ModelResponse>(v).unwrap(), with);
+        let Message::Assistant { reasoning, .. } = Message::from(&with) else {
+            unreachable!("an answer becomes an assistant message")
+        };
+        assert_eq!(reasoning, with.reasoning);
+    }
+
     #[test]
     fn serde_shape() {
         let m = vec![
