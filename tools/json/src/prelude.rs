@@ -5,9 +5,10 @@
 //! parse all ~130 definitions, and the compiler then compiles every one of
 //! them. Every call runs in a fresh instance, so that work was paid on every
 //! call: about 0.6 ms and 5 M fuel for `.`, which needs none of it. Here the
-//! same definitions are kept as source text, split into one snippet per
-//! top-level `def`; a filter's names decide which snippets are lexed and
-//! parsed, and only those reach the compiler.
+//! same definitions are kept as source text, split at build time
+//! (`build.rs`) into one snippet per top-level `def`; a filter's names
+//! decide which snippets are lexed and parsed, and only those reach the
+//! compiler.
 //!
 //! Which names a filter "can reach" is over-approximated, never under: every
 //! word and `@format` token of the filter (keywords, field names and
@@ -31,12 +32,10 @@ use jaq_core::load::lex::{StrPart, Tok, Token};
 use jaq_core::load::parse::Def;
 use jaq_core::load::{Lexer, Parser};
 
-/// The prelude's source files, in the order jaq loads them.
-const SOURCES: [&str; 3] = [
-    include_str!("prelude/core.jq"),
-    include_str!("prelude/std.jq"),
-    include_str!("prelude/json.jq"),
-];
+// `SNIPPETS` (every top-level definition of `prelude/*.jq` as `(name,
+// source)`, in prelude order) and `BY_NAME` (`(name, index)` sorted by
+// name), split by `build.rs`.
+include!(concat!(env!("OUT_DIR"), "/snippets.rs"));
 
 /// The prelude definitions `filter` can reach, in prelude order, and every
 /// name it may call (for filtering the native filters).
@@ -51,18 +50,18 @@ pub(crate) fn reachable(filter: &str) -> (Vec<Def<&'static str>>, BTreeSet<&str>
     if names.is_empty() {
         return (Vec::new(), names);
     }
-    let snippets = snippets();
-    // Lexed tokens of each snippet taken so far, by its index in `snippets`.
+    // Lexed tokens of each snippet taken so far, by its index in SNIPPETS.
     let mut taken: Vec<Option<Vec<Token<&'static str>>>> = Vec::new();
-    taken.resize_with(snippets.len(), || None);
+    taken.resize_with(SNIPPETS.len(), || None);
     let mut queue: Vec<&str> = names.iter().copied().collect();
     while let Some(name) = queue.pop() {
-        for (i, (def_name, code)) in snippets.iter().enumerate() {
-            if *def_name != name || taken[i].is_some() {
+        let first = BY_NAME.partition_point(|&(n, _)| n < name);
+        for &(_, i) in BY_NAME[first..].iter().take_while(|&&(n, _)| n == name) {
+            if taken[i].is_some() {
                 continue;
             }
             // The snippets lex: the sources test checks every one of them.
-            let tokens = Lexer::new(code).lex().unwrap_or_default();
+            let tokens = Lexer::new(SNIPPETS[i].1).lex().unwrap_or_default();
             let mut found = BTreeSet::new();
             words(&tokens, &mut found);
             for word in found {
@@ -79,36 +78,6 @@ pub(crate) fn reachable(filter: &str) -> (Vec<Def<&'static str>>, BTreeSet<&str>
         .flat_map(|tokens| Parser::new(tokens).parse(|p| p.defs()).unwrap_or_default())
         .collect();
     (defs, names)
-}
-
-/// Every top-level definition of the prelude as `(name, source)`, in order.
-///
-/// A top-level `def` starts a line; nested definitions are indented and
-/// continuation lines start with a space (the sources test checks that this
-/// split parses to exactly jaq's definitions). Comment lines go with the
-/// definition before them; the lexer skips them.
-fn snippets() -> Vec<(&'static str, &'static str)> {
-    let mut out = Vec::new();
-    for source in SOURCES {
-        let mut starts: Vec<usize> = source
-            .match_indices("\ndef ")
-            .map(|(at, _)| at + 1)
-            .collect();
-        if source.starts_with("def ") {
-            starts.insert(0, 0);
-        }
-        for (k, &start) in starts.iter().enumerate() {
-            let end = starts.get(k + 1).copied().unwrap_or(source.len());
-            let code = &source[start..end];
-            let name = code["def ".len()..]
-                .trim_start()
-                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '@'))
-                .next()
-                .unwrap_or_default();
-            out.push((name, code));
-        }
-    }
-    out
 }
 
 /// Adds the words (`map`, `f`, `if`, `a::b`) and formats (`@base64`) of
@@ -148,7 +117,7 @@ mod tests {
                 .chain(jaq_json::defs()),
         );
         let mut ours = Vec::new();
-        for (name, code) in snippets() {
+        for (name, code) in SNIPPETS {
             let tokens = Lexer::new(code).lex().unwrap();
             let defs = Parser::new(&tokens).parse(|p| p.defs()).unwrap();
             assert_eq!(defs.len(), 1, "snippet {code:?} holds one definition");
