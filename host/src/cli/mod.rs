@@ -120,6 +120,7 @@ fn code_of_cause(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
     if let Some(e) = cause.downcast_ref::<RunError>() {
         return Some(match e {
             RunError::Store(e) => store_code(e),
+            RunError::LeaseLost(_) => exit::DENIED,
             RunError::Agent(_) => exit::USAGE,
             RunError::Log(_) => exit::INTERNAL,
         });

@@ -411,6 +411,7 @@ async fn render(store: &dyn Store, r: &EventRecord) -> String {
             output_tokens,
             latency_ms,
             stop_reason,
+            ..
         } => {
             let text = match store.get_blob(response).await {
                 Ok(bytes) => describe_response(&bytes),
@@ -469,8 +470,17 @@ async fn render(store: &dyn Store, r: &EventRecord) -> String {
             reason,
         } => format!("step {step}   tool outcome unknown ({call_id}): {reason}"),
         Event::Paused { reason } => format!("paused ({:?}): {}", reason.kind, reason.detail),
-        Event::Resumed { raised, note } => format!(
-            "resumed{}{}",
+        Event::Resumed {
+            raised,
+            note,
+            cause,
+        } => format!(
+            "resumed{}{}{}",
+            match cause {
+                crate::session::ResumeCause::Operator => "",
+                crate::session::ResumeCause::Crash => " after a crash",
+                crate::session::ResumeCause::TakeOver => " by take-over",
+            },
             if raised.is_empty() {
                 String::new()
             } else {

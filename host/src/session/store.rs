@@ -140,30 +140,20 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 #[serde(try_from = "String", into = "String")]
 pub struct SessionId(String);
 
-const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-
 impl SessionId {
     /// A new id for a session created at `now_ms`. Randomness comes from the
     /// OS; if it is unavailable the low bits fall back to a hash of the time
     /// and process id (still unique enough within one machine).
     pub fn generate(now_ms: u64) -> Self {
-        let mut random = [0u8; 10];
+        let mut random = [0u8; 16];
         if getrandom::fill(&mut random).is_err() {
             use std::hash::{BuildHasher, RandomState};
             let h = RandomState::new().hash_one((now_ms, std::process::id()));
             random[..8].copy_from_slice(&h.to_le_bytes());
         }
-        let mut value: u128 = u128::from(now_ms & ((1 << 48) - 1)) << 80;
-        for (i, b) in random.iter().enumerate() {
-            value |= u128::from(*b) << (8 * (9 - i));
-        }
-        let mut out = String::with_capacity(28);
-        out.push_str("s-");
-        for i in (0..26).rev() {
-            let digit = ((value >> (5 * i)) & 31) as usize;
-            out.push(char::from(CROCKFORD[digit]));
-        }
-        SessionId(out)
+        // `from_parts` keeps the low 48 bits of the time and 80 of these.
+        let ulid = ulid::Ulid::from_parts(now_ms, u128::from_le_bytes(random));
+        SessionId(format!("s-{ulid}"))
     }
 
     /// The id as text.
@@ -181,11 +171,12 @@ impl fmt::Display for SessionId {
 impl FromStr for SessionId {
     type Err = StoreError;
 
-    /// Accepts exactly what [`SessionId::generate`] produces (upper-case).
+    /// Accepts exactly what [`SessionId::generate`] produces: `s-` and an
+    /// upper-case ULID.
     fn from_str(s: &str) -> Result<Self> {
-        let ok = s
-            .strip_prefix("s-")
-            .is_some_and(|rest| rest.len() == 26 && rest.bytes().all(|b| CROCKFORD.contains(&b)));
+        let ok = s.strip_prefix("s-").is_some_and(|rest| {
+            ulid::Ulid::from_string(rest).is_ok_and(|u| u.to_string() == rest)
+        });
         if ok {
             Ok(SessionId(s.to_owned()))
         } else {
