@@ -35,7 +35,8 @@
 //!   front, so a full chunk is byte-identical in every later snapshot and,
 //!   blobs being content-addressed, stored once. What a snapshot adds to the
 //!   store is its root, the partial chunk at each end and any out-of-line
-//!   field that changed.
+//!   field that changed. Only the sharing rests on that: were the fold ever
+//!   to change an item in place, its chunk would simply be stored anew.
 //!
 //! Version 1 is the bare `SessionState` JSON written before this module
 //! (no envelope, history inline); it is still read.
