@@ -57,11 +57,12 @@ use longhand_host::brain::model::{
     StopReason, ToolCall, Usage,
 };
 use longhand_host::brain::script::ScriptProvider;
+use longhand_host::brain::snapshot;
 use longhand_host::brain::state::SessionState;
 use longhand_host::hands::{Hands, HandsConfig};
 use longhand_host::session::{
-    BlobRef, Event, EventRecord, Lease, SessionId, SessionStatus, SessionSummary, SqliteStore,
-    Store, StoreError, WakeLog,
+    Appended, BlobRef, Durability, Event, EventRecord, Lease, SessionId, SessionStatus,
+    SessionSummary, SqliteStore, Store, StoreError, WakeLog, WriteStats,
 };
 use serde_json::{Value, json};
 
@@ -103,9 +104,9 @@ fn main() -> Result<()> {
             "setup: engine + freeze (compiles json.wasm once) {:.1} s",
             setup.elapsed().as_secs_f64()
         );
-        let mut ours = None;
+        let langgraph = std::env::var("LONGHAND_BENCH_LANGGRAPH").is_ok_and(|v| v == "1");
         if want("loop") {
-            ours = Some(loop_part(hands, &frozen, quick).await?);
+            loop_part(hands, &frozen, quick, langgraph).await?;
         }
         if want("script") {
             script_probe(hands, &frozen).await?;
@@ -115,9 +116,6 @@ fn main() -> Result<()> {
         }
         if want("fleet") {
             fleet_part(hands, &frozen, quick).await?;
-        }
-        if std::env::var("LONGHAND_BENCH_LANGGRAPH").is_ok_and(|v| v == "1") {
-            langgraph_part(ours.as_ref(), quick)?;
         }
         Ok(())
     })
@@ -260,8 +258,18 @@ fn measure_store(dir: &Path) -> Result<StoreSize> {
         events: q("SELECT count(*) FROM events")?,
         blob_bytes: q("SELECT sum(size) FROM blobs")?,
         blobs: q("SELECT count(*) FROM blobs")?,
-        snapshot_blob_bytes: q("SELECT sum(size) FROM blobs WHERE digest IN
-               (SELECT json_extract(json, '$.state.digest') FROM events WHERE type = 'snapshot')")?,
+        // A snapshot is a root blob plus the history chunks and large
+        // fields it refers to (snapshot format 2); each blob counted once.
+        snapshot_blob_bytes: q("WITH roots AS (
+                 SELECT digest, CAST(bytes AS TEXT) AS j FROM blobs WHERE digest IN
+                 (SELECT json_extract(json, '$.state.digest') FROM events WHERE type = 'snapshot')),
+               refs AS (
+                 SELECT digest FROM roots
+                 UNION SELECT json_extract(c.value, '$.digest')
+                   FROM roots, json_each(roots.j, '$.history.chunks') AS c
+                 UNION SELECT json_extract(f.value, '$.digest')
+                   FROM roots, json_each(roots.j, '$.fields') AS f)
+               SELECT sum(size) FROM blobs WHERE digest IN refs")?,
         snapshots: q("SELECT count(*) FROM events WHERE type = 'snapshot'")?,
     };
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
@@ -299,7 +307,13 @@ impl Tally {
 #[derive(Debug)]
 struct Timed {
     inner: SqliteStore,
+    /// Appends with `Durability::Soon` (answered at commit).
     append: Tally,
+    /// Appends with `Durability::Now` (answered after the fsync).
+    append_now: Tally,
+    /// Blobs handed to `append_with` (new to the runner; the store skips
+    /// those it has).
+    blobs_written: AtomicU64,
     put: Tally,
     get: Tally,
     lease: Tally,
@@ -312,6 +326,8 @@ impl Timed {
         Self {
             inner,
             append: Tally::default(),
+            append_now: Tally::default(),
+            blobs_written: AtomicU64::new(0),
             put: Tally::default(),
             get: Tally::default(),
             lease: Tally::default(),
@@ -322,11 +338,24 @@ impl Timed {
 
     fn total(&self) -> Duration {
         self.append.time()
+            + self.append_now.time()
             + self.put.time()
             + self.get.time()
             + self.lease.time()
             + self.renew.time()
             + self.other.time()
+    }
+
+    fn appends(&self) -> u64 {
+        self.append.calls() + self.append_now.calls()
+    }
+
+    fn append_time(&self) -> Duration {
+        self.append.time() + self.append_now.time()
+    }
+
+    fn stats(&self) -> WriteStats {
+        self.inner.write_stats()
     }
 }
 
@@ -390,6 +419,28 @@ impl Store for Timed {
         )
         .await
     }
+    async fn append_with(
+        &self,
+        session: &SessionId,
+        lease: &Lease,
+        expected_seq: u64,
+        events: &[Event],
+        blobs: Vec<Vec<u8>>,
+        durability: Durability,
+    ) -> SResult<Appended> {
+        let tally = match durability {
+            Durability::Now => &self.append_now,
+            Durability::Soon => &self.append,
+        };
+        self.blobs_written
+            .fetch_add(blobs.len() as u64, Ordering::Relaxed);
+        timed(
+            tally,
+            self.inner
+                .append_with(session, lease, expected_seq, events, blobs, durability),
+        )
+        .await
+    }
     async fn read(&self, session: &SessionId, from_seq: u64) -> SResult<Vec<EventRecord>> {
         timed(&self.other, self.inner.read(session, from_seq)).await
     }
@@ -410,26 +461,19 @@ impl Store for Timed {
 // ---------------------------------------------------------------------------
 // The scripted model of parts 1 and 2.
 
-/// Turn k (k = the call id of the last tool result + 1) calls the tool as
-/// `c-k`; after `steps` turns it answers with text. Stateless like
-/// `ScriptProvider`, but it reads the turn from the last result instead of
-/// counting assistant messages, which stop growing once the history is
-/// trimmed (see `script_probe`).
-struct Scripted {
-    steps: u64,
-}
-
+/// Turn k calls the tool as `c-k`; after `steps` turns the answer is text.
 fn scripted_turn(k: u64, steps: u64) -> ModelResponse {
+    let usage = Usage {
+        input_tokens: 100,
+        output_tokens: 20,
+        ..Usage::default()
+    };
     if k > steps {
         return ModelResponse {
             text: Some("done".to_owned()),
             tool_calls: Vec::new(),
             stop_reason: StopReason::EndTurn,
-            usage: Usage {
-                input_tokens: 100,
-                output_tokens: 20,
-                ..Usage::default()
-            },
+            usage,
             ..ModelResponse::default()
         };
     }
@@ -441,35 +485,99 @@ fn scripted_turn(k: u64, steps: u64) -> ModelResponse {
             arguments: TOOL_ARGS.to_owned(),
         }],
         stop_reason: StopReason::ToolUse,
-        usage: Usage {
-            input_tokens: 100,
-            output_tokens: 20,
-            ..Usage::default()
-        },
+        usage,
         ..ModelResponse::default()
     }
 }
 
+/// `steps` tool turns and a final text answer.
+fn script(steps: u64) -> ScriptProvider {
+    ScriptProvider::new((1..=steps + 1).map(|k| scripted_turn(k, steps)).collect())
+}
+
+/// The real `ScriptProvider` (answers by `ModelRequest.step`, so a run past
+/// the history cap stays exact), with the time of every call noted: a step
+/// is the time between consecutive model calls, as on the LangGraph side.
+/// Zero latency: it clones a prepared response, ~1 µs.
+struct Stamped {
+    inner: ScriptProvider,
+    calls: Mutex<Vec<Instant>>,
+}
+
 #[async_trait]
-impl ModelProvider for Scripted {
+impl ModelProvider for Stamped {
     fn name(&self) -> &str {
-        "script"
+        self.inner.name()
     }
     fn model(&self) -> &str {
-        "script"
+        self.inner.model()
     }
     async fn complete(&self, req: &ModelRequest) -> std::result::Result<ModelResponse, ModelError> {
-        let done = req
-            .messages
-            .iter()
-            .rev()
-            .find_map(|m| match m {
-                Message::ToolResult { call_id, .. } => call_id.strip_prefix("c-")?.parse().ok(),
-                _ => None,
-            })
-            .unwrap_or(0);
-        Ok(scripted_turn(done + 1, self.steps))
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.push(Instant::now());
+        }
+        self.inner.complete(req).await
     }
+}
+
+// ---------------------------------------------------------------------------
+// CPU accounting: where a run's CPU time went, by thread name.
+
+/// CPU time this process has used (user + system), all threads.
+fn process_cpu() -> Duration {
+    // SAFETY: getrusage only writes the struct we pass.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// CPU time of each live thread (ns, from `/proc/self/task/*/schedstat`),
+/// summed by thread name: `longhand-store-` is the store's writer and
+/// flusher (names cut to 15 bytes), `tokio-runtime-w` the runtime's workers
+/// and blocking pool, `session-…` the bench's main thread (where
+/// `block_on` runs part 1's loop).
+fn thread_cpu() -> BTreeMap<String, Duration> {
+    let mut by_name: BTreeMap<String, Duration> = BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return by_name;
+    };
+    for task in tasks.flatten() {
+        let path = task.path();
+        let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        let ns = std::fs::read_to_string(path.join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or(0);
+        let name = match name.trim() {
+            n if n.starts_with("session-") => "main (block_on)".to_owned(),
+            n => n.to_owned(),
+        };
+        *by_name.entry(name).or_default() += Duration::from_nanos(ns);
+    }
+    by_name
+}
+
+/// `after - before` per name, ms, largest first, as one line.
+fn cpu_split(
+    before: &BTreeMap<String, Duration>,
+    after: &BTreeMap<String, Duration>,
+    per: f64,
+) -> String {
+    let mut parts: Vec<(String, f64)> = after
+        .iter()
+        .map(|(k, v)| {
+            let b = before.get(k).copied().unwrap_or_default();
+            (k.clone(), ms(v.saturating_sub(b)) / per)
+        })
+        .filter(|(_, v)| *v > 0.0)
+        .collect();
+    parts.sort_by(|a, b| b.1.total_cmp(&a.1));
+    parts
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.3}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 // ---------------------------------------------------------------------------
@@ -477,7 +585,6 @@ impl ModelProvider for Scripted {
 
 #[derive(Default)]
 struct Marks {
-    responded: Vec<Instant>,
     tool_wall_us: Vec<u64>,
     first_receipt: Option<Value>,
 }
@@ -488,12 +595,16 @@ struct LoopRun {
     tool_us: Vec<f64>,
     overhead_us: Vec<f64>,
     total: Duration,
+    cpu: Duration,
+    store_cpu: Duration,
+    threads: String,
     store_time: Duration,
     appends: u64,
-    puts: u64,
-    put_time: Duration,
-    gets: u64,
+    appends_now: u64,
     append_time: Duration,
+    blobs: u64,
+    gets: u64,
+    stats: WriteStats,
     size: StoreSize,
     receipt: Option<Value>,
 }
@@ -502,28 +613,31 @@ async fn loop_run(hands: &Hands, frozen: &Frozen, steps: u64, dir: &Path) -> Res
     let sqlite = SqliteStore::open(dir).await?;
     let store = Arc::new(Timed::new(sqlite));
     let bound = agent::bind(hands, frozen.clone(), no_env).await?;
-    let provider = Arc::new(Scripted { steps });
+    let provider = Arc::new(Stamped {
+        inner: script(steps),
+        calls: Mutex::new(Vec::with_capacity(steps as usize + 1)),
+    });
     let marks = Arc::new(Mutex::new(Marks::default()));
+    let cpu0 = process_cpu();
+    let threads0 = thread_cpu();
     let start = Instant::now();
-    let mut runner = Runner::start(store.clone(), hands, bound, provider, GOAL, "bench").await?;
+    let mut runner =
+        Runner::start(store.clone(), hands, bound, provider.clone(), GOAL, "bench").await?;
     let seen = marks.clone();
     runner.observe(Box::new(move |record: &EventRecord, _: &SessionState| {
-        let now = Instant::now();
         let Ok(mut m) = seen.lock() else { return };
-        match &record.event {
-            Event::ModelResponded { .. } => m.responded.push(now),
-            Event::ToolFinished { receipt, .. } => {
-                m.tool_wall_us
-                    .push(receipt.get("wall_us").and_then(Value::as_u64).unwrap_or(0));
-                if m.first_receipt.is_none() {
-                    m.first_receipt = Some(receipt.clone());
-                }
+        if let Event::ToolFinished { receipt, .. } = &record.event {
+            m.tool_wall_us
+                .push(receipt.get("wall_us").and_then(Value::as_u64).unwrap_or(0));
+            if m.first_receipt.is_none() {
+                m.first_receipt = Some(receipt.clone());
             }
-            _ => {}
         }
     }));
     let end = runner.run().await?;
     let total = start.elapsed();
+    let cpu = process_cpu() - cpu0;
+    let threads1 = thread_cpu();
     if end.status != SessionStatus::Finished || runner.state().tool_calls != steps {
         bail!(
             "the {steps}-step run ended {:?} after {} tool calls: {:?}",
@@ -534,28 +648,40 @@ async fn loop_run(hands: &Hands, frozen: &Frozen, steps: u64, dir: &Path) -> Res
     }
     drop(runner);
     let m = std::mem::take(&mut *marks.lock().map_err(|_| anyhow!("poisoned"))?);
+    let calls = std::mem::take(&mut *provider.calls.lock().map_err(|_| anyhow!("poisoned"))?);
     let mut step_us = Vec::new();
     let mut tool_us = Vec::new();
     let mut overhead_us = Vec::new();
-    for (k, pair) in m.responded.windows(2).enumerate() {
+    // Call k+1 − call k holds tool call k and everything the loop does
+    // around it.
+    for (k, pair) in calls.windows(2).enumerate() {
         let step = (pair[1] - pair[0]).as_secs_f64() * 1e6;
         let tool = m.tool_wall_us.get(k).copied().unwrap_or(0) as f64;
         step_us.push(step);
         tool_us.push(tool);
         overhead_us.push(step - tool);
     }
+    let store_cpu = threads1
+        .get("longhand-store-")
+        .copied()
+        .unwrap_or_default()
+        .saturating_sub(threads0.get("longhand-store-").copied().unwrap_or_default());
     let run = LoopRun {
         steps,
         step_us,
         tool_us,
         overhead_us,
         total,
+        cpu,
+        store_cpu,
+        threads: cpu_split(&threads0, &threads1, steps as f64),
         store_time: store.total(),
-        appends: store.append.calls(),
-        append_time: store.append.time(),
-        puts: store.put.calls(),
-        put_time: store.put.time(),
+        appends: store.appends(),
+        appends_now: store.append_now.calls(),
+        append_time: store.append_time(),
+        blobs: store.blobs_written.load(Ordering::Relaxed),
         gets: store.get.calls(),
+        stats: store.stats(),
         size: StoreSize::default(),
         receipt: m.first_receipt,
     };
@@ -566,50 +692,118 @@ async fn loop_run(hands: &Hands, frozen: &Frozen, steps: u64, dir: &Path) -> Res
     })
 }
 
-/// Bare SQLite on `dir` with the store's settings: median commit of one
-/// ~300-byte row, and of an `INSERT … ON CONFLICT DO NOTHING` that changes
-/// nothing (what a repeated `put_blob` is).
+/// Bare SQLite on `dir`: median commit of one ~300-byte row with
+/// `synchronous=FULL` (one fsync each, what every append cost before the
+/// group-committing writer), and with `synchronous=NORMAL` (no fsync: what
+/// the writer's commit costs).
 fn bare_sqlite(dir: &Path, n: usize) -> Result<(f64, f64)> {
     let conn = rusqlite::Connection::open(dir.join("bare.db"))?;
     conn.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))?;
-    conn.execute_batch(
-        "PRAGMA synchronous=FULL;
-         CREATE TABLE t (k TEXT PRIMARY KEY, v BLOB NOT NULL) STRICT;",
-    )?;
+    conn.execute_batch("CREATE TABLE t (k TEXT PRIMARY KEY, v BLOB NOT NULL) STRICT;")?;
     let row = vec![b'x'; 300];
-    let mut commit = Vec::new();
-    for i in 0..n {
-        let start = Instant::now();
-        conn.execute(
-            "INSERT INTO t (k, v) VALUES (?1, ?2)",
-            rusqlite::params![format!("k{i}"), row],
-        )?;
-        commit.push(start.elapsed().as_secs_f64() * 1e6);
+    let commit = |sync: &str, offset: usize| -> Result<f64> {
+        conn.execute_batch(&format!("PRAGMA synchronous={sync}"))?;
+        let mut times = Vec::new();
+        for i in 0..n {
+            let start = Instant::now();
+            conn.execute(
+                "INSERT INTO t (k, v) VALUES (?1, ?2)",
+                rusqlite::params![format!("k{}", offset + i), row],
+            )?;
+            times.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+        Ok(median(&times))
+    };
+    Ok((commit("FULL", 0)?, commit("NORMAL", n)?))
+}
+
+/// One LangGraph run through `run.sh` (one repeat, `steps` steps, its
+/// checkpoint db in `dir`); its `SUMMARY` line.
+fn langgraph_run(steps: u64, dir: &Path) -> Result<Value> {
+    let out = Command::new(langgraph_script())
+        .arg(steps.to_string())
+        .env("TMPDIR", dir)
+        .env("LONGHAND_LANGGRAPH_REPEATS", "1")
+        .env("LONGHAND_LANGGRAPH_QUIET", "1")
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running the LangGraph script")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!("the LangGraph script failed ({}): {text}", out.status);
     }
-    let mut noop = Vec::new();
-    for _ in 0..n {
-        let start = Instant::now();
-        conn.execute(
-            "INSERT INTO t (k, v) VALUES ('k0', ?1) ON CONFLICT (k) DO NOTHING",
-            [&row],
-        )?;
-        noop.push(start.elapsed().as_secs_f64() * 1e6);
-    }
-    Ok((median(&commit), median(&noop)))
+    let summary: Value = text
+        .lines()
+        .find_map(|l| l.strip_prefix("SUMMARY "))
+        .map(serde_json::from_str)
+        .transpose()?
+        .ok_or_else(|| anyhow!("no SUMMARY line from the LangGraph script: {text}"))?;
+    Ok(summary[steps.to_string()].clone())
+}
+
+fn langgraph_script() -> PathBuf {
+    [env!("CARGO_MANIFEST_DIR"), "benches", "langgraph", "run.sh"]
+        .iter()
+        .collect()
 }
 
 /// Medians over a part-1 configuration's repeats.
 struct LoopSummary {
+    medium: &'static str,
     steps: u64,
     step_ms: f64,
+    tool_ms: f64,
     overhead_ms: f64,
     store_bytes: u64,
+    langgraph: Option<LangGraphSummary>,
 }
 
-async fn loop_part(hands: &Hands, frozen: &Frozen, quick: bool) -> Result<Vec<LoopSummary>> {
+struct LangGraphSummary {
+    step_ms: f64,
+    overhead_ms: f64,
+    store_bytes: f64,
+    /// Median over the repeats of (LangGraph step / our step), each pair
+    /// measured back to back.
+    ratio: f64,
+}
+
+fn fget(v: &Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or(f64::NAN)
+}
+
+async fn loop_part(
+    hands: &Hands,
+    frozen: &Frozen,
+    quick: bool,
+    langgraph: bool,
+) -> Result<Vec<LoopSummary>> {
     println!("\n## 1. Harness overhead per step (scripted model, json__query `.`)");
-    let sizes: &[u64] = if quick { &[100, 300] } else { &[200, 1000] };
-    let repeats = if quick { 1 } else { 3 };
+    if langgraph {
+        println!("## 4. … with LangGraph (SqliteSaver, durability=\"sync\") run back to back");
+        let out = Command::new(langgraph_script())
+            .arg("--versions")
+            .stderr(Stdio::inherit())
+            .output()
+            .context("setting up the LangGraph venv")?;
+        if !out.status.success() {
+            bail!("LangGraph setup failed: {}", out.status);
+        }
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+    }
+    let sizes: Vec<u64> = env_list("LONGHAND_BENCH_STEPS")
+        .map(|v| v.iter().filter_map(|s| s.parse().ok()).collect())
+        .unwrap_or_else(|| {
+            if quick {
+                vec![100, 300]
+            } else {
+                vec![200, 1000]
+            }
+        });
+    let repeats: usize = std::env::var("LONGHAND_BENCH_REPEATS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if quick { 1 } else { 3 });
+    let media_wanted = env_list("LONGHAND_BENCH_MEDIA");
     let disk = tempfile::tempdir()?;
     let shm = Path::new("/dev/shm");
     let tmpfs = if shm.is_dir() {
@@ -624,11 +818,7 @@ async fn loop_part(hands: &Hands, frozen: &Frozen, quick: bool) -> Result<Vec<Lo
         agent::bind(hands, frozen.clone(), no_env).await?;
         binds.push(ms(t.elapsed()));
     }
-    println!(
-        "agent::bind (per session; re-hashes the 2 MB component): median {:.2} ms",
-        median(&binds)
-    );
-
+    println!("agent::bind (per session): median {:.3} ms", median(&binds));
     let mut hops = Vec::new();
     for _ in 0..1000 {
         let t = Instant::now();
@@ -636,107 +826,149 @@ async fn loop_part(hands: &Hands, frozen: &Frozen, quick: bool) -> Result<Vec<Lo
         hops.push(t.elapsed().as_secs_f64() * 1e6);
     }
     println!(
-        "baseline, one tokio spawn_blocking round trip (every store call makes one): {:.0} µs",
+        "baseline, one tokio spawn_blocking round trip: {:.0} µs",
         median(&hops)
     );
-    let (commit_disk, noop_disk) = bare_sqlite(disk.path(), 200)?;
+    let (full_disk, normal_disk) = bare_sqlite(disk.path(), 200)?;
     println!(
-        "baseline, bare SQLite (WAL, synchronous=FULL) on disk: commit {commit_disk:.0} µs, \
-         no-op upsert {noop_disk:.0} µs"
+        "baseline, bare SQLite commit (WAL) on disk: synchronous=FULL {full_disk:.0} µs, \
+         NORMAL {normal_disk:.0} µs"
     );
     if let Some(t) = &tmpfs {
-        let (c, n) = bare_sqlite(t.path(), 200)?;
-        println!("baseline, bare SQLite on tmpfs: commit {c:.0} µs, no-op upsert {n:.0} µs");
+        let (f, n) = bare_sqlite(t.path(), 200)?;
+        println!("baseline, bare SQLite commit on tmpfs: FULL {f:.0} µs, NORMAL {n:.0} µs");
     }
 
     // Warm up (page cache, allocator, the instance pool).
     loop_run(hands, frozen, 20, &disk.path().join("warmup")).await?;
 
     println!(
-        "\n{:<6} {:>6} {:>4} {:>9} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8} {:>7} {:>7} {:>7} {:>9} {:>9}",
+        "\nper step (ms unless said); lg = LangGraph run right after, same medium and size\n\
+         {:<6} {:>5} {:>3} {:>7} {:>7} {:>6} {:>6} {:>7} {:>7} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>7} {:>7} {:>6}",
         "medium",
         "steps",
         "run",
-        "step ms",
-        "p90 ms",
-        "tool ms",
-        "ovh ms",
-        "total/N",
-        "store/N",
+        "step",
+        "p90",
+        "tool",
+        "ovh",
+        "tot/N",
+        "cpu/N",
+        "st.cpu",
+        "store",
         "append",
-        "apps/N",
-        "puts/N",
-        "gets/N",
-        "store MB",
-        "ckpt MB"
+        "apps",
+        "now",
+        "blobs",
+        "gets",
+        "commit",
+        "fsync",
+        "MB",
+        "lg step",
+        "lg ovh",
+        "ratio"
     );
     let mut summaries = Vec::new();
-    let mut media: Vec<(&str, &Path)> = vec![("disk", disk.path())];
+    let mut media: Vec<(&'static str, &Path)> = vec![("disk", disk.path())];
     if let Some(t) = &tmpfs {
         media.push(("tmpfs", t.path()));
     }
+    media.retain(|(m, _)| {
+        media_wanted
+            .as_ref()
+            .is_none_or(|w| w.iter().any(|x| x == m))
+    });
     let mut receipt = None;
     for (medium, root) in media {
-        for &steps in sizes {
+        for &steps in &sizes {
             let mut runs = Vec::new();
+            let mut lgs = Vec::new();
             for r in 0..repeats {
                 let dir = root.join(format!("loop-{steps}-{r}"));
                 let run = loop_run(hands, frozen, steps, &dir).await?;
+                std::fs::remove_dir_all(&dir).ok();
+                let lg = if langgraph {
+                    let lg_dir = root.join(format!("langgraph-{steps}-{r}"));
+                    std::fs::create_dir_all(&lg_dir)?;
+                    let v = langgraph_run(steps, &lg_dir)?;
+                    std::fs::remove_dir_all(&lg_dir).ok();
+                    Some(v)
+                } else {
+                    None
+                };
                 let n = run.steps as f64;
+                let step = median(&run.step_us) / 1e3;
+                let (lg_step, lg_ovh) = lg.as_ref().map_or((f64::NAN, f64::NAN), |v| {
+                    (fget(v, "step_ms_median"), fget(v, "overhead_ms_median"))
+                });
                 println!(
-                    "{:<6} {:>6} {:>4} {:>9.3} {:>8.3} {:>8.3} {:>9.3} {:>9.3} {:>8.3} {:>8.3} {:>7.2} {:>7.2} {:>7.2} {:>9.2} {:>9.2}",
+                    "{:<6} {:>5} {:>3} {:>7.3} {:>7.3} {:>6.3} {:>6.3} {:>7.3} {:>7.3} {:>6.3} {:>6.3} {:>6.3} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.3} {:>6.2} {:>7.2} {:>7.2} {:>6.1}",
                     medium,
                     steps,
                     r,
-                    median(&run.step_us) / 1e3,
+                    step,
                     percentile(&run.step_us, 0.9) / 1e3,
                     median(&run.tool_us) / 1e3,
                     median(&run.overhead_us) / 1e3,
                     ms(run.total) / n,
+                    ms(run.cpu) / n,
+                    ms(run.store_cpu) / n,
                     ms(run.store_time) / n,
                     ms(run.append_time) / run.appends.max(1) as f64,
                     run.appends as f64 / n,
-                    run.puts as f64 / n,
+                    run.appends_now as f64 / n,
+                    run.blobs as f64 / n,
                     run.gets as f64 / n,
-                    mb(run.size.as_left),
+                    run.stats.commits as f64 / n,
+                    run.stats.syncs as f64 / n,
                     mb(run.size.checkpointed),
+                    lg_step,
+                    lg_ovh,
+                    lg_step / step,
                 );
+                println!("       cpu by thread, ms/step: {}", run.threads);
                 receipt = receipt.or(run.receipt.clone());
                 runs.push(run);
-                std::fs::remove_dir_all(&dir).ok();
+                lgs.extend(lg);
             }
             let last = runs.last().map(|r| r.size.clone()).unwrap_or_default();
+            let of = |f: &dyn Fn(&LoopRun) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
+            let step_ms = of(&|r| median(&r.step_us)) / 1e3;
             let s = LoopSummary {
+                medium,
                 steps,
-                step_ms: median(&runs.iter().map(|r| median(&r.step_us)).collect::<Vec<_>>()) / 1e3,
-                overhead_ms: median(
-                    &runs
-                        .iter()
-                        .map(|r| median(&r.overhead_us))
-                        .collect::<Vec<_>>(),
-                ) / 1e3,
+                step_ms,
+                tool_ms: of(&|r| median(&r.tool_us)) / 1e3,
+                overhead_ms: of(&|r| median(&r.overhead_us)) / 1e3,
                 store_bytes: last.checkpointed,
+                langgraph: (!lgs.is_empty()).then(|| {
+                    let lg =
+                        |key: &str| median(&lgs.iter().map(|v| fget(v, key)).collect::<Vec<_>>());
+                    let ratios: Vec<f64> = lgs
+                        .iter()
+                        .zip(&runs)
+                        .map(|(v, r)| fget(v, "step_ms_median") / (median(&r.step_us) / 1e3))
+                        .collect();
+                    LangGraphSummary {
+                        step_ms: lg("step_ms_median"),
+                        overhead_ms: lg("overhead_ms_median"),
+                        store_bytes: lgs
+                            .last()
+                            .map_or(f64::NAN, |v| fget(v, "store_bytes_checkpointed")),
+                        ratio: median(&ratios),
+                    }
+                }),
             };
-            let puts_ms = median(
-                &runs
-                    .iter()
-                    .map(|r| ms(r.put_time) / r.puts.max(1) as f64)
-                    .collect::<Vec<_>>(),
-            );
             println!(
-                "{medium} {steps} steps: median step {:.3} ms, overhead {:.3} ms (target ≤ 1 ms: {}); \
-                 mean put_blob {puts_ms:.3} ms; store after run: {:.2} MB as left, {:.2} MB \
-                 checkpointed = {} events ({:.2} MB JSON) + {} blobs ({:.2} MB, of which {} \
-                 snapshots {:.2} MB)",
+                "{medium} {steps} steps: median step {:.3} ms, tool {:.3} ms, overhead {:.3} ms \
+                 (target ≤ 0.3 ms: {}); store after run, checkpointed: {:.2} MB (as left {:.2} MB) \
+                 = {} events ({:.2} MB JSON) + {} blobs ({:.2} MB, of which {} snapshots {:.2} MB)",
                 s.step_ms,
+                s.tool_ms,
                 s.overhead_ms,
-                if s.overhead_ms <= 1.0 {
-                    "met"
-                } else {
-                    "MISSED"
-                },
-                mb(last.as_left),
+                verdict(s.overhead_ms <= 0.3),
                 mb(last.checkpointed),
+                mb(last.as_left),
                 last.events,
                 mb(last.event_json),
                 last.blobs,
@@ -744,30 +976,40 @@ async fn loop_part(hands: &Hands, frozen: &Frozen, quick: bool) -> Result<Vec<Lo
                 last.snapshots,
                 mb(last.snapshot_blob_bytes),
             );
-            if medium == "disk" {
-                summaries.push(s);
+            if let Some(lg) = &s.langgraph {
+                println!(
+                    "{medium} {steps} steps vs LangGraph: step {:.3} vs {:.3} ms, {:.1}× faster \
+                     (median of paired ratios; target ≥ 10×: {}); overhead {:.3} vs {:.3} ms; \
+                     store {:.2} vs {:.2} MB ({:.1}× smaller)",
+                    s.step_ms,
+                    lg.step_ms,
+                    lg.ratio,
+                    verdict(lg.ratio >= 10.0),
+                    s.overhead_ms,
+                    lg.overhead_ms,
+                    mb(s.store_bytes),
+                    lg.store_bytes / 1e6,
+                    lg.store_bytes / s.store_bytes as f64,
+                );
             }
+            summaries.push(s);
         }
     }
-    if let [a, b] = summaries.as_slice() {
-        println!(
-            "flatness (disk): overhead at {} steps / at {} steps = {:.2} (1.00 = flat); \
-             store at {} steps {:.2} MB (target ≤ 10 MB: {})",
-            b.steps,
-            a.steps,
-            b.overhead_ms / a.overhead_ms,
-            b.steps,
-            mb(b.store_bytes),
-            if b.store_bytes <= 10_000_000 {
-                "met"
-            } else {
-                "MISSED"
-            }
-        );
-        println!(
-            "against bare SQLite on the same disk: step overhead = {:.1} bare commits",
-            a.overhead_ms * 1e3 / commit_disk
-        );
+    for pair in summaries.windows(2) {
+        let [a, b] = pair else { continue };
+        if a.medium == b.medium {
+            println!(
+                "flatness ({}): overhead at {} steps / at {} steps = {:.2} (1.00 = flat); \
+                 store at {} steps {:.2} MB (target ≤ 5 MB: {})",
+                a.medium,
+                b.steps,
+                a.steps,
+                b.overhead_ms / a.overhead_ms,
+                b.steps,
+                mb(b.store_bytes),
+                verdict(b.store_bytes <= 5_000_000)
+            );
+        }
     }
     if let Some(r) = receipt {
         println!("a receipt as logged: {r}");
@@ -775,14 +1017,22 @@ async fn loop_part(hands: &Hands, frozen: &Frozen, quick: bool) -> Result<Vec<Lo
     Ok(summaries)
 }
 
-/// `ScriptProvider` counts assistant messages to find its turn; once the
-/// history is trimmed (1024 items or the token budget) that count stops
-/// growing. Run it past that point and report what happened.
+/// A comma-separated environment variable, if set.
+fn env_list(name: &str) -> Option<Vec<String>> {
+    let v = std::env::var(name).ok()?;
+    Some(v.split(',').map(|s| s.trim().to_owned()).collect())
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "MISSED" }
+}
+
+/// A script longer than the history cap (1024 items, ~512 steps) must play
+/// exactly: every tool turn, then the final answer (finding F6, fixed by
+/// carrying the step in `ModelRequest`).
 async fn script_probe(hands: &Hands, frozen: &Frozen) -> Result<()> {
     println!("\n## ScriptProvider past the history cap");
-    let turns = 600u64;
-    let mut responses: Vec<ModelResponse> = (1..=turns).map(|k| scripted_turn(k, turns)).collect();
-    responses.push(scripted_turn(turns + 1, turns));
+    let turns = 1200u64;
     let dir = tempfile::tempdir_in(if Path::new("/dev/shm").is_dir() {
         "/dev/shm"
     } else {
@@ -792,19 +1042,23 @@ async fn script_probe(hands: &Hands, frozen: &Frozen) -> Result<()> {
     let mut f = frozen.clone();
     f.limits.max_steps = turns + 50;
     let bound = agent::bind(hands, f, no_env).await?;
-    let provider = Arc::new(ScriptProvider::new(responses));
-    let mut runner = Runner::start(store, hands, bound, provider, GOAL, "bench").await?;
+    let mut runner =
+        Runner::start(store, hands, bound, Arc::new(script(turns)), GOAL, "bench").await?;
     let end = runner.run().await?;
     let s = runner.state();
+    let exact = end.status == SessionStatus::Finished
+        && s.tool_calls == turns
+        && s.steps == turns + 1
+        && end.detail.as_deref() == Some("done");
     println!(
         "ScriptProvider with {turns} tool turns + 1 final: ended {:?} after {} model turns and \
-         {} tool calls; history {} items ({} omitted); detail {:?}",
+         {} tool calls; history {} items ({} omitted): {}",
         end.status,
         s.steps,
         s.tool_calls,
         s.history.len(),
         s.history_omitted,
-        end.detail
+        if exact { "exact" } else { "WRONG" }
     );
     Ok(())
 }
@@ -884,6 +1138,8 @@ async fn build_log(
                 output_tokens: 20,
                 latency_ms: 500,
                 stop_reason: "tool_use".to_owned(),
+                calls: Some(vec![format!("c-{step}")]),
+                cached_input_tokens: 0,
             },
             Event::ToolStarted {
                 step,
@@ -909,15 +1165,22 @@ async fn build_log(
                 store
                     .append(&id, &lease, first_pending, &std::mem::take(&mut pending))
                     .await?;
-                // As `Runner::snapshot` does it.
-                let blob = store.put_blob(serde_json::to_vec(&state)?).await?;
+                // As `Runner::flush` does it.
+                let encoded = snapshot::encode(&state);
                 let through_seq = state.last_seq;
                 let snap = Event::Snapshot {
-                    state: blob,
+                    state: encoded.root,
                     through_seq,
                 };
                 store
-                    .append(&id, &lease, through_seq + 1, std::slice::from_ref(&snap))
+                    .append_with(
+                        &id,
+                        &lease,
+                        through_seq + 1,
+                        std::slice::from_ref(&snap),
+                        encoded.blobs,
+                        Durability::Soon,
+                    )
                     .await?;
                 apply(&mut state, &snap);
                 first_pending = state.last_seq + 1;
@@ -1150,33 +1413,40 @@ struct SessionOutcome {
     tool_calls: u64,
     wall: Duration,
     bind: Duration,
+    /// `Runner::start`: create, lease, `goal_set` (fsynced).
+    start: Duration,
+    run: Duration,
 }
 
 async fn one_session(
     i: usize,
     hands: &'static Hands,
     store: Arc<Timed>,
-    frozen: &Frozen,
+    frozen: Arc<Frozen>,
     provider: Arc<dyn ModelProvider>,
     failures: Arc<AtomicU64>,
 ) -> Result<SessionOutcome> {
     let started = Instant::now();
-    let bound = agent::bind(hands, frozen.clone(), no_env).await?;
+    let bound = agent::bind(hands, (*frozen).clone(), no_env).await?;
     let bind = started.elapsed();
     let goal = format!("Session {i}: query the value once.");
     let mut runner = Runner::start(store, hands, bound, provider, &goal, "bench").await?;
+    let start = started.elapsed() - bind;
     runner.observe(Box::new(move |record: &EventRecord, _: &SessionState| {
         if matches!(record.event, Event::ModelFailed { .. }) {
             failures.fetch_add(1, Ordering::Relaxed);
         }
     }));
     let end = runner.run().await?;
+    let wall = started.elapsed();
     Ok(SessionOutcome {
         status: end.status,
         steps: runner.state().steps,
         tool_calls: runner.state().tool_calls,
-        wall: started.elapsed(),
+        wall,
         bind,
+        start,
+        run: wall - bind - start,
     })
 }
 
@@ -1274,50 +1544,56 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
         // Same-run baseline: the same fleet with fsync made free.
         roots.push(("tmpfs", shm.to_path_buf()));
     }
+    // `LONGHAND_BENCH_FLEET=spawn,local` picks how sessions run (default:
+    // both on disk, `spawn` on tmpfs).
+    let modes = std::env::var("LONGHAND_BENCH_FLEET").ok();
+    let wanted = |mode: FleetMode, label: &str| match &modes {
+        Some(list) => list.split(',').any(|m| {
+            matches!(
+                (m.trim(), mode),
+                ("spawn", FleetMode::Spawn) | ("local", FleetMode::Local)
+            )
+        }),
+        None => mode == FleetMode::Spawn || label == "disk",
+    };
     for (label, root) in roots {
-        fleet_run(label, &root, n, hands, frozen, &mut server, base_wall).await?;
+        for mode in [FleetMode::Spawn, FleetMode::Local] {
+            if wanted(mode, label) {
+                fleet_run(label, mode, &root, n, hands, frozen, &mut server, base_wall).await?;
+            }
+        }
     }
     Ok(())
 }
 
-async fn fleet_run(
-    label: &str,
-    root: &Path,
+/// How the fleet's sessions are run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FleetMode {
+    /// `tokio::spawn` on the bench's multi-thread runtime.
+    Spawn,
+    /// One current-thread runtime + `LocalSet` per core, sessions dealt
+    /// round-robin (what the bench did while `Runner::run` was not `Send`).
+    Local,
+}
+
+/// The fleet on one current-thread runtime + `LocalSet` per core.
+async fn local_fleet(
     n: usize,
     hands: &'static Hands,
-    frozen: &Frozen,
-    server: &mut MockServer,
-    base_wall: Duration,
-) -> Result<()> {
-    // A fresh provider (and pool) for the sessions.
-    let provider: Arc<dyn ModelProvider> = Arc::new(openai(server.port)?);
-    let dir = tempfile::tempdir_in(root)?;
-    server.reset()?;
-    let store = Arc::new(Timed::new(SqliteStore::open(dir.path()).await?));
-    let frozen = Arc::new(frozen.clone());
-    let model_failures = Arc::new(AtomicU64::new(0));
-    // Give memory freed by earlier parts back to the OS, so the peak below
-    // is this part's own.
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only returns free heap pages to the kernel.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-    let rss_before = proc_status_bytes("self", "VmRSS");
-    let reset = reset_peak_rss();
-    let (peak_fds, sampler) = fd_sampler();
-    // `Runner::run`'s future is not `Send` (see `Observer`), so sessions
-    // cannot go to `tokio::spawn`: one current-thread runtime with a
-    // `LocalSet` per core, sessions dealt round-robin.
+    store: &Arc<Timed>,
+    frozen: &Arc<Frozen>,
+    provider: &Arc<dyn ModelProvider>,
+    failures: &Arc<AtomicU64>,
+) -> Result<(Vec<Result<SessionOutcome>>, Duration)> {
+    let t0 = Instant::now();
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
     let done = Arc::new(AtomicU64::new(0));
-    let t0 = Instant::now();
     let mut threads = Vec::new();
     for w in 0..workers {
         let store = store.clone();
         let frozen = frozen.clone();
         let provider = provider.clone();
-        let failures = model_failures.clone();
+        let failures = failures.clone();
         let done = done.clone();
         threads.push(std::thread::spawn(
             move || -> Vec<Result<SessionOutcome>> {
@@ -1332,13 +1608,14 @@ async fn fleet_run(
                 local.block_on(&rt, async move {
                     let mut handles = Vec::new();
                     for i in (w..n).step_by(workers) {
-                        let store = store.clone();
-                        let frozen = frozen.clone();
-                        let provider = provider.clone();
-                        let failures = failures.clone();
-                        handles.push(tokio::task::spawn_local(async move {
-                            one_session(i, hands, store, &frozen, provider, failures).await
-                        }));
+                        handles.push(tokio::task::spawn_local(one_session(
+                            i,
+                            hands,
+                            store.clone(),
+                            frozen.clone(),
+                            provider.clone(),
+                            failures.clone(),
+                        )));
                     }
                     let mut out = Vec::new();
                     for h in handles {
@@ -1367,6 +1644,76 @@ async fn fleet_run(
             .collect::<Vec<_>>()
     })
     .await?;
+    Ok((joined, spawned))
+}
+
+#[expect(clippy::too_many_arguments, reason = "a bench part's knobs")]
+async fn fleet_run(
+    label: &str,
+    mode: FleetMode,
+    root: &Path,
+    n: usize,
+    hands: &'static Hands,
+    frozen: &Frozen,
+    server: &mut MockServer,
+    base_wall: Duration,
+) -> Result<()> {
+    // A fresh provider (and pool) for the sessions.
+    let provider: Arc<dyn ModelProvider> = Arc::new(openai(server.port)?);
+    let dir = tempfile::tempdir_in(root)?;
+    server.reset()?;
+    let store = Arc::new(Timed::new(SqliteStore::open(dir.path()).await?));
+    let frozen = Arc::new(frozen.clone());
+    let model_failures = Arc::new(AtomicU64::new(0));
+    // Give memory freed by earlier parts back to the OS, so the peak below
+    // is this part's own.
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    let rss_before = proc_status_bytes("self", "VmRSS");
+    let reset = reset_peak_rss();
+    let (peak_fds, sampler) = fd_sampler();
+    let cpu0 = process_cpu();
+    let threads0 = thread_cpu();
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let (peak_tasks, task_sampler) = {
+        let peak = Arc::new(AtomicU64::new(0));
+        let p = peak.clone();
+        let m = metrics.clone();
+        let handle = tokio::spawn(async move {
+            loop {
+                p.fetch_max(m.num_alive_tasks() as u64, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        (peak, handle)
+    };
+    let t0 = Instant::now();
+    let (joined, spawned) = match mode {
+        FleetMode::Spawn => {
+            // `Runner::run` is `Send`: every session is a task on this
+            // multi-thread runtime, as a server would run them.
+            let mut set = tokio::task::JoinSet::new();
+            for i in 0..n {
+                let store = store.clone();
+                let frozen = frozen.clone();
+                let provider = provider.clone();
+                let failures = model_failures.clone();
+                set.spawn(one_session(i, hands, store, frozen, provider, failures));
+            }
+            let spawned = t0.elapsed();
+            let mut out = Vec::with_capacity(n);
+            while let Some(r) = set.join_next().await {
+                out.push(r.unwrap_or_else(|e| Err(anyhow!("join: {e}"))));
+            }
+            (out, spawned)
+        }
+        FleetMode::Local => {
+            local_fleet(n, hands, &store, &frozen, &provider, &model_failures).await?
+        }
+    };
     let mut outcomes = Vec::new();
     let mut errors: BTreeMap<String, usize> = BTreeMap::new();
     for r in joined {
@@ -1376,7 +1723,10 @@ async fn fleet_run(
         }
     }
     let wall = t0.elapsed();
+    let cpu = process_cpu() - cpu0;
+    let threads1 = thread_cpu();
     sampler.abort();
+    task_sampler.abort();
     let peak = proc_status_bytes("self", "VmHWM");
     let (conns, requests, peak_conns) = server.stats()?;
     let mut by_status: BTreeMap<String, usize> = BTreeMap::new();
@@ -1388,8 +1738,20 @@ async fn fleet_run(
     let tools: u64 = outcomes.iter().map(|o| o.tool_calls).sum();
     let walls: Vec<f64> = outcomes.iter().map(|o| o.wall.as_secs_f64()).collect();
     let binds: Vec<f64> = outcomes.iter().map(|o| ms(o.bind)).collect();
+    let starts: Vec<f64> = outcomes.iter().map(|o| ms(o.start)).collect();
+    let runs: Vec<f64> = outcomes.iter().map(|o| o.run.as_secs_f64()).collect();
+    let stats = store.stats();
+    let appends = store.appends();
+    let (now_n, now_t) = (store.append_now.calls(), store.append_now.time());
+    let (soon_n, soon_t) = (store.append.calls(), store.append.time());
+    let (lease_n, lease_t) = (store.lease.calls(), store.lease.time());
+    let (other_n, other_t) = (store.other.calls(), store.other.time());
+    let renewals = store.renew.calls();
+    let gets = store.get.calls();
+    drop(store);
+    drop(provider);
     let size = measure_store(dir.path())?;
-    println!("### store on {label}");
+    println!("### {label}, sessions by {mode:?}");
     println!("spawned {n} tasks in {:.2} s", spawned.as_secs_f64());
     println!(
         "sessions: {by_status:?}, errors: {}; {steps} model turns, {tools} tool calls, {} model failures",
@@ -1400,8 +1762,10 @@ async fn fleet_run(
         println!("  error ×{k}: {e}");
     }
     println!(
-        "wall {:.2} s (floor 1.00 s: {:.1}×; provider alone {:.2} s: {:.1}×); {:.0} steps/s, {:.0} sessions/s",
+        "wall {:.2} s (target ≤ 10 s: {}; floor 1.00 s: {:.1}×; provider alone {:.2} s: {:.1}×); \
+         {:.0} steps/s, {:.0} sessions/s",
         wall.as_secs_f64(),
+        verdict(wall <= Duration::from_secs(10) && finished == n),
         wall.as_secs_f64() / (2.0 * MOCK_LATENCY.as_secs_f64()),
         base_wall.as_secs_f64(),
         wall.as_secs_f64() / base_wall.as_secs_f64(),
@@ -1409,27 +1773,50 @@ async fn fleet_run(
         finished as f64 / wall.as_secs_f64()
     );
     println!(
-        "per session: wall median {:.2} s, p90 {:.2} s, max {:.2} s; bind median {:.2} ms",
+        "CPU {:.2} s in {:.2} s wall ({:.0} % of {} cores); per session {:.2} ms; by thread, s: {}",
+        cpu.as_secs_f64(),
+        wall.as_secs_f64(),
+        100.0 * cpu.as_secs_f64()
+            / wall.as_secs_f64()
+            / std::thread::available_parallelism().map_or(1, |n| n.get()) as f64,
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        ms(cpu) / n as f64,
+        cpu_split(&threads0, &threads1, 1e3),
+    );
+    println!(
+        "per session: wall median {:.2} s, p90 {:.2} s, max {:.2} s; of which bind median {:.2} ms \
+         (max {:.0}), start (create + lease + goal, fsynced) median {:.1} ms (p90 {:.0}, max {:.0}), \
+         run median {:.2} s (p90 {:.2}); peak tokio tasks alive {}",
         median(&walls),
         percentile(&walls, 0.9),
         percentile(&walls, 1.0),
-        median(&binds)
+        median(&binds),
+        percentile(&binds, 1.0),
+        median(&starts),
+        percentile(&starts, 0.9),
+        percentile(&starts, 1.0),
+        median(&runs),
+        percentile(&runs, 0.9),
+        peak_tasks.load(Ordering::Relaxed),
     );
     println!(
-        "store: {} appends ({:.2} ms mean incl. queueing), {} put_blob ({:.2} ms mean), {} get_blob, \
-         {} acquire/release, {} lease renewals (sessions queued > LEASE_TTL/2); {:.0} MB after ({} events)",
-        store.append.calls(),
-        ms(store.append.time()) / store.append.calls().max(1) as f64,
-        store.put.calls(),
-        ms(store.put.time()) / store.put.calls().max(1) as f64,
-        store.get.calls(),
-        store.lease.calls(),
-        store.renew.calls(),
+        "store: {appends} appends: {now_n} Now ({:.1} ms mean incl. queueing), {soon_n} Soon \
+         ({:.1} ms mean); {lease_n} acquire/release ({:.1} ms mean); {other_n} create/other \
+         ({:.1} ms mean); {gets} get_blob; {renewals} lease renewals; writer: {} requests in {} \
+         commits ({:.1} per commit), {} fsyncs; {:.0} MB after ({} events)",
+        ms(now_t) / now_n.max(1) as f64,
+        ms(soon_t) / soon_n.max(1) as f64,
+        ms(lease_t) / lease_n.max(1) as f64,
+        ms(other_t) / other_n.max(1) as f64,
+        stats.requests,
+        stats.commits,
+        stats.requests as f64 / stats.commits.max(1) as f64,
+        stats.syncs,
         mb(size.checkpointed),
         size.events
     );
     println!(
-        "peak RSS (VmHWM{}) {:.0} MB (target ≤ 2048 MB: {}); RSS before {:.0} MB → {:.1} KB per \
+        "peak RSS (VmHWM{}) {:.0} MB (target ≤ 1024 MiB: {}); RSS before {:.0} MB → {:.1} KB per \
          session; peak open fds {}; mock server: {conns} connections, {requests} requests, \
          {peak_conns} open at once, peak RSS {:.0} MB",
         if reset {
@@ -1438,7 +1825,7 @@ async fn fleet_run(
             ", NOT reset: includes earlier parts"
         },
         mb(peak),
-        if peak <= 2 << 30 { "met" } else { "MISSED" },
+        verdict(peak <= 1 << 30),
         mb(rss_before),
         (peak.saturating_sub(rss_before)) as f64 / 1e3 / n as f64,
         peak_fds.load(Ordering::Relaxed),
@@ -1595,57 +1982,4 @@ mod mock {
         })
         .to_string()
     }
-}
-
-// ---------------------------------------------------------------------------
-// Part 4: LangGraph, through its own script.
-
-fn langgraph_part(ours: Option<&Vec<LoopSummary>>, quick: bool) -> Result<()> {
-    println!("\n## 4. LangGraph (SqliteSaver, durability=\"sync\"), same scripted agent");
-    let script: PathBuf = [env!("CARGO_MANIFEST_DIR"), "benches", "langgraph", "run.sh"]
-        .iter()
-        .collect();
-    let sizes: Vec<String> = match ours {
-        Some(v) => v.iter().map(|s| s.steps.to_string()).collect(),
-        None if quick => vec!["100".into(), "300".into()],
-        None => vec!["200".into(), "1000".into()],
-    };
-    let out = Command::new(&script)
-        .args(&sizes)
-        .stderr(Stdio::inherit())
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    for line in text.lines().filter(|l| !l.starts_with("SUMMARY ")) {
-        println!("{line}");
-    }
-    if !out.status.success() {
-        bail!("{} failed: {}", script.display(), out.status);
-    }
-    let summary: Value = text
-        .lines()
-        .find_map(|l| l.strip_prefix("SUMMARY "))
-        .map(serde_json::from_str)
-        .transpose()?
-        .ok_or_else(|| anyhow!("no SUMMARY line from the LangGraph script"))?;
-    let Some(ours) = ours else { return Ok(()) };
-    for s in ours {
-        let lg = &summary[s.steps.to_string()];
-        let lg_step = lg["step_ms_median"].as_f64().unwrap_or(f64::NAN);
-        let lg_ovh = lg["overhead_ms_median"].as_f64().unwrap_or(f64::NAN);
-        let lg_bytes = lg["store_bytes_checkpointed"].as_f64().unwrap_or(f64::NAN);
-        println!(
-            "{} steps: per step longhand {:.3} ms vs langgraph {lg_step:.3} ms ({:.1}× faster); \
-             overhead {:.3} vs {lg_ovh:.3} ms ({:.1}×); store {:.2} MB vs {:.2} MB ({:.1}× smaller)",
-            s.steps,
-            s.step_ms,
-            lg_step / s.step_ms,
-            s.overhead_ms,
-            lg_ovh / s.overhead_ms,
-            mb(s.store_bytes),
-            lg_bytes / 1e6,
-            lg_bytes / s.store_bytes as f64
-        );
-    }
-    Ok(())
 }

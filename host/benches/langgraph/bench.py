@@ -142,21 +142,36 @@ def run(steps: int) -> dict:
     }
 
 
-def main() -> int:
-    quick = os.environ.get("LONGHAND_BENCH_QUICK") == "1"
-    sizes = [int(a) for a in sys.argv[1:]] or ([50, 200] if quick else [200, 1000])
-    repeats = {s: (1 if quick or s >= 1000 else 3) for s in sizes}
-    print(
+def versions() -> str:
+    return (
         f"langgraph {version('langgraph')}, langgraph-checkpoint-sqlite "
         f"{version('langgraph-checkpoint-sqlite')}, langchain-core {version('langchain-core')}, "
         f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}"
     )
-    print(f"{'steps':>6} {'run':>3} {'step ms':>8} {'p90 ms':>8} {'tool ms':>8} {'ovh ms':>8} "
-          f"{'total/N':>8} {'store MB':>9} {'ckpt MB':>8} {'ckpts':>6}")
+
+
+def main() -> int:
+    # `--versions`: print what is installed and stop (the Rust bench calls
+    # it once, then runs one repeat at a time, interleaved with its own).
+    if sys.argv[1:] == ["--versions"]:
+        print(versions())
+        return 0
+    quick = os.environ.get("LONGHAND_BENCH_QUICK") == "1"
+    quiet = os.environ.get("LONGHAND_LANGGRAPH_QUIET") == "1"
+    sizes = [int(a) for a in sys.argv[1:]] or ([50, 200] if quick else [200, 1000])
+    forced = os.environ.get("LONGHAND_LANGGRAPH_REPEATS")
+    repeats = {s: int(forced) if forced else (1 if quick else 3) for s in sizes}
+    if not quiet:
+        print(versions())
+        print(f"checkpoints in {os.environ.get('TMPDIR', '/tmp')}")
+        print(f"{'steps':>6} {'run':>3} {'step ms':>8} {'p90 ms':>8} {'tool ms':>8} {'ovh ms':>8} "
+              f"{'total/N':>8} {'store MB':>9} {'ckpt MB':>8} {'ckpts':>6}")
     summary = {}
     for s in sizes:
         runs = [run(s) for _ in range(repeats[s])]
         for i, r in enumerate(runs):
+            if quiet:
+                continue
             print(f"{s:>6} {i:>3} {r['step_ms_median']:>8.2f} {r['step_ms_p90']:>8.2f} "
                   f"{r['tool_ms_median']:>8.3f} {r['overhead_ms_median']:>8.2f} "
                   f"{r['total_over_n_ms']:>8.2f} {r['store_bytes_as_left'] / 1e6:>9.1f} "
@@ -167,6 +182,8 @@ def main() -> int:
             "total_over_n_ms": statistics.median(r["total_over_n_ms"] for r in runs),
             "store_bytes_as_left": runs[-1]["store_bytes_as_left"],
             "store_bytes_checkpointed": runs[-1]["store_bytes_checkpointed"],
+            "checkpoints": runs[-1]["checkpoints"],
+            "tool_ms_median": statistics.median(r["tool_ms_median"] for r in runs),
         }
     print("SUMMARY " + json.dumps(summary))
     return 0
