@@ -134,10 +134,17 @@ impl Tool for QueryFile {
 /// definitions and native filters it can reach (see [`prelude`]).
 fn run(filter: &str, input: Val, max_results: u64) -> Result<QueryOutput, ToolError> {
     let (defs, names) = prelude::reachable(filter);
-    let funs = jaq_core::funs()
-        .chain(jaq_std::funs())
-        .chain(jaq_json::funs())
-        .filter(|(name, ..)| names.contains(name));
+    // A filter that names nothing (`.`, `.a[0]`) calls no native filter, and
+    // building jaq's table of them is most of what such a filter costs.
+    let funs = (!names.is_empty())
+        .then(|| {
+            jaq_core::funs()
+                .chain(jaq_std::funs())
+                .chain(jaq_json::funs())
+                .filter(|(name, ..)| names.contains(name))
+        })
+        .into_iter()
+        .flatten();
     let arena = Arena::default();
     let modules = Loader::new(defs)
         .load(
