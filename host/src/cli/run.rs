@@ -35,7 +35,8 @@ pub struct RunArgs {
     /// The goal; default the agent file's `goal`.
     #[arg(long)]
     pub goal: Option<String>,
-    /// Use another model: PROVIDER:MODEL[@BASE_URL], e.g. `openai:gpt-4o-mini`,
+    /// Use another model: PROVIDER:MODEL[@BASE_URL], PROVIDER one of openai,
+    /// openai-responses, anthropic; e.g. `openai:gpt-4o-mini`, `openai-responses:o3`,
     /// `anthropic:claude-sonnet-4-5`, `openai:llama3.1@http://127.0.0.1:11434/v1`.
     /// Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY (or the agent's api_key_env).
     #[arg(long, value_name = "PROVIDER:MODEL")]

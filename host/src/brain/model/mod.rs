@@ -22,7 +22,9 @@
 //!   across tool turns, prompt caching);
 //! - [`replay`]: cassettes — recording real answers and replaying them
 //!   offline, statelessly, for tests, examples and crash/resume checks;
-//! - [`retry`]: backoff with jitter that honours `Retry-After`.
+//! - [`retry`]: backoff with jitter that honours `Retry-After`;
+//! - `conformance` (tests): one suite run over every wire format against
+//!   the local wire-format test server (`testing`).
 //!
 //! It must not touch the session store or the tool host: a provider turns
 //! one request into one answer or one error, and keeps nothing between
