@@ -517,6 +517,16 @@ mod tests {
     }
 
     #[test]
+    fn a_provider_never_prints_its_key() {
+        let mut cfg = HttpConfig::new("m");
+        cfg.api_key = Some(ApiKey::new(crate::brain::model::testing::CANARY));
+        let p = HttpProvider::with_wire(cfg, crate::brain::model::openai::Chat::default()).unwrap();
+        crate::brain::model::testing::assert_no_canary(&p, "");
+        // An empty base URL is the wire format's public API.
+        assert_eq!(p.url, "https://api.openai.com/v1/chat/completions");
+    }
+
+    #[test]
     fn key_is_redacted_and_hidden() {
         let key = ApiKey::new("sk-canary-123");
         assert_eq!(format!("{key:?}"), "ApiKey([redacted])");

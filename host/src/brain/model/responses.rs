@@ -322,6 +322,46 @@ mod tests {
         assert_eq!(b["stream"], true);
     }
 
+    /// A server whose final event carries no output: the answer is built
+    /// from the items and deltas streamed before it.
+    #[test]
+    fn a_completed_event_without_output_falls_back_to_the_streamed_items() {
+        let ev = |data: Value| SseEvent {
+            event: String::new(),
+            data: data.to_string(),
+        };
+        let mut fold = Responses::default().fold();
+        for e in [
+            json!({"type": "response.output_item.added", "output_index": 0,
+                   "item": {"type": "reasoning", "id": "rs_1"}}),
+            json!({"type": "response.output_item.done", "output_index": 0,
+                   "item": {"type": "reasoning", "id": "rs_1", "encrypted_content": "e"}}),
+            json!({"type": "response.output_item.added", "output_index": 1,
+                   "item": {"type": "message", "role": "assistant", "content": []}}),
+            json!({"type": "response.output_text.delta", "output_index": 1, "delta": "Hel"}),
+            json!({"type": "response.output_text.delta", "output_index": 1, "delta": "lo"}),
+            json!({"type": "response.output_item.added", "output_index": 2,
+                   "item": {"type": "function_call", "call_id": "c1", "name": "f",
+                            "arguments": ""}}),
+            json!({"type": "response.function_call_arguments.delta", "output_index": 2,
+                   "delta": "{\"a\":"}),
+            json!({"type": "response.function_call_arguments.delta", "output_index": 2,
+                   "delta": "1}"}),
+        ] {
+            assert!(!fold.event(&ev(e), Redactor(None)).unwrap());
+        }
+        let done = json!({"type": "response.completed",
+                          "response": {"status": "completed", "output": [],
+                                       "usage": {"input_tokens": 5, "output_tokens": 1}}});
+        assert!(fold.event(&ev(done), Redactor(None)).unwrap());
+        let r = fold.finish(true).unwrap();
+        assert_eq!(r.text.as_deref(), Some("Hello"));
+        assert_eq!(r.tool_calls[0].arguments, "{\"a\":1}");
+        assert_eq!(r.stop_reason, StopReason::ToolUse);
+        assert_eq!(r.reasoning[0].item["encrypted_content"], "e");
+        assert_eq!(r.usage.input_tokens, 5);
+    }
+
     #[test]
     fn reasoning_models_get_effort_and_encrypted_reasoning_back_but_no_temperature() {
         let wire = Responses(Family {
