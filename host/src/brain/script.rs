@@ -1,9 +1,11 @@
-//! A scripted model: answer turn *k* with the *k*-th response of a list,
-//! whatever the request says.
+//! A scripted model: answer turn *k* with the *k*-th response of a list.
 //!
-//! Unlike a cassette, a script does not check that the conversation matches
-//! a recording, so it is the tool for driving the real loop through a fixed
-//! plan: producing an example's cassette (`run --script … --record …`),
+//! Unlike a cassette, a script does not check the whole conversation — tool
+//! results may differ from run to run — only that the request's last answer
+//! is the script's answer of the turn before (text and calls by name and
+//! arguments), and it fails the run (`Diverged`) when it is not or when the
+//! script is exhausted. It is the tool for driving the real loop through a
+//! fixed plan: producing an example's cassette (`run --script … --record …`),
 //! benchmarks, and crash tests where a call in doubt changes what the model
 //! is told. The turn is the loop's step number, carried in the request (not
 //! sent on any wire), so the provider is stateless: a resumed process that
@@ -68,12 +70,78 @@ impl ModelProvider for ScriptProvider {
                 .count(),
             step => usize::try_from(step - 1).unwrap_or(usize::MAX),
         };
-        self.responses.get(turn).cloned().ok_or_else(|| {
-            ModelError::BadResponse(format!(
-                "the script has {} responses and turn {} was asked for",
-                self.responses.len(),
-                turn + 1
-            ))
+        if turn > 0 {
+            self.check_previous(req, turn)?;
+        }
+        // Past its end a script has nothing to say; asking again will not
+        // change that, so the run fails rather than retrying.
+        self.responses
+            .get(turn)
+            .cloned()
+            .ok_or_else(|| ModelError::Diverged {
+                turn,
+                expected_excerpt: format!(
+                    "script exhausted: it has {} responses and turn {} was asked for",
+                    self.responses.len(),
+                    turn + 1
+                ),
+                got_excerpt: last_answer(req).map(excerpt).unwrap_or_default(),
+            })
+    }
+}
+
+impl ScriptProvider {
+    /// The request for turn `turn` must carry the script's answer of the
+    /// turn before as its last answer (same text and the same calls by
+    /// name and arguments; the loop may rename call ids). Anything else
+    /// means the run is not where the script thinks it is, and every later
+    /// answer would be played into the wrong conversation silently.
+    fn check_previous(&self, req: &ModelRequest, turn: usize) -> Result<(), ModelError> {
+        let Some(expected) = self.responses.get(turn - 1) else {
+            return Ok(());
+        };
+        let got = last_answer(req);
+        let same = got.is_some_and(|(text, calls)| {
+            let text_ok = match (&expected.text, text) {
+                (Some(want), Some(have)) => have.starts_with(want.as_str()),
+                (None, None) => true,
+                (None, Some(have)) => have.starts_with('['),
+                (Some(_), None) => false,
+            };
+            text_ok
+                && calls.len() == expected.tool_calls.len()
+                && calls
+                    .iter()
+                    .zip(&expected.tool_calls)
+                    .all(|(a, b)| a.name == b.name && a.arguments == b.arguments)
+        });
+        if same {
+            return Ok(());
+        }
+        Err(ModelError::Diverged {
+            turn,
+            expected_excerpt: excerpt((&expected.text, &expected.tool_calls)),
+            got_excerpt: got.map(excerpt).unwrap_or_else(|| "no answer".to_owned()),
         })
     }
+}
+
+/// The text and calls of the request's last assistant message.
+fn last_answer(req: &ModelRequest) -> Option<(&Option<String>, &Vec<super::model::ToolCall>)> {
+    req.messages.iter().rev().find_map(|m| match m {
+        Message::Assistant {
+            text, tool_calls, ..
+        } => Some((text, tool_calls)),
+        _ => None,
+    })
+}
+
+fn excerpt((text, calls): (&Option<String>, &Vec<super::model::ToolCall>)) -> String {
+    let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+    let text = text.as_deref().unwrap_or("");
+    format!(
+        "text {:?}, calls [{}]",
+        &text[..text.floor_char_boundary(120)],
+        names.join(", ")
+    )
 }

@@ -45,8 +45,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub cassette: Option<PathBuf>,
     /// Answer turn k with the k-th response of a script file
-    /// (`{"responses": [...]}`) without checking the conversation; for
-    /// producing cassettes, benchmarks and tests.
+    /// (`{"responses": [...]}`); the session fails if its last answer is not
+    /// the script's answer k-1. For producing cassettes, benchmarks and tests.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["cassette", "model"])]
     pub script: Option<PathBuf>,
     /// Record the model's answers into this cassette file.

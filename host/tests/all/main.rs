@@ -36,5 +36,6 @@ mod heartbeat;
 mod large;
 mod lease;
 mod limits;
+mod script;
 mod providers;
 mod stream_timeouts;

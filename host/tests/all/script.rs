@@ -1,0 +1,104 @@
+//! Issue 7 §5: `--script` answers by the loop's step, so a script longer
+//! than the context window replays exactly (a 1000-step script used to run
+//! 678 tool calls in 1010 steps and pause), and a run that is not where the
+//! script thinks it is fails loudly instead of replaying wrong answers.
+
+use serde_json::json;
+use tempfile::TempDir;
+
+use crate::support::{Home, call, scripted_agent, text_turn, tool_turn, write};
+
+#[test]
+fn a_script_longer_than_the_context_window_replays_exactly() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    write(&dir.path().join("work/a.txt"), "a");
+    const TURNS: usize = 1000;
+    let mut responses: Vec<_> = (1..TURNS)
+        .map(|i| {
+            tool_turn(
+                &format!("turn {i}"),
+                vec![call(&format!("c{i}"), "fs__stat", json!({"path": "/w/a.txt"}))],
+                10,
+                1,
+            )
+        })
+        .collect();
+    responses.push(text_turn("all done", 10, 1));
+    // A small window: history is trimmed from the front after a few turns.
+    let script = scripted_agent(
+        dir.path(),
+        "long",
+        "max_steps = 2000\nmax_tool_calls = 2000\ncontext_tokens = 2000",
+        &responses,
+    );
+    let run = home.run(&[
+        "run",
+        dir.path().to_str().expect("utf-8 path"),
+        "--script",
+        script.to_str().expect("utf-8 path"),
+        "--json",
+    ]);
+    run.expect_code(0);
+    let session = crate::support::session_of_json(&run.stdout[0]);
+    let state = home.state(&session);
+    assert_eq!(state.status.as_str(), "finished");
+    assert_eq!(state.steps, TURNS as u64);
+    assert_eq!(state.tool_calls, TURNS as u64 - 1);
+    assert!(state.history_omitted > 0, "the window was exceeded");
+    assert_eq!(state.summary.as_deref(), Some("all done"));
+}
+
+#[test]
+fn a_run_that_left_the_script_fails_loudly() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    write(&dir.path().join("work/a.txt"), "a");
+    let responses = [
+        tool_turn(
+            "reading",
+            vec![call("c1", "fs__read", json!({"path": "/w/a.txt"}))],
+            10,
+            1,
+        ),
+        text_turn("done", 10, 1),
+    ];
+    // Turn 1 is played and the session pauses at max_steps…
+    let script = scripted_agent(dir.path(), "drift", "max_steps = 1", &responses);
+    let paused = home.run(&[
+        "run",
+        dir.path().to_str().expect("utf-8 path"),
+        "--script",
+        script.to_str().expect("utf-8 path"),
+        "--json",
+    ]);
+    paused.expect_code(3);
+    let id = crate::support::session_of_json(&paused.stdout[0]);
+    // …then the script (which `resume` reads again from the same path) is
+    // replaced by one whose turn 1 differs. Turn 2 must not be played into
+    // a conversation the script never had: the session fails and says why.
+    let edited = [
+        tool_turn(
+            "writing instead",
+            vec![call(
+                "c1",
+                "fs__write",
+                json!({"path": "/w/b.txt", "content": "b"}),
+            )],
+            10,
+            1,
+        ),
+        text_turn("done", 10, 1),
+    ];
+    write(&script, &json!({ "responses": edited }).to_string());
+    let resumed = home.run(&["resume", &id, "--raise", "max_steps=10"]);
+    resumed.expect_code(1);
+    let state = home.state(&id);
+    assert_eq!(state.status.as_str(), "failed");
+    let error = state.error.unwrap_or_default();
+    assert!(
+        error.contains("reading") && error.contains("writing instead"),
+        "the failure shows what the run had and what the script expected: {error}"
+    );
+    assert!(!dir.path().join("work/b.txt").exists(), "nothing was written");
+}
