@@ -94,6 +94,8 @@ pub struct Runner<'h> {
     /// [`BLOB_CACHE_BYTES`]).
     blobs: HashMap<String, Arc<Vec<u8>>>,
     blob_bytes: usize,
+    /// Parts of the last request, kept to build the next one.
+    pub(super) context: super::turn::ContextCache,
     /// Events folded into `state` but not yet written, and the new blobs
     /// they refer to: written together, in one append, by the next
     /// [`Runner::flush`].
@@ -244,6 +246,7 @@ impl<'h> Runner<'h> {
             retry: RetryPolicy::default(),
             blobs: HashMap::new(),
             blob_bytes: 0,
+            context: super::turn::ContextCache::default(),
             staged: Vec::new(),
             staged_blobs: Vec::new(),
             observer: None,

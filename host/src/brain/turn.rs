@@ -2,15 +2,15 @@
 //! provider with retries — each failed attempt recorded when it happens —
 //! and record the answer, or pause when the attempts run out.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use super::decide::Role;
 use super::model::{Attempts, Message, ModelError, ModelRequest, ModelResponse, ToolCall};
-use super::runner::{RunError, Runner, digest_hex};
-use super::state::{CHECK_PREFIX, HistoryItem};
+use super::runner::{RunError, Runner};
+use super::state::{CHECK_PREFIX, HistoryItem, MAX_HISTORY_ITEMS};
 use crate::session::{BlobRef, Event, PauseKind, PauseReason};
 
 /// Compact description of a model request, stored instead of the request
@@ -25,7 +25,9 @@ struct RequestManifest {
     history_through_seq: u64,
     history_items: usize,
     history_omitted: u64,
-    /// sha256 of the canonical request JSON.
+    /// Identity of the whole request: sha256 over its parts (see
+    /// [`Runner::request_digest`]), not over its JSON, so it costs no
+    /// serialisation of the history per turn.
     request_digest: String,
 }
 
@@ -39,15 +41,62 @@ const MAX_CALL_ID: usize = 64;
 /// plan but a flood; the rest are answered as refused.
 pub const MAX_CALLS_PER_ANSWER: usize = 1024;
 
+/// What a runner keeps between turns to rebuild requests cheaply: each
+/// turn's request is the last one plus a little, but is rebuilt from the
+/// state, so the parts that do not change are converted once.
+#[derive(Default)]
+pub(super) struct ContextCache {
+    /// History blobs as converted for a request, by use and digest.
+    converted: HashMap<(bool, String), Converted>,
+    /// The system prompt's and the tool list's blobs (fixed for a session).
+    fixed: Option<(BlobRef, BlobRef)>,
+    /// The goal and its blob.
+    goal: Option<(String, BlobRef)>,
+}
+
+/// A history blob as a request uses it.
+#[derive(Clone)]
+enum Converted {
+    /// A model answer, as the message that replays it.
+    Answer(Message),
+    /// A tool result, as the text the model reads.
+    Text(String),
+}
+
+/// How a request uses a history blob.
+#[derive(Clone, Copy)]
+enum Kind {
+    Answer,
+    Text,
+}
+
+/// Most history blobs kept converted; past this the cache starts over
+/// (the history holds at most `MAX_HISTORY_ITEMS`).
+const MAX_CACHED_MESSAGES: usize = 2 * MAX_HISTORY_ITEMS;
+
 impl Runner<'_> {
     /// Ask `role` for the answer of turn `step`.
     pub(super) async fn ask(&mut self, role: Role, step: u64) -> Result<(), RunError> {
         let request = self.build_request(step).await?;
-        let request_json = serde_json::to_vec(&request)
-            .map_err(|e| RunError::Log(format!("cannot serialize the request: {e}")))?;
-        let system = self.put(request.system.clone().into_bytes());
-        let tools = self.put(serde_json::to_vec(&request.tools).unwrap_or_default());
-        let goal = self.put(self.state.goal.clone().unwrap_or_default().into_bytes());
+        let (system, tools) = match self.context.fixed.clone() {
+            Some(fixed) => fixed,
+            None => {
+                let system = self.put(request.system.clone().into_bytes());
+                let tools = self.put(serde_json::to_vec(&request.tools).unwrap_or_default());
+                self.context.fixed = Some((system.clone(), tools.clone()));
+                (system, tools)
+            }
+        };
+        let goal_text = self.state.goal.clone().unwrap_or_default();
+        let goal = match &self.context.goal {
+            Some((text, blob)) if *text == goal_text => blob.clone(),
+            _ => {
+                let blob = self.put(goal_text.clone().into_bytes());
+                self.context.goal = Some((goal_text, blob.clone()));
+                blob
+            }
+        };
+        let request_digest = self.request_digest(&request, [&system, &tools, &goal]);
         let manifest = RequestManifest {
             step,
             system,
@@ -56,7 +105,7 @@ impl Runner<'_> {
             history_through_seq: self.state.last_seq,
             history_items: self.state.history.len(),
             history_omitted: self.state.history_omitted,
-            request_digest: digest_hex(&request_json),
+            request_digest,
         };
         let manifest = self.put(serde_json::to_vec(&manifest).unwrap_or_default());
         // Attempts count across processes: a resumed worker goes on from
@@ -208,6 +257,80 @@ impl Runner<'_> {
         }
     }
 
+    /// The request's identity from its parts: the blobs of system prompt,
+    /// tools and goal, the settings, the count of left-out items, and each
+    /// history item (answer blob; call id, outcome and result blob or
+    /// note). Two requests with the same digest have the same content.
+    fn request_digest(&self, request: &ModelRequest, parts: [&BlobRef; 3]) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(b"longhand.request/2\0");
+        for part in parts {
+            h.update(part.digest.as_bytes());
+            h.update(b"\0");
+        }
+        h.update(request.max_tokens.to_be_bytes());
+        h.update(
+            request
+                .temperature
+                .map_or(u32::MAX, f32::to_bits)
+                .to_be_bytes(),
+        );
+        h.update(self.state.history_omitted.to_be_bytes());
+        for item in &self.state.history {
+            match item {
+                HistoryItem::Assistant { response, .. } => {
+                    h.update(b"a");
+                    h.update(response.digest.as_bytes());
+                }
+                HistoryItem::ToolResult {
+                    call_id,
+                    ok,
+                    result,
+                    note,
+                    ..
+                } => {
+                    h.update(b"r");
+                    h.update((call_id.len() as u64).to_be_bytes());
+                    h.update(call_id.as_bytes());
+                    h.update([u8::from(*ok)]);
+                    if let Some(blob) = result {
+                        h.update(blob.digest.as_bytes());
+                    }
+                    if let Some(note) = note {
+                        h.update((note.len() as u64).to_be_bytes());
+                        h.update(note.as_bytes());
+                    }
+                }
+            }
+        }
+        format!("sha256:{}", hex::encode(h.finalize()))
+    }
+
+    /// A history blob as a request uses it, converted once.
+    async fn converted(&mut self, blob: &BlobRef, kind: Kind) -> Result<Converted, RunError> {
+        // Keyed by use as well as digest: a tool may return the very bytes
+        // of a stored answer, and must still read as text.
+        let key = (matches!(kind, Kind::Answer), blob.digest.clone());
+        if let Some(c) = self.context.converted.get(&key) {
+            return Ok(c.clone());
+        }
+        let bytes = self.get(blob).await?;
+        let converted = match kind {
+            Kind::Answer => {
+                let r: ModelResponse = serde_json::from_slice(&bytes)
+                    .map_err(|e| RunError::Log(format!("model response blob: {e}")))?;
+                Converted::Answer(Message::from(&r))
+            }
+            Kind::Text => Converted::Text(String::from_utf8_lossy(&bytes).into_owned()),
+        };
+        if self.context.converted.len() >= MAX_CACHED_MESSAGES {
+            self.context.converted.clear();
+        }
+        self.context.converted.insert(key, converted.clone());
+        Ok(converted)
+    }
+
     /// Build the request from state alone: instructions, goal, and the
     /// history that fits the context budget.
     async fn build_request(&mut self, step: u64) -> Result<ModelRequest, RunError> {
@@ -231,10 +354,10 @@ impl Runner<'_> {
         for item in history {
             match item {
                 HistoryItem::Assistant { response, .. } => {
-                    let bytes = self.get(&response).await?;
-                    let r: ModelResponse = serde_json::from_slice(&bytes)
-                        .map_err(|e| RunError::Log(format!("model response blob: {e}")))?;
-                    messages.push(Message::from(&r));
+                    let converted = self.converted(&response, Kind::Answer).await?;
+                    if let Converted::Answer(message) = converted {
+                        messages.push(message);
+                    }
                 }
                 HistoryItem::ToolResult {
                     call_id,
@@ -245,9 +368,10 @@ impl Runner<'_> {
                 } => {
                     let content = match (&result, &note) {
                         (_, Some(note)) => note.clone(),
-                        (Some(blob), None) => {
-                            String::from_utf8_lossy(&self.get(blob).await?).into_owned()
-                        }
+                        (Some(blob), None) => match self.converted(blob, Kind::Text).await? {
+                            Converted::Text(text) => text,
+                            Converted::Answer(_) => String::new(),
+                        },
                         (None, None) => String::new(),
                     };
                     if call_id.starts_with(CHECK_PREFIX) {
