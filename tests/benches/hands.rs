@@ -550,6 +550,26 @@ async fn builtin_calls(hands: &Hands, n: usize) -> anyhow::Result<()> {
             fuel[fuel.len() / 2]
         );
     }
+    // The same trivial query on bare wasmtime (fresh pooled instance, no
+    // grants, schema or receipt): what the instance itself costs.
+    let json_wasm = builtin::builtin("json")
+        .ok_or_else(|| anyhow::anyhow!("no json built-in"))?
+        .wasm;
+    let bare = bare::Bare::new(json_wasm)?;
+    let input = json!({"filter": ".", "input": {"a": 1}}).to_string();
+    for _ in 0..20 {
+        bare.call("query", &input).await?;
+    }
+    let samples = time_n_async(n, || async {
+        let _ = bare.call("query", &input).await;
+    })
+    .await;
+    println!(
+        "{:<52} {:>10.1}µs {:>10.1}µs",
+        "bare wasmtime, json query `.`",
+        us(median(samples.clone())),
+        us(p90(samples))
+    );
     Ok(())
 }
 
