@@ -13,7 +13,9 @@
 //!    a `synchronous=FULL` commit; a `NORMAL` commit alone; a `NORMAL`
 //!    commit followed by `fdatasync`, by `fsync` of the WAL file on a
 //!    descriptor of our own, or by `PRAGMA wal_checkpoint(PASSIVE)`. This
-//!    is how the flusher's way of syncing was chosen.
+//!    is how the flusher's way of syncing was chosen. (The WAL-header
+//!    fsync that the commit after a completed checkpoint pays is left out
+//!    of every row: one unmeasured commit follows each round.)
 //! 2. **appends** — 1, 100 and 10,000 sessions, each a task appending
 //!    one at a time (`append_with`: two small events and one new 1 KiB
 //!    blob), all `Soon` or all `Now`; appends per second, commits and WAL
@@ -136,6 +138,11 @@ fn sync_methods(base: &Path, n: usize) -> Result<()> {
             after(&conn)?;
             times.push(start.elapsed().as_secs_f64() * 1e6);
         }
+        // After a complete checkpoint the next commit restarts the WAL and
+        // syncs its header: an extra fsync that belongs to the checkpoint,
+        // not to the method measured next. Pay it here, unmeasured.
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        insert(&conn)?;
     }
     println!("| bare SQLite, one ~300-byte row per commit | median | p90 | commits/s |");
     println!("|---|---|---|---|");
