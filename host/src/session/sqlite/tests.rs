@@ -1315,3 +1315,35 @@ fn soon_appends_survive_a_process_crash() {
         );
     });
 }
+
+#[tokio::test]
+async fn a_request_that_panics_fails_alone_and_the_writer_goes_on() {
+    let dir = TempDir::new().unwrap();
+    let (store, _clock, id, lease) = session(&dir).await;
+    let err = store
+        .write(Durability::Now, 0, |conn, ctx| -> Result<()> {
+            conn.execute(
+                "INSERT INTO blobs (digest, size, bytes) VALUES ('sha256:x', 0, x'')",
+                [],
+            )
+            .db(ctx.path, "test")?;
+            panic!("a bug in a request");
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Invalid(m) if m.contains("panicked")),
+        "{err:?}"
+    );
+    let rows: i64 = bare(&dir)
+        .query_row("SELECT count(*) FROM blobs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 0, "its write was rolled back");
+    assert_eq!(
+        store
+            .append(&id, &lease, 2, &[goal("after")])
+            .await
+            .unwrap(),
+        2
+    );
+}

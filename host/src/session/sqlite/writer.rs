@@ -42,6 +42,7 @@
 //! closure from `sqlite.rs`.
 
 use std::fs::File;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
@@ -387,13 +388,15 @@ fn commit_batch(
         }
         return;
     }
-    let ctx = WriteCtx {
-        path,
-        now_ms: clock.now_ms(),
-    };
     let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(e) => return fail_all(batch, path, "starting a write transaction", &e),
+    };
+    // Read the clock once the write lock is held (another process may have
+    // kept it for up to the busy timeout), so lease expiry is judged now.
+    let ctx = WriteCtx {
+        path,
+        now_ms: clock.now_ms(),
     };
     let mut outcomes = Vec::with_capacity(batch.len());
     for job in &mut batch {
@@ -446,7 +449,14 @@ fn in_savepoint(
     f: impl FnOnce(&Connection) -> Result<()>,
 ) -> rusqlite::Result<Result<()>> {
     conn.prepare_cached("SAVEPOINT request")?.execute([])?;
-    let outcome = f(conn);
+    // A panic in one request must not take the writer, and with it every
+    // other caller, down: it becomes that request's error and is rolled
+    // back like any refusal.
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| f(conn))).unwrap_or_else(|_| {
+        Err(StoreError::Invalid(
+            "a session store write panicked (a bug); it was rolled back".into(),
+        ))
+    });
     if outcome.is_err() {
         conn.prepare_cached("ROLLBACK TO request")?.execute([])?;
     }
