@@ -1,7 +1,7 @@
 //! The embedded default backend: one SQLite file, `<dir>/longhand.db`.
 //!
 //! Decisions, and why:
-//! - **WAL, one writer thread, group commit** ([`writer`]): every write
+//! - **WAL, one writer thread, group commit** (`sqlite/writer.rs`): every write
 //!   (appends of all sessions, blob puts, lease operations) goes through one
 //!   thread that owns the write connection and commits whatever is pending
 //!   in one transaction, each request in its own savepoint so a refused one
@@ -31,7 +31,7 @@
 //!   a signature: someone who can rewrite the file can rewrite the chain.
 //! - **Append-only in the schema too**: triggers abort any `UPDATE` or
 //!   `DELETE` on `events`.
-//! - **Migrations by `PRAGMA user_version`**: [`MIGRATIONS`] is the list;
+//! - **Migrations by `PRAGMA user_version`**: `MIGRATIONS` is the list;
 //!   a database newer than the list is refused ([`StoreError::TooNew`]), a
 //!   SQLite file of another application (its `application_id`) is refused.
 //!
