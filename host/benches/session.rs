@@ -532,6 +532,43 @@ fn process_cpu() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
+/// Machine-wide CPU (all processes, all cores) from `/proc/stat`: `(busy,
+/// total)` in clock ticks. On a shared machine the difference over a run
+/// says whether the cores were free for us.
+fn machine_cpu() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(line) = text.lines().find(|l| l.starts_with("cpu ")) else {
+        return (0, 0);
+    };
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let total: u64 = v.iter().take(8).sum();
+    // idle + iowait
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    (total - idle, total)
+}
+
+/// User + system CPU of another process (the mock server), from
+/// `/proc/<pid>/stat`.
+fn child_cpu(pid: u32) -> Duration {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised name; utime and stime are 14 and 15.
+    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // `rest` starts at field 3 (state, not a number, so skipped): utime is
+    // the 12th number.
+    let ticks = f.get(10).copied().unwrap_or(0) + f.get(11).copied().unwrap_or(0);
+    // SAFETY: sysconf only reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_millis(ticks * 1000 / hz)
+}
+
 /// CPU time of each live thread (ns, from `/proc/self/task/*/schedstat`),
 /// summed by thread name: `longhand-store-` is the store's writer and
 /// flusher (names cut to 15 bytes), `tokio-runtime-w` the runtime's workers
@@ -1511,6 +1548,9 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
         content: r#"{"results":[{"a":1}],"truncated":false}"#.into(),
         is_error: false,
     });
+    let cpu0 = process_cpu();
+    let machine0 = machine_cpu();
+    let server_cpu0 = child_cpu(server.child.id());
     let (base_wall, base_failed) = {
         let request = Arc::new((request, followup));
         let t = Instant::now();
@@ -1530,10 +1570,17 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
         }
         (t.elapsed(), failed)
     };
+    let machine1 = machine_cpu();
     println!(
-        "baseline, provider alone ({n} tasks × 2 calls): {:.2} s wall, {:.0} calls/s, {base_failed} failed",
+        "baseline, provider alone ({n} tasks × 2 calls): {:.2} s wall, {:.0} calls/s, \
+         {base_failed} failed; CPU {:.2} s here + {:.2} s mock server; machine busy {:.0} %",
         base_wall.as_secs_f64(),
-        2.0 * n as f64 / base_wall.as_secs_f64()
+        2.0 * n as f64 / base_wall.as_secs_f64(),
+        (process_cpu() - cpu0).as_secs_f64(),
+        child_cpu(server.child.id())
+            .saturating_sub(server_cpu0)
+            .as_secs_f64(),
+        100.0 * (machine1.0 - machine0.0) as f64 / (machine1.1 - machine0.1).max(1) as f64,
     );
 
     // Its idle connections would otherwise stay open beside the fleet's.
@@ -1543,6 +1590,9 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
     if shm.is_dir() {
         // Same-run baseline: the same fleet with fsync made free.
         roots.push(("tmpfs", shm.to_path_buf()));
+    }
+    if let Some(media) = env_list("LONGHAND_BENCH_MEDIA") {
+        roots.retain(|(m, _)| media.iter().any(|x| x == m));
     }
     // `LONGHAND_BENCH_FLEET=spawn,local` picks how sessions run (default:
     // both on disk, `spawn` on tmpfs).
@@ -1677,6 +1727,8 @@ async fn fleet_run(
     let (peak_fds, sampler) = fd_sampler();
     let cpu0 = process_cpu();
     let threads0 = thread_cpu();
+    let machine0 = machine_cpu();
+    let server_cpu0 = child_cpu(server.child.id());
     let metrics = tokio::runtime::Handle::current().metrics();
     let (peak_tasks, task_sampler) = {
         let peak = Arc::new(AtomicU64::new(0));
@@ -1725,6 +1777,9 @@ async fn fleet_run(
     let wall = t0.elapsed();
     let cpu = process_cpu() - cpu0;
     let threads1 = thread_cpu();
+    let machine1 = machine_cpu();
+    let server_cpu = child_cpu(server.child.id()).saturating_sub(server_cpu0);
+    let machine_busy = (machine1.0 - machine0.0) as f64 / (machine1.1 - machine0.1).max(1) as f64;
     sampler.abort();
     task_sampler.abort();
     let peak = proc_status_bytes("self", "VmHWM");
@@ -1782,6 +1837,18 @@ async fn fleet_run(
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         ms(cpu) / n as f64,
         cpu_split(&threads0, &threads1, 1e3),
+    );
+    println!(
+        "machine (all processes) busy {:.0} % of its cores during the run; mock server CPU {:.2} s; \
+         this process + mock = {:.2} s = {:.0} % of {} core-seconds",
+        100.0 * machine_busy,
+        server_cpu.as_secs_f64(),
+        (cpu + server_cpu).as_secs_f64(),
+        100.0 * (cpu + server_cpu).as_secs_f64()
+            / wall.as_secs_f64()
+            / std::thread::available_parallelism().map_or(1, |n| n.get()) as f64,
+        (wall.as_secs_f64() * std::thread::available_parallelism().map_or(1, |n| n.get()) as f64)
+            .round(),
     );
     println!(
         "per session: wall median {:.2} s, p90 {:.2} s, max {:.2} s; of which bind median {:.2} ms \
