@@ -7,35 +7,39 @@
 //! LONGHAND_BENCH_QUICK=1 cargo bench -p longhand-host --bench session   # < 1 min
 //! LONGHAND_BENCH_LANGGRAPH=1 cargo bench -p longhand-host --bench session
 //! LONGHAND_BENCH_ONLY=loop,wake,fleet,script cargo bench ...           # pick parts
+//! LONGHAND_BENCH_STEPS=1000 LONGHAND_BENCH_MEDIA=tmpfs LONGHAND_BENCH_REPEATS=5 ...
+//! LONGHAND_BENCH_SESSIONS=2000 LONGHAND_BENCH_FLEET=spawn,local ...
 //! ```
 //!
 //! Parts:
 //! 1. **loop** — the real loop (`freeze`/`bind`, `Runner::start`, `run`) on a
-//!    `SqliteStore` in a temporary directory (WAL, `synchronous=FULL`),
-//!    driven by a zero-latency scripted model whose every turn calls
-//!    `json__query` (filter `.` on `{"a":1}`). Per step: the time between
-//!    consecutive `model_responded` events, the tool's own `wall_us` from its
-//!    receipt, and the difference (the harness overhead). The store is
-//!    wrapped to count and time every call, so the overhead splits into
-//!    "in the store" and "the rest". Baselines: a bare SQLite commit and a
-//!    bare no-op upsert on the same disk; the same loop on tmpfs (where
-//!    fsync is free).
+//!    `SqliteStore` in a temporary directory, driven by the real
+//!    `ScriptProvider` (zero latency; it answers by `ModelRequest.step`)
+//!    whose every turn calls `json__query` (filter `.` on `{"a":1}`). A step
+//!    is the time between consecutive model calls (as on the LangGraph
+//!    side); the harness overhead is a step minus the tool's own `wall_us`
+//!    from its receipt. The store is wrapped to count and time every call,
+//!    and its writer's counters (`SqliteStore::write_stats`: commits,
+//!    fsyncs) are read after each run; CPU time is split by thread. On disk
+//!    and on tmpfs. Baselines: bare SQLite commits on the same media.
 //! 2. **wake** — `load_state` (latest snapshot + tail) on logs of 1k, 10k
 //!    and 100k events built through the store API with a snapshot every 100
 //!    events, exactly as the loop writes them; each repeat opens the store
 //!    afresh. Baselines: the 1k figure, and a full replay from seq 1.
-//! 3. **fleet** — 10,000 sessions as tokio tasks in this process, one
-//!    `Hands`, one `SqliteStore`, one shared `OpenAiProvider`, against a
-//!    mock chat-completions server (a child process running this binary)
-//!    that answers after 500 ms: a tool call, then text. Peak RSS (VmHWM,
-//!    reset before the run), wall time, throughput. Baselines: the 1 s
-//!    floor two model answers impose, the provider alone (two `complete`
-//!    calls per task, no loop, no store, no tools), and the same fleet with
-//!    the store on tmpfs. `LONGHAND_BENCH_SESSIONS=N` changes the size.
-//! 4. **langgraph** (only with `LONGHAND_BENCH_LANGGRAPH=1`) — runs
-//!    `host/benches/langgraph/run.sh` (which makes its own venv) with the
-//!    same step counts and prints our per-step time and store size against
-//!    it.
+//! 3. **fleet** — 10,000 sessions in this process (`tokio::spawn` on the
+//!    multi-thread runtime, and one current-thread runtime + `LocalSet` per
+//!    core), one `Hands`, one `SqliteStore`, one shared `OpenAiProvider`,
+//!    against a mock chat-completions server (a child process running this
+//!    binary) that answers after 500 ms: a tool call, then text. Peak RSS
+//!    (VmHWM, reset before the run), wall time, throughput, CPU by thread and
+//!    machine-wide (the machine is shared). Baselines: the 1 s floor two
+//!    model answers impose, the provider alone (two `complete` calls per
+//!    task, no loop, no store, no tools), and the same fleet with the store
+//!    on tmpfs. `LONGHAND_BENCH_SESSIONS=N` changes the size.
+//! 4. **langgraph** (only with `LONGHAND_BENCH_LANGGRAPH=1`, inside part 1) —
+//!    after each of our runs, one run of `host/benches/langgraph/run.sh`
+//!    (which makes its own venv) with the same step count on the same
+//!    medium; the ratio is the median of these back-to-back pairs.
 //!
 //! The machine is shared and noisy (2 cores): compare medians, not means.
 
