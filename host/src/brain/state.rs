@@ -218,6 +218,13 @@ pub fn estimate_tokens(bytes: u64) -> u64 {
 }
 
 impl HistoryItem {
+    /// The seq of the event it comes from.
+    pub fn seq(&self) -> u64 {
+        match self {
+            Self::Assistant { seq, .. } | Self::ToolResult { seq, .. } => *seq,
+        }
+    }
+
     fn tokens(&self) -> u64 {
         match self {
             Self::Assistant { response, .. } => estimate_tokens(response.bytes),

@@ -2,7 +2,7 @@
 //! provider with retries — each failed attempt recorded when it happens —
 //! and record the answer, or pause when the attempts run out.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashSet, VecDeque};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::decide::Role;
 use super::model::{Attempts, Message, ModelError, ModelRequest, ModelResponse, ToolCall};
 use super::runner::{RunError, Runner};
-use super::state::{CHECK_PREFIX, HistoryItem, MAX_HISTORY_ITEMS};
+use super::state::{CHECK_PREFIX, HistoryItem};
 use crate::session::{BlobRef, Event, PauseKind, PauseReason};
 
 /// Compact description of a model request, stored instead of the request
@@ -41,43 +41,43 @@ const MAX_CALL_ID: usize = 64;
 /// plan but a flood; the rest are answered as refused.
 pub const MAX_CALLS_PER_ANSWER: usize = 1024;
 
-/// What a runner keeps between turns to rebuild requests cheaply: each
-/// turn's request is the last one plus a little, but is rebuilt from the
-/// state, so the parts that do not change are converted once.
+/// What a runner keeps between turns so a request costs what the turn
+/// added, not the whole history: the history changes only at its ends
+/// (answers and results are appended; whole turns are dropped from the
+/// front), so the last request is updated at its ends instead of rebuilt.
 #[derive(Default)]
 pub(super) struct ContextCache {
-    /// History blobs as converted for a request, by use and digest.
-    converted: HashMap<(bool, String), Converted>,
     /// The system prompt's and the tool list's blobs (fixed for a session).
     fixed: Option<(BlobRef, BlobRef)>,
     /// The goal and its blob.
     goal: Option<(String, BlobRef)>,
+    /// The last request, and which history items it holds.
+    built: Option<Built>,
+    /// Call ids used in this session's history so far (a superset of those
+    /// still in it), built from the history once per runner.
+    call_ids: Option<HashSet<String>>,
 }
 
-/// A history blob as a request uses it.
-#[derive(Clone)]
-enum Converted {
-    /// A model answer, as the message that replays it.
-    Answer(Message),
-    /// A tool result, as the text the model reads.
-    Text(String),
+/// A request as last built from the state.
+struct Built {
+    request: ModelRequest,
+    /// Messages before the history: the goal, then the note on left-out
+    /// items when there are any.
+    prefix: usize,
+    /// The history seq of each message after the prefix, in order.
+    seqs: VecDeque<u64>,
+    /// The last history seq looked at (items that make no message, such as
+    /// a passed completion check, are looked at but hold no place).
+    through: u64,
+    /// `history_omitted` when built.
+    omitted: u64,
 }
-
-/// How a request uses a history blob.
-#[derive(Clone, Copy)]
-enum Kind {
-    Answer,
-    Text,
-}
-
-/// Most history blobs kept converted; past this the cache starts over
-/// (the history holds at most `MAX_HISTORY_ITEMS`).
-const MAX_CACHED_MESSAGES: usize = 2 * MAX_HISTORY_ITEMS;
 
 impl Runner<'_> {
     /// Ask `role` for the answer of turn `step`.
     pub(super) async fn ask(&mut self, role: Role, step: u64) -> Result<(), RunError> {
-        let request = self.build_request(step).await?;
+        let built = self.build_request(step).await?;
+        let request = &built.request;
         let (system, tools) = match self.context.fixed.clone() {
             Some(fixed) => fixed,
             None => {
@@ -96,7 +96,7 @@ impl Runner<'_> {
                 blob
             }
         };
-        let request_digest = self.request_digest(&request, [&system, &tools, &goal]);
+        let request_digest = self.request_digest(request, [&system, &tools, &goal]);
         let manifest = RequestManifest {
             step,
             system,
@@ -127,10 +127,15 @@ impl Runner<'_> {
         let mut attempts = Attempts::default();
         loop {
             let started = Instant::now();
-            let result = self.provider.complete(&request).await;
+            let result = self.provider.complete(&built.request).await;
             let latency_ms = started.elapsed().as_millis() as u64;
             let err = match result {
-                Ok(response) => return self.answered(step, response, latency_ms).await,
+                Ok(response) => {
+                    // Kept for the next turn only once the turn is over:
+                    // a turn abandoned half-way rebuilds from the state.
+                    self.context.built = Some(built);
+                    return self.answered(step, response, latency_ms).await;
+                }
                 Err(err) => err,
             };
             let wait = attempts.failed(&self.retry, &err);
@@ -221,7 +226,7 @@ impl Runner<'_> {
     /// stored answer carries the new id, so the conversation stays
     /// consistent. Calls past [`MAX_CALLS_PER_ANSWER`] are dropped from the
     /// answer and the model is told in the next request's text.
-    fn normalise_calls(&self, step: u64, response: &mut ModelResponse) {
+    fn normalise_calls(&mut self, step: u64, response: &mut ModelResponse) {
         if response.tool_calls.len() > MAX_CALLS_PER_ANSWER {
             let dropped = response.tool_calls.len() - MAX_CALLS_PER_ANSWER;
             response.tool_calls.truncate(MAX_CALLS_PER_ANSWER);
@@ -234,15 +239,16 @@ impl Runner<'_> {
                 None => note,
             });
         }
-        let mut seen: HashSet<String> = self
-            .state
-            .history
-            .iter()
-            .filter_map(|h| match h {
-                HistoryItem::ToolResult { call_id, .. } => Some(call_id.clone()),
-                HistoryItem::Assistant { .. } => None,
-            })
-            .collect();
+        let history = &self.state.history;
+        let seen = self.context.call_ids.get_or_insert_with(|| {
+            history
+                .iter()
+                .filter_map(|h| match h {
+                    HistoryItem::ToolResult { call_id, .. } => Some(call_id.clone()),
+                    HistoryItem::Assistant { .. } => None,
+                })
+                .collect()
+        });
         for (index, call) in response.tool_calls.iter_mut().enumerate() {
             let valid = (1..=MAX_CALL_ID).contains(&call.id.len())
                 && call
@@ -258,13 +264,14 @@ impl Runner<'_> {
     }
 
     /// The request's identity from its parts: the blobs of system prompt,
-    /// tools and goal, the settings, the count of left-out items, and each
-    /// history item (answer blob; call id, outcome and result blob or
-    /// note). Two requests with the same digest have the same content.
+    /// tools and goal, the settings, and the history it holds, named by
+    /// the seqs of its first and last items and their count (the log is
+    /// append-only, so within a session that range names exactly those
+    /// items) and the count of items left out before them.
     fn request_digest(&self, request: &ModelRequest, parts: [&BlobRef; 3]) -> String {
         use sha2::{Digest, Sha256};
         let mut h = Sha256::new();
-        h.update(b"longhand.request/2\0");
+        h.update(b"longhand.request/3\0");
         for part in parts {
             h.update(part.digest.as_bytes());
             h.update(b"\0");
@@ -277,134 +284,149 @@ impl Runner<'_> {
                 .to_be_bytes(),
         );
         h.update(self.state.history_omitted.to_be_bytes());
-        for item in &self.state.history {
-            match item {
-                HistoryItem::Assistant { response, .. } => {
-                    h.update(b"a");
-                    h.update(response.digest.as_bytes());
-                }
-                HistoryItem::ToolResult {
-                    call_id,
-                    ok,
-                    result,
-                    note,
-                    ..
-                } => {
-                    h.update(b"r");
-                    h.update((call_id.len() as u64).to_be_bytes());
-                    h.update(call_id.as_bytes());
-                    h.update([u8::from(*ok)]);
-                    if let Some(blob) = result {
-                        h.update(blob.digest.as_bytes());
-                    }
-                    if let Some(note) = note {
-                        h.update((note.len() as u64).to_be_bytes());
-                        h.update(note.as_bytes());
-                    }
-                }
-            }
+        h.update((self.state.history.len() as u64).to_be_bytes());
+        for item in [self.state.history.front(), self.state.history.back()] {
+            h.update(item.map_or(0, HistoryItem::seq).to_be_bytes());
         }
         format!("sha256:{}", hex::encode(h.finalize()))
     }
 
-    /// A history blob as a request uses it, converted once.
-    async fn converted(&mut self, blob: &BlobRef, kind: Kind) -> Result<Converted, RunError> {
-        // Keyed by use as well as digest: a tool may return the very bytes
-        // of a stored answer, and must still read as text.
-        let key = (matches!(kind, Kind::Answer), blob.digest.clone());
-        if let Some(c) = self.context.converted.get(&key) {
-            return Ok(c.clone());
+    /// The request for turn `step`, from the state alone: instructions,
+    /// goal, and the history that fits the context budget. The last
+    /// request is brought up to date at its ends when there is one (see
+    /// [`ContextCache`]); otherwise it is built whole.
+    async fn build_request(&mut self, step: u64) -> Result<Built, RunError> {
+        let last = self.context.built.take();
+        let built = self.update_request(step, last).await?;
+        // Debug builds (every test) check the update against a whole
+        // rebuild, turn by turn.
+        if cfg!(debug_assertions) {
+            let whole = self.update_request(step, None).await?;
+            assert_eq!(
+                built.request, whole.request,
+                "a request brought up to date differs from one built whole"
+            );
         }
-        let bytes = self.get(blob).await?;
-        let converted = match kind {
-            Kind::Answer => {
-                let r: ModelResponse = serde_json::from_slice(&bytes)
-                    .map_err(|e| RunError::Log(format!("model response blob: {e}")))?;
-                Converted::Answer(Message::from(&r))
-            }
-            Kind::Text => Converted::Text(String::from_utf8_lossy(&bytes).into_owned()),
-        };
-        if self.context.converted.len() >= MAX_CACHED_MESSAGES {
-            self.context.converted.clear();
-        }
-        self.context.converted.insert(key, converted.clone());
-        Ok(converted)
+        Ok(built)
     }
 
-    /// Build the request from state alone: instructions, goal, and the
-    /// history that fits the context budget.
-    async fn build_request(&mut self, step: u64) -> Result<ModelRequest, RunError> {
-        let frozen = &self.agent.frozen;
-        let system = frozen.instructions.clone();
-        let max_tokens = frozen.model.max_tokens;
-        let temperature = frozen.model.temperature;
-        let tools = self.agent.defs.clone();
-        let mut messages = vec![Message::User {
-            text: self.state.goal.clone().unwrap_or_default(),
-        }];
-        if self.state.history_omitted > 0 {
-            messages.push(Message::User {
-                text: format!(
-                    "[{} earlier items of this session were left out to fit the context window]",
-                    self.state.history_omitted
-                ),
-            });
-        }
-        let history: Vec<HistoryItem> = self.state.history.iter().cloned().collect();
-        for item in history {
-            match item {
-                HistoryItem::Assistant { response, .. } => {
-                    let converted = self.converted(&response, Kind::Answer).await?;
-                    if let Converted::Answer(message) = converted {
-                        messages.push(message);
-                    }
-                }
-                HistoryItem::ToolResult {
-                    call_id,
-                    ok,
-                    result,
-                    note,
-                    ..
-                } => {
-                    let content = match (&result, &note) {
-                        (_, Some(note)) => note.clone(),
-                        (Some(blob), None) => match self.converted(blob, Kind::Text).await? {
-                            Converted::Text(text) => text,
-                            Converted::Answer(_) => String::new(),
-                        },
-                        (None, None) => String::new(),
-                    };
-                    if call_id.starts_with(CHECK_PREFIX) {
-                        // A passed check is always followed by `finished`,
-                        // so none reaches a request; were one to, it is
-                        // left out rather than reported as a failure or
-                        // sent as a call the model never made.
-                        if !ok {
-                            messages.push(Message::User {
-                                text: format!(
-                                    "The completion check did not pass, so the task is not done \
-                                     yet: {content}"
-                                ),
-                            });
-                        }
-                    } else {
-                        messages.push(Message::ToolResult {
-                            call_id,
-                            content,
-                            is_error: !ok,
-                        });
-                    }
+    async fn update_request(&mut self, step: u64, last: Option<Built>) -> Result<Built, RunError> {
+        let goal = self.state.goal.clone().unwrap_or_default();
+        let mut built = match last {
+            Some(b) if matches!(b.request.messages.first(), Some(Message::User { text }) if *text == goal) => {
+                b
+            }
+            _ => {
+                let frozen = &self.agent.frozen;
+                Built {
+                    request: ModelRequest {
+                        system: frozen.instructions.clone(),
+                        messages: vec![Message::User { text: goal }],
+                        tools: self.agent.defs.clone(),
+                        max_tokens: frozen.model.max_tokens,
+                        temperature: frozen.model.temperature,
+                        step,
+                    },
+                    prefix: 1,
+                    seqs: VecDeque::new(),
+                    through: 0,
+                    omitted: 0,
                 }
             }
+        };
+        built.request.step = step;
+        // The front: whole turns dropped from the history since.
+        let first = self
+            .state
+            .history
+            .front()
+            .map_or(u64::MAX, HistoryItem::seq);
+        let gone = built.seqs.iter().take_while(|s| **s < first).count();
+        if gone > 0 {
+            built.seqs.drain(..gone);
+            built
+                .request
+                .messages
+                .drain(built.prefix..built.prefix + gone);
         }
-        Ok(ModelRequest {
-            system,
-            messages,
-            tools,
-            max_tokens,
-            temperature,
-            step,
-        })
+        // The note on left-out items, right after the goal.
+        let omitted = self.state.history_omitted;
+        if omitted != built.omitted {
+            let note = Message::User {
+                text: format!(
+                    "[{omitted} earlier items of this session were left out to fit the context \
+                     window]"
+                ),
+            };
+            if built.prefix == 1 {
+                built.request.messages.insert(1, note);
+                built.prefix = 2;
+            } else {
+                built.request.messages[1] = note;
+            }
+            built.omitted = omitted;
+        }
+        // The back: what happened since.
+        let new: Vec<HistoryItem> = self
+            .state
+            .history
+            .iter()
+            .rev()
+            .take_while(|h| h.seq() > built.through)
+            .cloned()
+            .collect();
+        for item in new.into_iter().rev() {
+            built.through = item.seq();
+            if let Some(message) = self.message_of(item).await? {
+                built.seqs.push_back(built.through);
+                built.request.messages.push(message);
+            }
+        }
+        Ok(built)
+    }
+
+    /// The message a history item stands for in a request, if any.
+    async fn message_of(&mut self, item: HistoryItem) -> Result<Option<Message>, RunError> {
+        match item {
+            HistoryItem::Assistant { response, .. } => {
+                let bytes = self.get(&response).await?;
+                let r: ModelResponse = serde_json::from_slice(&bytes)
+                    .map_err(|e| RunError::Log(format!("model response blob: {e}")))?;
+                Ok(Some(Message::from(&r)))
+            }
+            HistoryItem::ToolResult {
+                call_id,
+                ok,
+                result,
+                note,
+                ..
+            } => {
+                let content = match (&result, &note) {
+                    (_, Some(note)) => note.clone(),
+                    (Some(blob), None) => {
+                        String::from_utf8_lossy(&self.get(blob).await?).into_owned()
+                    }
+                    (None, None) => String::new(),
+                };
+                if !call_id.starts_with(CHECK_PREFIX) {
+                    return Ok(Some(Message::ToolResult {
+                        call_id,
+                        content,
+                        is_error: !ok,
+                    }));
+                }
+                // A passed check is always followed by `finished`, so none
+                // reaches a request; were one to, it is left out rather
+                // than reported as a failure or sent as a call the model
+                // never made.
+                Ok((!ok).then(|| Message::User {
+                    text: format!(
+                        "The completion check did not pass, so the task is not done yet: \
+                         {content}"
+                    ),
+                }))
+            }
+        }
     }
 }
 
