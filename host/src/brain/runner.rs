@@ -34,8 +34,8 @@ use super::state::SessionState;
 use crate::hands::Hands;
 use crate::session::event::{MAX_INLINE_TEXT, bounded};
 use crate::session::{
-    BlobRef, Durability, Event, EventRecord, Lease, ResumeCause, SessionId, SessionStatus, Store,
-    StoreError,
+    Appended, BlobRef, Durability, Event, EventRecord, Lease, ResumeCause, SessionId,
+    SessionStatus, Store, StoreError,
 };
 
 /// Snapshot the folded state after this many events.
@@ -76,6 +76,10 @@ pub struct RunEnd {
     pub detail: Option<String>,
 }
 
+/// What an append task gives back: the store's answer, the first seq and
+/// the events (for the observer).
+type InFlight = Result<(Appended, u64, Vec<Event>), StoreError>;
+
 /// Called with every event appended, for progress output.
 pub type Observer = Box<dyn FnMut(&EventRecord, &SessionState) + Send + Sync>;
 
@@ -94,6 +98,8 @@ pub struct Runner<'h> {
     /// [`BLOB_CACHE_BYTES`]).
     blobs: HashMap<String, Arc<Vec<u8>>>,
     blob_bytes: usize,
+    /// Full history chunks this runner's snapshots already stored.
+    chunks: super::snapshot::FullChunks,
     /// Parts of the last request, kept to build the next one.
     pub(super) context: super::turn::ContextCache,
     /// Events folded into `state` but not yet written, and the new blobs
@@ -101,6 +107,10 @@ pub struct Runner<'h> {
     /// [`Runner::flush`].
     staged: Vec<Event>,
     staged_blobs: Vec<Vec<u8>>,
+    staged_digests: Vec<String>,
+    /// The `Soon` append sent and not yet waited for, with the digests of
+    /// its blobs (kept in the cache until the store has them).
+    in_flight: Option<(tokio::task::JoinHandle<InFlight>, Vec<String>)>,
     observer: Option<Observer>,
     /// Set when waking found the session left running by a worker that
     /// stopped without pausing: recorded as a `resumed` event at `run`.
@@ -247,8 +257,11 @@ impl<'h> Runner<'h> {
             blobs: HashMap::new(),
             blob_bytes: 0,
             context: super::turn::ContextCache::default(),
+            chunks: super::snapshot::FullChunks::default(),
             staged: Vec::new(),
             staged_blobs: Vec::new(),
+            staged_digests: Vec::new(),
+            in_flight: None,
             observer: None,
             recovered: None,
         }
@@ -375,6 +388,7 @@ impl<'h> Runner<'h> {
     }
 
     async fn end(&mut self, status: SessionStatus) -> Result<RunEnd, RunError> {
+        self.settle().await?;
         let detail = match status {
             SessionStatus::Finished => match self.state.summary_blob.clone() {
                 Some(blob) => Some(String::from_utf8_lossy(&self.get(&blob).await?).into_owned()),
@@ -467,7 +481,7 @@ impl<'h> Runner<'h> {
     pub(super) async fn flush(&mut self) -> Result<(), RunError> {
         self.append_staged().await?;
         if self.state.since_snapshot >= SNAPSHOT_EVERY {
-            let encoded = super::snapshot::encode(&self.state);
+            let encoded = super::snapshot::encode_reusing(&self.state, &mut self.chunks);
             let event = Event::Snapshot {
                 state: encoded.root,
                 through_seq: self.state.last_seq,
@@ -480,12 +494,19 @@ impl<'h> Runner<'h> {
         Ok(())
     }
 
+    /// Send everything staged to the store in one append. A `Soon` append
+    /// is not waited for: its commit overlaps the loop's next work, and the
+    /// next append (or the end of the run) waits for it first, so appends
+    /// stay in order and an error still stops the run. A `Now` append is
+    /// waited for: it is what makes an effect safe to start.
     async fn append_staged(&mut self) -> Result<(), RunError> {
+        self.settle().await?;
         if self.staged.is_empty() {
             return Ok(());
         }
         let events = std::mem::take(&mut self.staged);
         let blobs = std::mem::take(&mut self.staged_blobs);
+        let digests = std::mem::take(&mut self.staged_digests);
         let durability = if events
             .iter()
             .any(|e| matches!(durability_of(e), Durability::Now))
@@ -494,36 +515,56 @@ impl<'h> Runner<'h> {
         } else {
             Durability::Soon
         };
-        let count = events.len() as u64;
-        let first = self.state.last_seq + 1 - count;
-        let appended = self
-            .store
-            .append_with(
-                &self.session,
-                &self.lease,
-                first,
-                &events,
-                blobs,
-                durability,
-            )
-            .await?;
+        let first = self.state.last_seq + 1 - events.len() as u64;
+        let (store, session, lease) =
+            (self.store.clone(), self.session.clone(), self.lease.clone());
+        let append = async move {
+            let appended = store
+                .append_with(&session, &lease, first, &events, blobs, durability)
+                .await?;
+            Ok::<_, StoreError>((appended, first, events))
+        };
+        match durability {
+            Durability::Now => {
+                let (appended, first, events) = append.await?;
+                self.observe_appended(appended, first, events);
+            }
+            Durability::Soon => self.in_flight = Some((tokio::spawn(append), digests)),
+        }
+        if self.blob_bytes > BLOB_CACHE_BYTES {
+            // Forget what the store has; keep what it may not have yet.
+            let keep: std::collections::HashSet<&String> =
+                self.in_flight.iter().flat_map(|(_, d)| d).collect();
+            self.blobs.retain(|digest, _| keep.contains(digest));
+            self.blob_bytes = self.blobs.values().map(|b| b.len()).sum();
+        }
+        Ok(())
+    }
+
+    /// Wait for the append in flight, if any, and show its records.
+    pub(super) async fn settle(&mut self) -> Result<(), RunError> {
+        let Some((task, _)) = self.in_flight.take() else {
+            return Ok(());
+        };
+        let (appended, first, events) = task
+            .await
+            .map_err(|e| RunError::Log(format!("an append task failed: {e}")))??;
+        self.observe_appended(appended, first, events);
+        Ok(())
+    }
+
+    fn observe_appended(&mut self, appended: Appended, first: u64, events: Vec<Event>) {
         if let Some(obs) = self.observer.as_mut() {
             // The store's time, so what is shown matches a later read.
-            let at_ms = appended.at_ms;
             for (i, event) in events.into_iter().enumerate() {
                 let record = EventRecord {
                     seq: first + i as u64,
-                    at_ms,
+                    at_ms: appended.at_ms,
                     event,
                 };
                 obs(&record, &self.state);
             }
         }
-        if self.blob_bytes > BLOB_CACHE_BYTES {
-            self.blobs.clear();
-            self.blob_bytes = 0;
-        }
-        Ok(())
     }
 
     /// Remember `bytes` as a blob to be written with the next append, and
@@ -538,6 +579,7 @@ impl<'h> Runner<'h> {
         self.blobs
             .insert(blob.digest.clone(), Arc::new(bytes.clone()));
         self.staged_blobs.push(bytes);
+        self.staged_digests.push(blob.digest.clone());
         blob
     }
 

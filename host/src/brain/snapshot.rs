@@ -131,11 +131,25 @@ enum Unusable {
 /// and the root's reference for `Event::Snapshot`. Pure: no I/O, and the
 /// same state always gives the same bytes.
 pub fn encode(state: &SessionState) -> Encoded {
-    encode_with(state, CHUNK_ITEMS)
+    encode_with(state, CHUNK_ITEMS, &mut FullChunks::default())
+}
+
+/// Full history chunks already encoded by this process, by the absolute
+/// position of their first item. A full chunk never changes (the history
+/// only grows at its end and loses whole items at its front), so a runner
+/// that snapshots every 100 events encodes each one once.
+#[derive(Debug, Default)]
+pub struct FullChunks(BTreeMap<u64, BlobRef>);
+
+/// [`encode`], reusing (and adding to) `known`: the full chunks in it are
+/// referenced without being encoded again, and their bytes are left out of
+/// [`Encoded::blobs`] — the caller stored them with an earlier snapshot.
+pub fn encode_reusing(state: &SessionState, known: &mut FullChunks) -> Encoded {
+    encode_with(state, CHUNK_ITEMS, known)
 }
 
 /// [`encode`] with another chunk size (the measurements compare several).
-fn encode_with(state: &SessionState, chunk_items: u64) -> Encoded {
+fn encode_with(state: &SessionState, chunk_items: u64, known: &mut FullChunks) -> Encoded {
     let mut blobs = Vec::new();
 
     let mut inline = match serde_json::to_value(state) {
@@ -162,11 +176,23 @@ fn encode_with(state: &SessionState, chunk_items: u64) -> Encoded {
     let items: Vec<&HistoryItem> = state.history.iter().collect();
     let mut chunks = Vec::new();
     let mut start = 0;
+    // Chunks that left the history will not be seen again.
+    known.0 = known.0.split_off(&state.history_omitted);
     for n in chunk_lengths(state.history_omitted, items.len() as u64, chunk_items) {
         let end = start + n as usize;
-        let bytes = to_json(&items[start..end]);
-        chunks.push(BlobRef::of(&bytes));
-        blobs.push(bytes);
+        let position = state.history_omitted + start as u64;
+        let full = n == chunk_items;
+        if let Some(blob) = known.0.get(&position).filter(|_| full) {
+            chunks.push(blob.clone());
+        } else {
+            let bytes = to_json(&items[start..end]);
+            let blob = BlobRef::of(&bytes);
+            if full {
+                known.0.insert(position, blob.clone());
+            }
+            chunks.push(blob);
+            blobs.push(bytes);
+        }
         start = end;
     }
 
@@ -1175,7 +1201,7 @@ mod tests {
                 capped_whole += bare;
             }
             for (i, &size) in sizes.iter().enumerate() {
-                let encoded = encode_with(&state, size);
+                let encoded = encode_with(&state, size, &mut FullChunks::default());
                 roots[i] += encoded.root.bytes;
                 reads[i] = encoded.blobs.len();
                 for bytes in &encoded.blobs {
@@ -1259,5 +1285,49 @@ mod tests {
              encode {:.2} ms",
             time(start)
         );
+    }
+
+    #[test]
+    fn reusing_known_full_chunks_gives_the_same_root_and_fewer_blobs() {
+        let mut known = FullChunks::default();
+        let mut state = SessionState::default();
+        let mut seq = 0;
+        let mut previous_full = 0;
+        for round in 0..6u64 {
+            for _ in 0..100 {
+                seq += 1;
+                state.history.push_back(HistoryItem::Assistant {
+                    seq,
+                    step: seq,
+                    response: BlobRef::of(&seq.to_be_bytes()),
+                });
+            }
+            // Trim the front as the fold would, keeping absolute positions.
+            while state.history.len() > 250 {
+                state.history.pop_front();
+                state.history_omitted += 1;
+            }
+            let whole = encode(&state);
+            let reused = encode_reusing(&state, &mut known);
+            assert_eq!(reused.root, whole.root, "round {round}");
+            let full_now = chunk_lengths(
+                state.history_omitted,
+                state.history.len() as u64,
+                CHUNK_ITEMS,
+            )
+            .filter(|n| *n == CHUNK_ITEMS)
+            .count();
+            // Every full chunk seen before is left out; new ones are in.
+            assert!(
+                reused.blobs.len() < whole.blobs.len() || previous_full == 0,
+                "round {round}"
+            );
+            assert!(
+                known.0.len() == full_now,
+                "only chunks still in the history are kept"
+            );
+            assert!(known.0.keys().all(|p| *p >= state.history_omitted));
+            previous_full = full_now;
+        }
     }
 }
