@@ -22,7 +22,7 @@
 //! This module talks to the store, the hands and a provider through their
 //! public APIs only; it does not know SQL, wasmtime or HTTP.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -80,6 +80,19 @@ pub struct RunEnd {
 /// the events (for the observer).
 type InFlight = Result<(Appended, u64, Vec<Event>), StoreError>;
 
+/// A `Soon` append on its way to the store.
+struct Pending {
+    task: tokio::task::JoinHandle<InFlight>,
+    digests: Vec<String>,
+    /// Resolves once the append is done, successfully (`Ok`) or not.
+    done: tokio::sync::watch::Receiver<Option<bool>>,
+}
+
+/// Most `Soon` appends in flight at once. Each waits for the one before
+/// it, so the log stays in order; the loop waits only when this many are
+/// out, so a failure (a lost lease) stops it within two appends.
+const MAX_IN_FLIGHT: usize = 2;
+
 /// Called with every event appended, for progress output.
 pub type Observer = Box<dyn FnMut(&EventRecord, &SessionState) + Send + Sync>;
 
@@ -108,9 +121,10 @@ pub struct Runner<'h> {
     staged: Vec<Event>,
     staged_blobs: Vec<Vec<u8>>,
     staged_digests: Vec<String>,
-    /// The `Soon` append sent and not yet waited for, with the digests of
-    /// its blobs (kept in the cache until the store has them).
-    in_flight: Option<(tokio::task::JoinHandle<InFlight>, Vec<String>)>,
+    /// `Soon` appends sent and not yet waited for, oldest first, each with
+    /// the digests of its blobs (kept in the cache until the store has
+    /// them) and a signal that it is done, which the next one waits for.
+    in_flight: VecDeque<Pending>,
     observer: Option<Observer>,
     /// Set when waking found the session left running by a worker that
     /// stopped without pausing: recorded as a `resumed` event at `run`.
@@ -261,7 +275,7 @@ impl<'h> Runner<'h> {
             staged: Vec::new(),
             staged_blobs: Vec::new(),
             staged_digests: Vec::new(),
-            in_flight: None,
+            in_flight: VecDeque::new(),
             observer: None,
             recovered: None,
         }
@@ -495,12 +509,13 @@ impl<'h> Runner<'h> {
     }
 
     /// Send everything staged to the store in one append. A `Soon` append
-    /// is not waited for: its commit overlaps the loop's next work, and the
-    /// next append (or the end of the run) waits for it first, so appends
-    /// stay in order and an error still stops the run. A `Now` append is
-    /// waited for: it is what makes an effect safe to start.
+    /// is not waited for: its commit overlaps the loop's next work. Each
+    /// append waits for the one sent before it, so the log stays in order;
+    /// the loop waits once [`MAX_IN_FLIGHT`] are out, before a `Now`
+    /// append returns, and at the end of the run, so an error still stops
+    /// the run within two appends. A `Now` append is waited for: it is what
+    /// makes an effect safe to start.
     async fn append_staged(&mut self) -> Result<(), RunError> {
-        self.settle().await?;
         if self.staged.is_empty() {
             return Ok(());
         }
@@ -518,35 +533,73 @@ impl<'h> Runner<'h> {
         let first = self.state.last_seq + 1 - events.len() as u64;
         let (store, session, lease) =
             (self.store.clone(), self.session.clone(), self.lease.clone());
+        let before = self.in_flight.back().map(|p| p.done.clone());
+        let (done, done_rx) = tokio::sync::watch::channel(None);
         let append = async move {
-            let appended = store
+            // In order: after the append sent before this one.
+            if let Some(mut before) = before {
+                let ok = match before.wait_for(Option::is_some).await {
+                    Ok(state) => *state == Some(true),
+                    Err(_) => false,
+                };
+                if !ok {
+                    let _ = done.send(Some(false));
+                    return Err(StoreError::Invalid(
+                        "an earlier append of this session failed; nothing after it is written"
+                            .to_owned(),
+                    ));
+                }
+            }
+            let result = store
                 .append_with(&session, &lease, first, &events, blobs, durability)
-                .await?;
-            Ok::<_, StoreError>((appended, first, events))
+                .await;
+            let _ = done.send(Some(result.is_ok()));
+            Ok::<_, StoreError>((result?, first, events))
         };
         match durability {
             Durability::Now => {
-                let (appended, first, events) = append.await?;
+                // Waits for those before it, then for its own fsync. An
+                // earlier failure is the one reported.
+                let result = append.await;
+                self.settle().await?;
+                let (appended, first, events) = result?;
                 self.observe_appended(appended, first, events);
             }
-            Durability::Soon => self.in_flight = Some((tokio::spawn(append), digests)),
+            Durability::Soon => {
+                while self.in_flight.len() >= MAX_IN_FLIGHT {
+                    self.settle_oldest().await?;
+                }
+                self.in_flight.push_back(Pending {
+                    task: tokio::spawn(append),
+                    digests,
+                    done: done_rx,
+                });
+            }
         }
         if self.blob_bytes > BLOB_CACHE_BYTES {
             // Forget what the store has; keep what it may not have yet.
             let keep: std::collections::HashSet<&String> =
-                self.in_flight.iter().flat_map(|(_, d)| d).collect();
+                self.in_flight.iter().flat_map(|p| &p.digests).collect();
             self.blobs.retain(|digest, _| keep.contains(digest));
             self.blob_bytes = self.blobs.values().map(|b| b.len()).sum();
         }
         Ok(())
     }
 
-    /// Wait for the append in flight, if any, and show its records.
+    /// Wait for every append in flight, and show their records.
     pub(super) async fn settle(&mut self) -> Result<(), RunError> {
-        let Some((task, _)) = self.in_flight.take() else {
+        while !self.in_flight.is_empty() {
+            self.settle_oldest().await?;
+        }
+        Ok(())
+    }
+
+    async fn settle_oldest(&mut self) -> Result<(), RunError> {
+        let Some(pending) = self.in_flight.pop_front() else {
             return Ok(());
         };
-        let (appended, first, events) = task
+        let (appended, first, events) = pending
+            .task
             .await
             .map_err(|e| RunError::Log(format!("an append task failed: {e}")))??;
         self.observe_appended(appended, first, events);
