@@ -6,7 +6,7 @@
 //!   own attempt number and time, and the next worker goes on counting.
 //! - Waking a session left running writes a `resumed` event saying why.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -16,30 +16,7 @@ use longhand_host::session::{Event, ResumeCause};
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::support::{Home, Proc, session_of_json, write};
-
-/// Reads one HTTP request; returns false when the peer went away.
-fn read_request(reader: &mut BufReader<TcpStream>) -> bool {
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        match reader.read_line(&mut line) {
-            Ok(0) | Err(_) => return false,
-            Ok(_) => {}
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).is_ok()
-}
+use crate::support::{Home, Proc, read_http_request, session_of_json, write};
 
 fn respond(stream: &mut TcpStream, status: &str, body: &str) {
     let _ = write!(
@@ -77,11 +54,7 @@ fn server(
             let serve = Arc::clone(&serve);
             let n = seen.fetch_add(1, Ordering::SeqCst);
             std::thread::spawn(move || {
-                let Ok(clone) = stream.try_clone() else {
-                    return;
-                };
-                let mut reader = BufReader::new(clone);
-                if read_request(&mut reader) {
+                if read_http_request(&stream).is_some() {
                     let mut stream = stream;
                     serve(n, &mut stream);
                 }

@@ -3,7 +3,7 @@
 //! context by the loop, sent to the same wire format — and one rule for
 //! keys and reasoning settings, refused before a session exists.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -11,32 +11,11 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::support::{Home, write};
+use crate::support::{Home, read_http_request, write};
 
 /// Reads one HTTP request; returns its path and JSON body.
 fn read_request(stream: &TcpStream) -> Option<(String, Value)> {
-    let mut reader = BufReader::new(stream.try_clone().ok()?);
-    let mut first = String::new();
-    reader.read_line(&mut first).ok()?;
-    let path = first.split(' ').nth(1)?.to_owned();
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().ok()?;
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
+    let (path, body) = read_http_request(stream)?;
     Some((path, serde_json::from_slice(&body).ok()?))
 }
 

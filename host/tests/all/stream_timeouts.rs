@@ -4,7 +4,7 @@
 //! streamed as an event every 300 ms for about 2.4 s, under
 //! `request_timeout = "1s"`, must finish the session on the first request.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,29 +13,11 @@ use std::time::Duration;
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::support::{Home, write};
+use crate::support::{Home, read_http_request, write};
 
 /// Reads one request, then streams a text answer slowly and closes.
 fn answer_slowly(stream: TcpStream) -> Option<()> {
-    let mut reader = BufReader::new(stream.try_clone().ok()?);
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().ok()?;
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
+    read_http_request(&stream)?;
     let mut stream = stream;
     stream
         .write_all(

@@ -301,6 +301,34 @@ pub fn session_of_json(first_line: &str) -> String {
         .to_owned()
 }
 
+/// Reads one HTTP/1.1 request from a test server's connection: its path and
+/// body (by `Content-Length`). `None` when the peer went away first.
+pub fn read_http_request(stream: &std::net::TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut first = String::new();
+    reader.read_line(&mut first).ok()?;
+    let path = first.split(' ').nth(1)?.to_owned();
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().ok()?;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some((path, body))
+}
+
 /// Write `content` to `path`, creating parent directories.
 pub fn write(path: &Path, content: &str) {
     if let Some(parent) = path.parent() {
