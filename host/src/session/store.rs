@@ -174,9 +174,9 @@ impl FromStr for SessionId {
     /// Accepts exactly what [`SessionId::generate`] produces: `s-` and an
     /// upper-case ULID.
     fn from_str(s: &str) -> Result<Self> {
-        let ok = s.strip_prefix("s-").is_some_and(|rest| {
-            ulid::Ulid::from_string(rest).is_ok_and(|u| u.to_string() == rest)
-        });
+        let ok = s
+            .strip_prefix("s-")
+            .is_some_and(|rest| ulid::Ulid::from_string(rest).is_ok_and(|u| u.to_string() == rest));
         if ok {
             Ok(SessionId(s.to_owned()))
         } else {

@@ -36,6 +36,6 @@ mod heartbeat;
 mod large;
 mod lease;
 mod limits;
-mod script;
 mod providers;
+mod script;
 mod stream_timeouts;

@@ -18,7 +18,11 @@ fn a_script_longer_than_the_context_window_replays_exactly() {
         .map(|i| {
             tool_turn(
                 &format!("turn {i}"),
-                vec![call(&format!("c{i}"), "fs__stat", json!({"path": "/w/a.txt"}))],
+                vec![call(
+                    &format!("c{i}"),
+                    "fs__stat",
+                    json!({"path": "/w/a.txt"}),
+                )],
                 10,
                 1,
             )
@@ -100,5 +104,8 @@ fn a_run_that_left_the_script_fails_loudly() {
         error.contains("reading") && error.contains("writing instead"),
         "the failure shows what the run had and what the script expected: {error}"
     );
-    assert!(!dir.path().join("work/b.txt").exists(), "nothing was written");
+    assert!(
+        !dir.path().join("work/b.txt").exists(),
+        "nothing was written"
+    );
 }
