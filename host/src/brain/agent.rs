@@ -11,7 +11,9 @@
 
 pub use super::bind::{BoundAgent, Frozen, FrozenTool, NAME_SEPARATOR, bind, freeze};
 pub use super::lease::LEASE_TTL;
-pub use super::runner::{Observer, RunEnd, RunError, Runner, SNAPSHOT_EVERY, durability_of};
+pub use super::runner::{
+    AgentError, LogError, Observer, RunEnd, RunError, Runner, SNAPSHOT_EVERY, durability_of,
+};
 
 use super::state::SessionState;
 use crate::session::{SessionId, Store};

@@ -16,7 +16,7 @@ use super::config::{
     AgentConfig, CompletionCheck, ModelConfig, RUN_PLACEHOLDER, SessionLimits, ToolConfig,
 };
 use super::model::ToolDef;
-use super::runner::RunError;
+use super::runner::{AgentError, RunError};
 use crate::hands::{Grants, Hands, LoadedTool, ToolSource, ToolSpec};
 
 /// Separator between component and tool in the names the model sees.
@@ -128,7 +128,7 @@ pub async fn freeze(
     let base_dir = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_owned());
     let instructions = config
         .instructions_text(&base_dir)
-        .map_err(RunError::Agent)?;
+        .map_err(AgentError::Instructions)?;
     let mut model = config.model.clone();
     if let Some(c) = &model.cassette {
         model.cassette = Some(base_dir.join(c));
@@ -147,9 +147,8 @@ pub async fn freeze(
             if dir.host_text().contains(RUN_PLACEHOLDER) {
                 *dir = dir.with_run(&run_dir);
                 let host = dir.host_text();
-                std::fs::create_dir_all(base_dir.join(&host)).map_err(|e| {
-                    RunError::Agent(format!("cannot create the run directory {host}: {e}"))
-                })?;
+                std::fs::create_dir_all(base_dir.join(&host))
+                    .map_err(|source| AgentError::RunDir { path: host, source })?;
             }
         }
         let tool = &tool;
@@ -157,7 +156,7 @@ pub async fn freeze(
         let loaded = hands
             .load(source_of(&tool.component, &base_dir, &mut owned))
             .await
-            .map_err(|e| RunError::Agent(e.to_string()))?;
+            .map_err(AgentError::Load)?;
         // `only` is a list of promises about the component; a name it does
         // not offer is a typo (or a tool since renamed) that would otherwise
         // silently shrink the agent's tools.
@@ -169,12 +168,12 @@ pub async fn freeze(
                 .map(|t| t.name.as_str())
                 .collect();
             if let Some(unknown) = only.iter().find(|n| !offered.contains(&n.as_str())) {
-                return Err(RunError::Agent(format!(
-                    "tool {}: `only` names `{unknown}`, which this component does not offer; \
-                     it offers: {}",
-                    tool.component,
-                    offered.join(", ")
-                )));
+                return Err(AgentError::UnknownTool {
+                    component: tool.component.clone(),
+                    name: unknown.clone(),
+                    offered: offered.join(", "),
+                }
+                .into());
             }
         }
         // Validate grants now (env and secrets must be set) so a bad config
@@ -183,7 +182,10 @@ pub async fn freeze(
         // these directories or a refusal, whatever their paths name later.
         let grants = tool
             .grants(&base_dir, lookup)
-            .map_err(|e| RunError::Agent(format!("tool {}: {e}", tool.component)))?;
+            .map_err(|source| AgentError::Grant {
+                component: tool.component.clone(),
+                source,
+            })?;
         tools.push(FrozenTool {
             prefix: prefix_of(&tool.component),
             digest: loaded.digest().to_owned(),
@@ -220,15 +222,14 @@ pub async fn bind(
                 &mut owned,
             ))
             .await
-            .map_err(|e| RunError::Agent(e.to_string()))?;
+            .map_err(AgentError::Load)?;
         if loaded.digest() != ft.digest {
-            return Err(RunError::Agent(format!(
-                "component {} changed since the session started (was {}, now {}); its grants \
-                 are not carried over to a different binary",
-                ft.config.component,
-                ft.digest,
-                loaded.digest()
-            )));
+            return Err(AgentError::Changed {
+                component: ft.config.component.clone(),
+                was: ft.digest.clone(),
+                now: loaded.digest().to_owned(),
+            }
+            .into());
         }
         // Pinned directories are used as frozen, not resolved again: a
         // directory replaced since is refused call by call, naming it.
@@ -236,9 +237,13 @@ pub async fn bind(
         if ft.dirs.is_some() {
             config.dirs.clear();
         }
-        let mut grants = config
-            .grants(&frozen.base_dir, lookup)
-            .map_err(|e| RunError::Agent(format!("tool {}: {e}", ft.config.component)))?;
+        let mut grants =
+            config
+                .grants(&frozen.base_dir, lookup)
+                .map_err(|source| AgentError::Grant {
+                    component: ft.config.component.clone(),
+                    source,
+                })?;
         grants.component_digest = Some(ft.digest.clone());
         if let Some(pinned) = &ft.dirs {
             grants.dirs = pinned.clone();

@@ -13,7 +13,7 @@ use futures_util::future::join_all;
 
 use super::bind::NAME_SEPARATOR;
 use super::model::ToolCall;
-use super::runner::{RunError, Runner};
+use super::runner::{LogError, RunError, Runner, json_error};
 use super::state::{CHECK_PREFIX, OpenCall};
 use super::turn::calls_by_id;
 use crate::hands::{CallError, Effect};
@@ -34,15 +34,15 @@ impl Runner<'_> {
         ids: Vec<String>,
     ) -> Result<(), RunError> {
         let Some(response) = self.last_response().await? else {
-            return Err(RunError::Log(
+            return Err(RunError::Log(LogError::Inconsistent(
                 "calls are pending but the log holds no answer".to_owned(),
-            ));
+            )));
         };
         let calls = calls_by_id(response, &ids);
         if calls.len() != ids.len() {
-            return Err(RunError::Log(format!(
+            return Err(RunError::Log(LogError::Inconsistent(format!(
                 "the answer of turn {step} does not hold every call its event names"
-            )));
+            ))));
         }
         self.dispatch(step, calls).await
     }
@@ -85,8 +85,8 @@ impl Runner<'_> {
             });
         }
         let input_bytes = self.get(&call.input).await?;
-        let input: serde_json::Value = serde_json::from_slice(&input_bytes)
-            .map_err(|e| RunError::Log(format!("tool input blob: {e}")))?;
+        let input: serde_json::Value =
+            serde_json::from_slice(&input_bytes).map_err(json_error("a tool input blob"))?;
         let name = format!("{}{NAME_SEPARATOR}{}", call.component, call.tool);
         let (ok, result, receipt) = self.execute(&name, &input).await;
         let result = self.put(result);

@@ -61,10 +61,91 @@ pub enum RunError {
     /// The agent cannot be assembled (component missing or changed, bad
     /// grant). Fix the configuration.
     #[error("agent: {0}")]
-    Agent(String),
+    Agent(#[from] AgentError),
     /// The log holds something this version cannot read. Report it.
     #[error("session log: {0}")]
-    Log(String),
+    Log(#[from] LogError),
+}
+
+/// Why an agent cannot be frozen or bound. Nothing has run.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The instructions cannot be read.
+    #[error("instructions: {0}")]
+    Instructions(String),
+    /// A `{run}` directory cannot be created.
+    #[error("cannot create the run directory {path}: {source}")]
+    RunDir {
+        /// The directory, as written with `{run}` filled in.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A component cannot be loaded (missing, not a component, refused for
+    /// its imports…).
+    #[error("{0}")]
+    Load(#[from] crate::hands::LoadError),
+    /// `only` names a tool the component does not offer.
+    #[error(
+        "tool {component}: `only` names `{name}`, which this component does not offer; it \
+         offers: {offered}"
+    )]
+    UnknownTool {
+        /// The component as configured.
+        component: String,
+        /// The name that is not offered.
+        name: String,
+        /// What it offers, comma-separated.
+        offered: String,
+    },
+    /// A grant is invalid (an unset variable, a bad directory, a bad limit).
+    #[error("tool {component}: {source}")]
+    Grant {
+        /// The component as configured.
+        component: String,
+        /// Why.
+        source: crate::hands::GrantError,
+    },
+    /// The component's binary is not the one the session was started with.
+    #[error(
+        "component {component} changed since the session started (was {was}, now {now}); its \
+         grants are not carried over to a different binary"
+    )]
+    Changed {
+        /// The component as configured.
+        component: String,
+        /// The digest frozen into the session.
+        was: String,
+        /// The digest found now.
+        now: String,
+    },
+}
+
+/// What in a session's log this version cannot read or write.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// A stored JSON value (a blob or the frozen agent) does not decode,
+    /// or a value cannot be encoded.
+    #[error("{what}: {source}")]
+    Json {
+        /// Which value.
+        what: &'static str,
+        /// Why.
+        source: serde_json::Error,
+    },
+    /// The log's events contradict each other (an event names what the
+    /// log does not hold).
+    #[error("{0}")]
+    Inconsistent(String),
+    /// An append task stopped without an answer (it panicked or was
+    /// cancelled).
+    #[error("an append task failed: {0}")]
+    Task(String),
+}
+
+/// A JSON error about `what` as a [`RunError`].
+pub(super) fn json_error(what: &'static str) -> impl Fn(serde_json::Error) -> RunError {
+    move |source| RunError::Log(LogError::Json { what, source })
 }
 
 /// What `run` ended with.
@@ -172,8 +253,7 @@ impl<'h> Runner<'h> {
         goal: &str,
         owner: &str,
     ) -> Result<Self, RunError> {
-        let agent_json = serde_json::to_value(&agent.frozen)
-            .map_err(|e| RunError::Log(format!("cannot serialize the agent: {e}")))?;
+        let agent_json = serde_json::to_value(&agent.frozen).map_err(json_error("the agent"))?;
         let config_digest = digest_hex(agent_json.to_string().as_bytes());
         let created = Event::SessionCreated {
             agent_name: agent.frozen.name.clone(),
@@ -285,11 +365,12 @@ impl<'h> Runner<'h> {
     pub async fn frozen_of(store: &dyn Store, session: &SessionId) -> Result<Frozen, RunError> {
         let first = store.read(session, 1).await?;
         match first.first().map(|r| &r.event) {
-            Some(Event::SessionCreated { agent, .. }) => serde_json::from_value(agent.clone())
-                .map_err(|e| RunError::Log(format!("cannot read the frozen agent: {e}"))),
-            _ => Err(RunError::Log(
+            Some(Event::SessionCreated { agent, .. }) => {
+                serde_json::from_value(agent.clone()).map_err(json_error("the frozen agent"))
+            }
+            _ => Err(RunError::Log(LogError::Inconsistent(
                 "the log does not start with session_created".to_owned(),
-            )),
+            ))),
         }
     }
 
@@ -420,8 +501,7 @@ impl<'h> Runner<'h> {
             return Ok(None);
         };
         let bytes = self.get(&answer.response).await?;
-        let parsed = serde_json::from_slice(&bytes)
-            .map_err(|e| RunError::Log(format!("model response blob: {e}")))?;
+        let parsed = serde_json::from_slice(&bytes).map_err(json_error("a model response blob"))?;
         Ok(Some(parsed))
     }
 
@@ -601,7 +681,7 @@ impl<'h> Runner<'h> {
         let (appended, first, events) = pending
             .task
             .await
-            .map_err(|e| RunError::Log(format!("an append task failed: {e}")))??;
+            .map_err(|e| RunError::Log(LogError::Task(e.to_string())))??;
         self.observe_appended(appended, first, events);
         Ok(())
     }

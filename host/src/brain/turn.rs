@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::decide::Role;
 use super::model::{Attempts, Message, ModelError, ModelRequest, ModelResponse, ToolCall};
-use super::runner::{RunError, Runner};
+use super::runner::{RunError, Runner, json_error};
 use super::state::{CHECK_PREFIX, HistoryItem};
 use crate::session::{BlobRef, Event, PauseKind, PauseReason};
 
@@ -199,8 +199,7 @@ impl Runner<'_> {
         latency_ms: u64,
     ) -> Result<(), RunError> {
         self.normalise_calls(step, &mut response);
-        let bytes = serde_json::to_vec(&response)
-            .map_err(|e| RunError::Log(format!("cannot serialize the response: {e}")))?;
+        let bytes = serde_json::to_vec(&response).map_err(json_error("the response"))?;
         let blob = self.put(bytes);
         let calls = response.tool_calls.iter().map(|c| c.id.clone()).collect();
         self.write(vec![Event::ModelResponded {
@@ -390,8 +389,8 @@ impl Runner<'_> {
         match item {
             HistoryItem::Assistant { response, .. } => {
                 let bytes = self.get(&response).await?;
-                let r: ModelResponse = serde_json::from_slice(&bytes)
-                    .map_err(|e| RunError::Log(format!("model response blob: {e}")))?;
+                let r: ModelResponse =
+                    serde_json::from_slice(&bytes).map_err(json_error("a model response blob"))?;
                 Ok(Some(Message::from(&r)))
             }
             HistoryItem::ToolResult {

@@ -300,7 +300,15 @@ mod tests {
         };
         assert_eq!(code_of(fenced), exit::DENIED);
         assert_eq!(code_of(RunError::Store(corrupt())), exit::INTERNAL);
-        assert_eq!(code_of(RunError::Log("bad".into())), exit::INTERNAL);
+        let unreadable = crate::brain::agent::LogError::Inconsistent("bad".into());
+        assert_eq!(code_of(RunError::Log(unreadable)), exit::INTERNAL);
+        let changed = crate::brain::agent::AgentError::Changed {
+            component: "fs".into(),
+            was: "sha256:0".into(),
+            now: "sha256:1".into(),
+        };
+        assert_eq!(code_of(RunError::Agent(changed)), exit::USAGE);
+        assert_eq!(code_of(RunError::LeaseLost("taken".into())), exit::DENIED);
         let missing = StoreError::NotFound {
             what: "session s-1".into(),
         };
