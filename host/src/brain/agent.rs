@@ -12,7 +12,8 @@
 pub use super::bind::{BoundAgent, Frozen, FrozenTool, NAME_SEPARATOR, bind, freeze};
 pub use super::lease::LEASE_TTL;
 pub use super::runner::{
-    AgentError, LogError, Observer, RunEnd, RunError, Runner, SNAPSHOT_EVERY, durability_of,
+    AgentError, LogError, MAX_GOAL_BYTES, Observer, RunEnd, RunError, Runner, SNAPSHOT_EVERY,
+    durability_of,
 };
 
 use super::state::SessionState;

@@ -38,6 +38,11 @@ use crate::session::{
     SessionStatus, Store, StoreError,
 };
 
+/// The longest goal a session accepts, in bytes (64 KiB). The goal is sent
+/// in every request and stored inline in `goal_set`; a longer text belongs
+/// in a file the agent's tools can read.
+pub const MAX_GOAL_BYTES: usize = 64 * 1024;
+
 /// Snapshot the folded state after this many events.
 pub const SNAPSHOT_EVERY: u64 = 100;
 
@@ -73,6 +78,15 @@ pub enum AgentError {
     /// The instructions cannot be read.
     #[error("instructions: {0}")]
     Instructions(String),
+    /// The goal is longer than [`MAX_GOAL_BYTES`].
+    #[error(
+        "the goal is {bytes} bytes; at most {MAX_GOAL_BYTES} are accepted — put long material \
+         in a file the agent's tools can read and name it in the goal"
+    )]
+    GoalTooLong {
+        /// Its length.
+        bytes: usize,
+    },
     /// A `{run}` directory cannot be created.
     #[error("cannot create the run directory {path}: {source}")]
     RunDir {
@@ -244,7 +258,9 @@ pub fn durability_of(event: &Event) -> Durability {
 }
 
 impl<'h> Runner<'h> {
-    /// Create a session for `frozen` with `goal`, and lease it.
+    /// Create a session for `frozen` with `goal`, and lease it. A goal
+    /// longer than [`MAX_GOAL_BYTES`] is refused before anything is
+    /// created.
     pub async fn start(
         store: Arc<dyn Store>,
         hands: &'h Hands,
@@ -253,6 +269,9 @@ impl<'h> Runner<'h> {
         goal: &str,
         owner: &str,
     ) -> Result<Self, RunError> {
+        if goal.len() > MAX_GOAL_BYTES {
+            return Err(AgentError::GoalTooLong { bytes: goal.len() }.into());
+        }
         let agent_json = serde_json::to_value(&agent.frozen).map_err(json_error("the agent"))?;
         let config_digest = digest_hex(agent_json.to_string().as_bytes());
         let created = Event::SessionCreated {
