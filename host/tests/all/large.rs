@@ -8,7 +8,6 @@
 
 use longhand_host::session::event::{BlobRef, MAX_EVENT_JSON, MAX_INLINE_TEXT};
 use longhand_host::session::{SqliteStore, Store};
-use serde_json::Value;
 use tempfile::TempDir;
 
 use crate::support::{Home, block_on, scripted_agent, session_of_json, text_turn};
