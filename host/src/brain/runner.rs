@@ -455,7 +455,7 @@ impl<'h> Runner<'h> {
     /// whatever the loop is waiting on. If the lease is lost (another
     /// worker took the session), the step in flight is dropped at once —
     /// a model request is abandoned, a tool call's future is dropped — and
-    /// `run` returns the store's error; nothing more is written.
+    /// `run` returns [`RunError::LeaseLost`]; nothing more is written.
     pub async fn run(&mut self) -> Result<RunEnd, RunError> {
         let heartbeat = Heartbeat::start(self.store.clone(), self.lease.clone(), self.lease_ttl);
         let mut lost = heartbeat.lost();
@@ -464,8 +464,18 @@ impl<'h> Runner<'h> {
             why = lost.wait() => Err(RunError::LeaseLost(why)),
         };
         heartbeat.stop();
+        // Appends still on their way land before the lease is given up (a
+        // released lease no longer writes). After a lost lease they are
+        // refused anyway; their error is not the one to report.
+        let settled = match &end {
+            Err(RunError::LeaseLost(_)) => Ok(()),
+            _ => self.settle().await,
+        };
         let _ = self.store.release(&self.lease).await;
-        end
+        match (end, settled) {
+            (Ok(_), Err(e)) => Err(e),
+            (end, _) => end,
+        }
     }
 
     async fn run_inner(&mut self) -> Result<RunEnd, RunError> {
