@@ -221,8 +221,14 @@ async fn drive(runner: &mut Runner<'_>, json: bool, from_seq: u64) -> anyhow::Re
     }
     let tty = !json && std::io::stderr().is_terminal();
     let started = Instant::now();
+    // The status shown with an event is the session as of that event: the
+    // runner may already be further on (its appends are not waited for),
+    // so the line keeps its own fold of what it has printed.
+    let mut shown: SessionState = runner.state().clone();
     runner.observe(Box::new(
-        move |record: &EventRecord, state: &SessionState| {
+        move |record: &EventRecord, _: &SessionState| {
+            shown.apply(record);
+            let state = &shown;
             if json {
                 if let Ok(line) = serde_json::to_string(record) {
                     let mut out = std::io::stdout().lock();
