@@ -225,33 +225,31 @@ async fn drive(runner: &mut Runner<'_>, json: bool, from_seq: u64) -> anyhow::Re
     // runner may already be further on (its appends are not waited for),
     // so the line keeps its own fold of what it has printed.
     let mut shown: SessionState = runner.state().clone();
-    runner.observe(Box::new(
-        move |record: &EventRecord, _: &SessionState| {
-            shown.apply(record);
-            let state = &shown;
-            if json {
-                if let Ok(line) = serde_json::to_string(record) {
-                    let mut out = std::io::stdout().lock();
-                    let _ = writeln!(out, "{}", json_safe(&line));
-                }
-                return;
+    runner.observe(Box::new(move |record: &EventRecord, _: &SessionState| {
+        shown.apply(record);
+        let state = &shown;
+        if json {
+            if let Ok(line) = serde_json::to_string(record) {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{}", json_safe(&line));
             }
-            let status = format!(
-                "step {} · tool calls {} · tokens {} in / {} out · {:.1}s",
-                state.steps,
-                state.tool_calls,
-                state.input_tokens,
-                state.output_tokens,
-                started.elapsed().as_secs_f64()
-            );
-            let mut err = std::io::stderr().lock();
-            if tty {
-                let _ = write!(err, "\r\x1b[2K{status} · {}", record.event.kind());
-            } else if let Some(line) = progress_line(&record.event) {
-                let _ = writeln!(err, "{} [{status}]", one_line(&line));
-            }
-        },
-    ));
+            return;
+        }
+        let status = format!(
+            "step {} · tool calls {} · tokens {} in / {} out · {:.1}s",
+            state.steps,
+            state.tool_calls,
+            state.input_tokens,
+            state.output_tokens,
+            started.elapsed().as_secs_f64()
+        );
+        let mut err = std::io::stderr().lock();
+        if tty {
+            let _ = write!(err, "\r\x1b[2K{status} · {}", record.event.kind());
+        } else if let Some(line) = progress_line(&record.event) {
+            let _ = writeln!(err, "{} [{status}]", one_line(&line));
+        }
+    }));
     // Events written before the observer was attached (session created,
     // goal, resumed) are shown first, so `--json` has no gaps.
     runner.replay_to_observer(from_seq).await?;
