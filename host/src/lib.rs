@@ -4,10 +4,12 @@
 //! The crate has three rooms that never share state, and two doors:
 //! - [`hands`]: the tool host (wasmtime, grants, limits, receipts);
 //! - [`session`]: the append-only event log, the agent's only memory;
-//! - `brain` (the agent loop) follows;
+//! - [`brain`]: the stateless agent loop and its model providers;
+//! - [`checks`]: what the harness runs to decide work is done;
 //! - [`cli`]: the `longhand` command line.
 
 pub mod brain;
+pub mod checks;
 pub mod cli;
 pub mod hands;
 pub mod session;
