@@ -14,7 +14,7 @@ use futures_util::future::join_all;
 use super::bind::NAME_SEPARATOR;
 use super::model::ToolCall;
 use super::runner::{LogError, RunError, Runner, json_error};
-use super::state::{CHECK_PREFIX, OpenCall};
+use super::state::{CHECK_PREFIX, OpenCall, repeatable};
 use super::turn::calls_by_id;
 use crate::hands::{CallError, Effect};
 use crate::session::{BlobRef, Event};
@@ -73,7 +73,7 @@ impl Runner<'_> {
     }
 
     async fn recover_one(&mut self, call_id: String, call: OpenCall) -> Result<Event, RunError> {
-        if !matches!(call.effect.as_str(), "read-only" | "idempotent") {
+        if !repeatable(&call.effect) {
             return Ok(Event::ToolInDoubt {
                 step: call.step,
                 call_id,
@@ -231,7 +231,7 @@ impl Runner<'_> {
         self.state
             .open_calls
             .values()
-            .any(|c| !matches!(c.effect.as_str(), "read-only" | "idempotent"))
+            .any(|c| !repeatable(&c.effect))
     }
 
     /// Call a tool; returns (ok, result JSON bytes, trimmed receipt).

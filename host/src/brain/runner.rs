@@ -30,7 +30,7 @@ use super::bind::{BoundAgent, Frozen};
 use super::decide::{self, Action, Policy};
 use super::lease::{self, Heartbeat, holder_is_dead};
 use super::model::{ModelProvider, ModelResponse, RetryPolicy};
-use super::state::SessionState;
+use super::state::{SessionState, repeatable};
 use crate::hands::Hands;
 use crate::session::event::{MAX_INLINE_TEXT, bounded};
 use crate::session::{
@@ -244,9 +244,7 @@ pub(super) fn now_ms() -> u64 {
 /// commit, within its bounded window.
 pub fn durability_of(event: &Event) -> Durability {
     match event {
-        Event::ToolStarted { effect, .. } if effect != "read-only" && effect != "idempotent" => {
-            Durability::Now
-        }
+        Event::ToolStarted { effect, .. } if !repeatable(effect) => Durability::Now,
         Event::SessionCreated { .. }
         | Event::GoalSet { .. }
         | Event::Paused { .. }

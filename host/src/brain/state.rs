@@ -54,6 +54,13 @@ pub struct OpenCall {
     pub input: BlobRef,
 }
 
+/// Whether a call of this recorded effect may run again without harm
+/// (`read-only` or `idempotent`): such a call needs no durable record before
+/// it runs and is re-run after a crash; any other is recorded in doubt.
+pub fn repeatable(effect: &str) -> bool {
+    matches!(effect, "read-only" | "idempotent")
+}
+
 /// A model request with no response yet.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingRequest {
