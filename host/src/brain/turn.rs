@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::decide::Role;
 use super::model::{Attempts, Message, ModelError, ModelRequest, ModelResponse, ToolCall};
 use super::runner::{RunError, Runner, json_error};
-use super::state::{CHECK_PREFIX, HistoryItem};
+use super::state::{CHECK_PREFIX, HistoryItem, MAX_HISTORY_ITEMS};
 use crate::session::{BlobRef, Event, PauseKind, PauseReason};
 
 /// Compact description of a model request, stored instead of the request
@@ -237,6 +237,16 @@ impl Runner<'_> {
                 Some(t) => format!("{t}\n{note}"),
                 None => note,
             });
+        }
+        // A superset of the history's ids, grown per answer; rebuilt from
+        // the history once it holds far more than the history can.
+        if self
+            .context
+            .call_ids
+            .as_ref()
+            .is_some_and(|ids| ids.len() > 4 * MAX_HISTORY_ITEMS)
+        {
+            self.context.call_ids = None;
         }
         let history = &self.state.history;
         let seen = self.context.call_ids.get_or_insert_with(|| {

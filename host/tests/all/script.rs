@@ -109,3 +109,75 @@ fn a_run_that_left_the_script_fails_loudly() {
         "nothing was written"
     );
 }
+
+/// Call ids are the model's to choose: oversized, repeated, with characters
+/// the APIs refuse, or shaped like a completion check's. Each call still
+/// runs once and gets its own result, under an id both APIs accept; an
+/// answer of more than 1024 calls runs the first 1024 and says so.
+#[test]
+fn hostile_call_ids_and_floods_are_recorded_safely() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    write(&dir.path().join("work/a.txt"), "a");
+    let stat = || json!({"path": "/w/a.txt"});
+    let huge = "x".repeat(100_000);
+    let hostile = vec![
+        call(&huge, "fs__stat", stat()),
+        call("dup", "fs__stat", stat()),
+        call("dup", "fs__stat", stat()),
+        call("has space/and\u{202e}rtl", "fs__stat", stat()),
+        call("completion-check-1", "fs__stat", stat()),
+        call("", "fs__stat", stat()),
+    ];
+    let flood: Vec<_> = (0..1500)
+        .map(|i| call(&format!("f{i}"), "fs__stat", stat()))
+        .collect();
+    let responses = [
+        tool_turn("hostile ids", hostile, 10, 1),
+        // Reuses an id of turn 1: it must not be taken for that call.
+        tool_turn("reused", vec![call("dup", "fs__stat", stat())], 10, 1),
+        tool_turn("flood", flood, 10, 1),
+        text_turn("done", 10, 1),
+    ];
+    let script = scripted_agent(
+        dir.path(),
+        "hostile-ids",
+        "max_steps = 10\nmax_tool_calls = 5000",
+        &responses,
+    );
+    let run = home.run(&[
+        "run",
+        dir.path().to_str().expect("utf-8 path"),
+        "--script",
+        script.to_str().expect("utf-8 path"),
+        "--json",
+    ]);
+    run.expect_code(0);
+    let session = crate::support::session_of_json(&run.stdout[0]);
+    let state = home.state(&session);
+    assert_eq!(state.status.as_str(), "finished");
+    assert_eq!(
+        state.tool_calls,
+        6 + 1 + 1024,
+        "every recorded call ran once"
+    );
+    let log = home.log(&session);
+    let mut ids = std::collections::HashSet::new();
+    for record in &log {
+        if let longhand_host::session::Event::ToolFinished { call_id, .. } = &record.event {
+            assert!(
+                (1..=64).contains(&call_id.len())
+                    && call_id
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
+                "an id both APIs accept: {call_id:?}"
+            );
+            assert!(ids.insert(call_id.clone()), "ids are unique: {call_id}");
+        }
+    }
+    assert_eq!(ids.len(), 6 + 1 + 1024);
+    assert!(
+        !ids.contains("completion-check-1"),
+        "no call passes for a completion check"
+    );
+}
