@@ -6,16 +6,18 @@
 //! digest changed, and grants them. A resumed session always runs with
 //! what it was frozen with, whatever the agent file says by then.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::config::{
-    AgentConfig, CompletionCheck, ModelConfig, RUN_PLACEHOLDER, SessionLimits, ToolConfig,
+    AgentConfig, CompletionCheck, ModelConfig, PlanConfig, RUN_PLACEHOLDER, SessionLimits,
+    ToolConfig,
 };
 use super::model::ToolDef;
+use super::plan::Plan;
 use super::runner::{AgentError, RunError};
 use crate::hands::{Grants, Hands, LoadedTool, ToolSource, ToolSpec};
 
@@ -40,6 +42,28 @@ pub struct Frozen {
     pub completion: Option<CompletionCheck>,
     /// Directory relative paths are resolved against.
     pub base_dir: PathBuf,
+    /// `[plan]` and the operator's plan, in a planned session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<FrozenPlan>,
+    /// Models of the other roles.
+    #[serde(default)]
+    pub roles: crate::brain::config::RolesConfig,
+    /// Command checks by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub checks: BTreeMap<String, crate::checks::resolve::CommandCheckConfig>,
+    /// Memory scopes.
+    #[serde(default)]
+    pub memory: crate::brain::config::MemoryConfig,
+}
+
+/// A planned agent's settings as frozen.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FrozenPlan {
+    /// `[plan]`.
+    pub config: PlanConfig,
+    /// The operator's plan file, read and checked at start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<Plan>,
 }
 
 /// One tool component of a frozen agent.
@@ -193,6 +217,39 @@ pub async fn freeze(
             dirs: Some(grants.dirs),
         });
     }
+    let mut roles = config.roles.clone();
+    for model in [&mut roles.planner, &mut roles.judge].into_iter().flatten() {
+        if let Some(c) = &model.cassette {
+            model.cassette = Some(base_dir.join(c));
+        }
+    }
+    let plan = match &config.plan {
+        None => None,
+        Some(plan_config) => {
+            let operator = match &plan_config.file {
+                None => None,
+                Some(file) => {
+                    let plan =
+                        super::plan::load_file(&base_dir.join(file)).map_err(AgentError::Plan)?;
+                    let names = plan_names(&tools, hands, &base_dir, config).await?;
+                    let errors = plan.validate(names.names(), false);
+                    if !errors.is_empty() {
+                        return Err(AgentError::Plan(format!(
+                            "plan file {}: {}",
+                            file.display(),
+                            errors.join("; ")
+                        ))
+                        .into());
+                    }
+                    Some(plan)
+                }
+            };
+            Some(FrozenPlan {
+                config: plan_config.clone(),
+                operator,
+            })
+        }
+    };
     Ok(Frozen {
         name: config.name.clone(),
         instructions,
@@ -201,6 +258,75 @@ pub async fn freeze(
         tools,
         completion: config.completion.clone(),
         base_dir,
+        plan,
+        roles,
+        checks: config.checks.clone(),
+        memory: config.memory.clone(),
+    })
+}
+
+/// What a plan may name: read-only tools (the only ones a tool check may
+/// call: a check must not change what it checks) and command checks.
+pub struct PlanNames {
+    /// Read-only tools, as the model knows them.
+    pub tools: BTreeSet<String>,
+    /// `[checks.*]` names.
+    pub commands: BTreeSet<String>,
+}
+
+impl PlanNames {
+    /// For [`Plan::validate`].
+    pub fn names(&self) -> super::plan::Names<'_> {
+        super::plan::Names {
+            tools: &self.tools,
+            commands: &self.commands,
+        }
+    }
+
+    /// From a bound agent.
+    pub fn of(agent: &BoundAgent) -> Self {
+        Self {
+            tools: agent
+                .tools
+                .iter()
+                .filter(|(_, t)| t.spec.effect == crate::hands::Effect::ReadOnly)
+                .map(|(name, _)| name.clone())
+                .collect(),
+            commands: agent.frozen.checks.keys().cloned().collect(),
+        }
+    }
+}
+
+async fn plan_names(
+    tools: &[FrozenTool],
+    hands: &Hands,
+    base_dir: &Path,
+    config: &AgentConfig,
+) -> Result<PlanNames, RunError> {
+    let mut names = BTreeSet::new();
+    for ft in tools {
+        let mut owned = PathBuf::new();
+        let loaded = hands
+            .load(source_of(&ft.config.component, base_dir, &mut owned))
+            .await
+            .map_err(AgentError::Load)?;
+        for spec in &loaded.info().tools {
+            if ft
+                .config
+                .only
+                .as_ref()
+                .is_some_and(|o| !o.contains(&spec.name))
+            {
+                continue;
+            }
+            if spec.effect == crate::hands::Effect::ReadOnly {
+                names.insert(format!("{}{NAME_SEPARATOR}{}", ft.prefix, spec.name));
+            }
+        }
+    }
+    Ok(PlanNames {
+        tools: names,
+        commands: config.checks.keys().cloned().collect(),
     })
 }
 

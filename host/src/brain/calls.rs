@@ -149,6 +149,20 @@ impl Runner<'_> {
                 ),
             }));
         };
+        let judging = self
+            .state
+            .conversation
+            .as_ref()
+            .is_some_and(|c| c.role == super::state::JUDGE);
+        if judging && tool.spec.effect != Effect::ReadOnly {
+            return Err(serde_json::json!({
+                "kind": "denied",
+                "message": format!(
+                    "the judge may only use read-only tools; `{}` changes things",
+                    cut_name(&call.name)
+                ),
+            }));
+        }
         let text = if call.arguments.trim().is_empty() {
             "{}"
         } else {
@@ -235,7 +249,7 @@ impl Runner<'_> {
     }
 
     /// Call a tool; returns (ok, result JSON bytes, trimmed receipt).
-    async fn execute(
+    pub(super) async fn execute(
         &self,
         name: &str,
         input: &serde_json::Value,

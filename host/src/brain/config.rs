@@ -52,6 +52,159 @@ pub struct AgentConfig {
     /// the session finishes when the model stops calling tools.
     #[serde(default)]
     pub completion: Option<CompletionCheck>,
+    /// Run the goal as a plan of tasks with checks (`[plan]`). Default:
+    /// none, a single loop.
+    #[serde(default)]
+    pub plan: Option<PlanConfig>,
+    /// Models of the other roles (`[roles.planner]`, `[roles.judge]`);
+    /// each defaults to `[model]`.
+    #[serde(default)]
+    pub roles: RolesConfig,
+    /// Native command checks a plan may name (`[checks.<name>]`): the
+    /// operator writes the argv here; a plan only names it.
+    #[serde(default)]
+    pub checks: std::collections::BTreeMap<String, crate::checks::resolve::CommandCheckConfig>,
+    /// Memory scopes read into contexts and granted to the memory tools.
+    /// Default: none.
+    #[serde(default)]
+    pub memory: MemoryConfig,
+}
+
+/// `[plan]`: how a planned session runs. Its presence turns planning on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlanConfig {
+    /// The operator's plan (`plan.toml`, relative to the agent file).
+    /// Default none: the planner writes the plan.
+    pub file: Option<PathBuf>,
+    /// What the planner role does: `off`, `create` (write the plan when
+    /// there is no file) or `extend` (add to the file's plan before work
+    /// starts). Default `create` without a file, `off` with one. A planner
+    /// also revises the plan after a task fails, unless `off`.
+    pub planner: Option<PlannerMode>,
+    /// Attempts per task before it fails (a task may set its own).
+    /// Default 3.
+    pub max_attempts: u32,
+    /// Worker answers in one attempt before the harness runs the task's
+    /// checks without being asked. Default 40.
+    pub steps_per_attempt: u64,
+    /// Allow a revision to remove or change a check. Default false: such
+    /// a revision is refused (and logged).
+    pub allow_weaken: bool,
+    /// Planner revisions accepted before a further failure pauses the
+    /// session for a person. Default 5.
+    pub max_revisions: u32,
+    /// Tasks run side by side. Default 1, the only value supported so far.
+    pub max_parallel_tasks: u32,
+    /// Replace the worker's context with a handoff once the provider
+    /// reports it this full, as a fraction of `[model] context_window`.
+    /// Default 0.6.
+    pub handoff_at: f64,
+    /// Progress notes shown in a fresh context (the newest). Default 10.
+    pub progress_notes: usize,
+}
+
+impl Default for PlanConfig {
+    fn default() -> Self {
+        Self {
+            file: None,
+            planner: None,
+            max_attempts: 3,
+            steps_per_attempt: 40,
+            allow_weaken: false,
+            max_revisions: 5,
+            max_parallel_tasks: 1,
+            handoff_at: 0.6,
+            progress_notes: 10,
+        }
+    }
+}
+
+/// What the planner role does; see [`PlanConfig::planner`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlannerMode {
+    /// No planner: the operator's plan only; a failed task pauses.
+    Off,
+    /// The planner writes the plan when there is no file.
+    Create,
+    /// The planner extends the operator's plan before work starts.
+    Extend,
+}
+
+impl PlanConfig {
+    /// The planner mode with its default filled in.
+    pub fn planner_mode(&self) -> PlannerMode {
+        self.planner.unwrap_or(if self.file.is_some() {
+            PlannerMode::Off
+        } else {
+            PlannerMode::Create
+        })
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.max_parallel_tasks != 1 {
+            return Err(format!(
+                "[plan] max_parallel_tasks = {}: only 1 is supported so far; tasks run one at a \
+                 time",
+                self.max_parallel_tasks
+            ));
+        }
+        if self.max_attempts == 0 {
+            return Err("[plan] max_attempts must be at least 1".to_owned());
+        }
+        if self.steps_per_attempt == 0 {
+            return Err("[plan] steps_per_attempt must be at least 1".to_owned());
+        }
+        if !(self.handoff_at > 0.05 && self.handoff_at <= 0.95) {
+            return Err(format!(
+                "[plan] handoff_at = {}: give a fraction of the window between 0.05 and 0.95",
+                self.handoff_at
+            ));
+        }
+        if self.file.is_none() && self.planner_mode() != PlannerMode::Create {
+            return Err(
+                "[plan] has no `file`, so the planner must write the plan: set planner = \
+                 \"create\" or name a plan file"
+                    .to_owned(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `[roles.*]`: a model per role; each defaults to `[model]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolesConfig {
+    /// Writes and revises the plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planner: Option<ModelConfig>,
+    /// Grades tasks against their rubrics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<ModelConfig>,
+}
+
+/// `[memory]`: which memory scopes the agent reads and writes. Scope names
+/// are free text such as `agent:ralph-fix`, `project:acme` or `user:ana`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// Scopes whose most relevant entries are put into each fresh context.
+    pub read: Vec<String>,
+    /// Scopes `memory__search` may search; the tool exists only when set.
+    pub search: Vec<String>,
+    /// The scope `memory__remember` writes to; the tool exists only when set.
+    pub remember: Option<String>,
+    /// Entries put into a fresh context. Default 5.
+    pub top: Option<usize>,
+}
+
+impl MemoryConfig {
+    /// Entries per fresh context.
+    pub fn top(&self) -> usize {
+        self.top.unwrap_or(5)
+    }
 }
 
 /// Which model, where, with which key.
@@ -121,7 +274,14 @@ pub struct ModelConfig {
     /// of the price. OpenAI caches prefixes by itself.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub prompt_cache: bool,
+    /// The model's context window in tokens, which a planned session's
+    /// handoff threshold is a fraction of. Default 128,000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
 }
+
+/// The window assumed when `context_window` is not set.
+pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
 
 impl ModelConfig {
     /// Checks what can be checked of the model before a session starts;
@@ -532,6 +692,31 @@ impl AgentConfig {
             _ => {}
         }
         self.model.check()?;
+        for (role, model) in [
+            ("planner", &self.roles.planner),
+            ("judge", &self.roles.judge),
+        ] {
+            if let Some(model) = model {
+                model.check().map_err(|e| format!("[roles.{role}]: {e}"))?;
+            }
+        }
+        if let Some(plan) = &self.plan {
+            plan.check()?;
+            if let Some(file) = &plan.file {
+                crate::brain::plan::load_file(&base.join(file))?;
+            }
+        }
+        for name in self.checks.keys() {
+            if name.is_empty()
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+            {
+                return Err(format!(
+                    "[checks.{name}]: a check name is letters, digits, `_` and `-`"
+                ));
+            }
+        }
         let mut seen = std::collections::BTreeSet::new();
         for (i, tool) in self.tools.iter().enumerate() {
             // `{run}` directories are created when the session starts.

@@ -25,22 +25,33 @@
 
 use std::collections::BTreeMap;
 
-use super::config::SessionLimits;
-use super::state::SessionState;
+use super::config::{PlannerMode, SessionLimits};
+use super::plan::{Check, PLANNER, TaskStatus};
+use super::state::{HANDOFF_ROLE, JUDGE, SessionState, WORKER};
 use crate::session::{PauseKind, PauseReason, SessionStatus};
 
 /// Who a model request is for. Recorded in `model_requested.role`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
-    /// Does the work: sees the goal, the history and the tools.
+    /// Does the work: sees the goal (or its task's briefing), the history
+    /// and the tools.
     Worker,
+    /// Writes and revises the plan; no tools.
+    Planner,
+    /// Grades a task against a rubric in a fresh context; read-only tools.
+    Judge,
+    /// Writes the handoff that replaces a full worker context.
+    Handoff,
 }
 
 impl Role {
     /// The name written in events.
     pub fn as_str(self) -> &'static str {
         match self {
-            Role::Worker => "worker",
+            Role::Worker => WORKER,
+            Role::Planner => PLANNER,
+            Role::Judge => JUDGE,
+            Role::Handoff => HANDOFF_ROLE,
         }
     }
 }
@@ -79,6 +90,61 @@ pub enum Action {
         /// The turn (1 for the first answer).
         step: u64,
     },
+    /// Record the operator's plan (frozen with the agent).
+    CreatePlan,
+    /// Start the planner's conversation.
+    StartPlanner(PlannerPurpose),
+    /// Check the planner's final answer (turn `step`) and record the plan
+    /// or send the errors back.
+    AcceptPlan {
+        /// The answer's turn.
+        step: u64,
+    },
+    /// Start an attempt at a task in a fresh context.
+    StartTask(String),
+    /// Run a harness check (`tool` or `command`) of the current task.
+    RunCheck {
+        /// Task id.
+        task: String,
+        /// Index in its `done_when`.
+        check: u32,
+    },
+    /// Start the judge's conversation on a `judge` check.
+    StartJudge {
+        /// Task id.
+        task: String,
+        /// Index in its `done_when`.
+        check: u32,
+    },
+    /// Read the judge's final answer (turn `step`) as its verdict.
+    AcceptVerdict {
+        /// The answer's turn.
+        step: u64,
+    },
+    /// Record the end of a task.
+    FinishTask {
+        /// Task id.
+        task: String,
+        /// Whether its checks passed (else it ran out of attempts).
+        done: bool,
+    },
+    /// Check the handoff the model wrote and replace the context with it
+    /// (or, after too many bad ones, with one built from the plan).
+    AcceptHandoff,
+}
+
+/// Why the planner is asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlannerPurpose {
+    /// There is no plan yet.
+    Create,
+    /// Add to the operator's plan before work starts.
+    Extend,
+    /// A task failed: change the approach.
+    Revise {
+        /// The failed task.
+        task: String,
+    },
 }
 
 /// What `next` needs besides the state: the frozen agent's policy.
@@ -88,7 +154,32 @@ pub struct Policy<'a> {
     pub limits: &'a SessionLimits,
     /// Whether a final answer must pass a completion check.
     pub has_check: bool,
+    /// A planned session's settings; `None` for a single loop.
+    pub plan: Option<PlanPolicy>,
 }
+
+/// The part of `[plan]` decisions read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlanPolicy {
+    /// Whether the agent has an operator plan.
+    pub has_file: bool,
+    /// What the planner does.
+    pub planner: PlannerMode,
+    /// Attempts per task unless the task says otherwise.
+    pub max_attempts: u32,
+    /// Worker answers per attempt before the checks run anyway.
+    pub steps_per_attempt: u64,
+    /// Planner revisions before a failure pauses instead.
+    pub max_revisions: u32,
+    /// Context tokens at which the worker's context is handed off.
+    pub handoff_tokens: u64,
+}
+
+/// Invalid planner or judge answers sent back before giving up.
+pub const MAX_REJECTED: u32 = 3;
+
+/// Invalid handoffs before the harness builds one from the plan.
+pub const MAX_HANDOFF_TRIES: u32 = 2;
 
 /// Decide the next action. Pure: same state, same action.
 pub fn next(state: &SessionState, policy: Policy<'_>) -> Action {
@@ -123,6 +214,9 @@ pub fn next(state: &SessionState, policy: Policy<'_>) -> Action {
             calls: state.pending_calls.iter().take(room).cloned().collect(),
         };
     }
+    if let Some(plan) = policy.plan {
+        return next_planned(state, policy.limits, plan);
+    }
     if let Some(answer) = &state.answer
         && answer.is_final()
     {
@@ -144,6 +238,175 @@ pub fn next(state: &SessionState, policy: Policy<'_>) -> Action {
     Action::Ask {
         role: Role::Worker,
         step: state.steps + 1,
+    }
+}
+
+/// The decision table of a planned session, after the rows every session
+/// shares (stop, recovery, breaker, dispatch). In order:
+/// 1. A handoff the model wrote is checked.
+/// 2. The planner's and the judge's final answers are checked; otherwise
+///    they are asked for their next answer.
+/// 3. No plan yet: the operator's is recorded, or the planner is asked;
+///    an `extend` planner runs once before work starts.
+/// 4. The current task: its worker is asked until it claims the task done
+///    (or spends its steps); then its checks run one by one — harness checks
+///    first, judges only when those passed; then the task finishes, or a new
+///    attempt starts, or it fails. A full context is handed off first.
+/// 5. No current task: the next ready one starts; all done finishes the
+///    session; a failed task asks the planner to revise, or pauses.
+fn next_planned(state: &SessionState, limits: &SessionLimits, policy: PlanPolicy) -> Action {
+    if state.handoff_reply.is_some() {
+        return Action::AcceptHandoff;
+    }
+    let role = state.conversation.as_ref().map(|c| c.role.as_str());
+    let final_answer = state
+        .answer
+        .as_ref()
+        .filter(|a| a.is_final())
+        .map(|a| a.step);
+    let ask = |role| match limit_hit(state, limits) {
+        Some(reason) => Action::Pause(reason),
+        None => Action::Ask {
+            role,
+            step: state.steps + 1,
+        },
+    };
+    match role {
+        Some(PLANNER) => {
+            return match final_answer {
+                Some(step) => Action::AcceptPlan { step },
+                None => ask(Role::Planner),
+            };
+        }
+        Some(JUDGE) => {
+            return match final_answer {
+                Some(step) => Action::AcceptVerdict { step },
+                None => ask(Role::Judge),
+            };
+        }
+        _ => {}
+    }
+    let Some(plan) = &state.plan else {
+        return if policy.has_file {
+            Action::CreatePlan
+        } else {
+            Action::StartPlanner(PlannerPurpose::Create)
+        };
+    };
+    if policy.planner == PlannerMode::Extend && !plan.planner_ran && plan.current.is_none() {
+        return Action::StartPlanner(PlannerPurpose::Extend);
+    }
+    if let Some(task_id) = &plan.current {
+        let Some(task) = plan.plan.task(task_id) else {
+            // A revision dropped the current task; the fold clears
+            // `current` then, so this is not reached.
+            return Action::Pause(plan_reason(format!(
+                "task {task_id} is current but not in the plan"
+            )));
+        };
+        let record = plan.tasks.get(task_id).cloned().unwrap_or_default();
+        let conversation = state.conversation.as_ref();
+        let worker_here = conversation
+            .is_some_and(|c| c.role == WORKER && c.task.as_deref() == Some(task_id.as_str()));
+        let claimed = worker_here
+            && (final_answer.is_some()
+                || conversation.is_some_and(|c| c.steps >= policy.steps_per_attempt));
+        if !worker_here {
+            // Between attempts (a crash after `task_finished` of an attempt
+            // is not possible: attempts end in `task_started`), or the
+            // judge just ended: go on with the checks if they started.
+            if record.checked.is_empty() {
+                return Action::StartTask(task_id.clone());
+            }
+        } else if !claimed {
+            if conversation.is_some_and(|c| c.context_tokens >= policy.handoff_tokens) {
+                return ask(Role::Handoff);
+            }
+            return ask(Role::Worker);
+        }
+        // The checks of this attempt, harness checks first.
+        let harness_failed = task.done_when.iter().enumerate().any(|(i, c)| {
+            !matches!(c, Check::Judge { .. })
+                && record.checked.contains(&(i as u32))
+                && record.checks.get(i).copied().flatten() == Some(false)
+        });
+        let unchecked = |judge: bool| {
+            task.done_when.iter().enumerate().find(|(i, c)| {
+                matches!(c, Check::Judge { .. }) == judge && !record.checked.contains(&(*i as u32))
+            })
+        };
+        if let Some((i, _)) = unchecked(false) {
+            return Action::RunCheck {
+                task: task_id.clone(),
+                check: i as u32,
+            };
+        }
+        if !harness_failed && let Some((i, _)) = unchecked(true) {
+            return Action::StartJudge {
+                task: task_id.clone(),
+                check: i as u32,
+            };
+        }
+        let passed = task.done_when.iter().enumerate().all(|(i, _)| {
+            record.checked.contains(&(i as u32))
+                && record.checks.get(i).copied().flatten() == Some(true)
+        });
+        if passed {
+            return Action::FinishTask {
+                task: task_id.clone(),
+                done: true,
+            };
+        }
+        let max = task.max_attempts.unwrap_or(policy.max_attempts);
+        if record.attempts < max {
+            return match limit_hit(state, limits) {
+                Some(reason) => Action::Pause(reason),
+                None => Action::StartTask(task_id.clone()),
+            };
+        }
+        return Action::FinishTask {
+            task: task_id.clone(),
+            done: false,
+        };
+    }
+    if plan.all_done() {
+        return Action::Finish;
+    }
+    if let Some(task) = plan.next_ready() {
+        return match limit_hit(state, limits) {
+            Some(reason) => Action::Pause(reason),
+            None => Action::StartTask(task.id.clone()),
+        };
+    }
+    // Nothing ready and not all done: a task failed (and blocks the rest).
+    let failed = plan
+        .plan
+        .tasks
+        .iter()
+        .find(|t| plan.status(&t.id) == TaskStatus::Failed)
+        .map(|t| t.id.clone());
+    match failed {
+        Some(task)
+            if policy.planner != PlannerMode::Off && plan.revision < policy.max_revisions =>
+        {
+            Action::StartPlanner(PlannerPurpose::Revise { task })
+        }
+        Some(task) => Action::Pause(plan_reason(format!(
+            "task {task} failed its checks on every attempt; look at `longhand plan` and \
+             `longhand log`, fix what blocks it, then `longhand resume` (failed tasks get new \
+             attempts)"
+        ))),
+        None => Action::Pause(plan_reason(
+            "no task can start: every remaining task waits on one that cannot finish".to_owned(),
+        )),
+    }
+}
+
+fn plan_reason(detail: String) -> PauseReason {
+    PauseReason {
+        kind: PauseKind::Plan,
+        limit: None,
+        detail,
     }
 }
 
@@ -337,6 +600,7 @@ mod tests {
             Policy {
                 limits: &limits(),
                 has_check,
+                plan: None,
             },
         )
     }
@@ -434,6 +698,7 @@ mod tests {
         let policy = Policy {
             limits: &l,
             has_check: false,
+            plan: None,
         };
         let Action::Dispatch { calls, .. } = next(&log.state, policy) else {
             panic!("expected a dispatch");
@@ -497,6 +762,7 @@ mod tests {
         let policy = Policy {
             limits: &l,
             has_check: false,
+            plan: None,
         };
         log.answer(1, &["a"]);
         // The answer's calls still run although max_steps is reached.
@@ -522,6 +788,7 @@ mod tests {
         let policy = Policy {
             limits: &l,
             has_check: false,
+            plan: None,
         };
         log.answer(1, &["a", "b", "c"]);
         log.started(1, "a", "read-only").finished(1, "a", false);
@@ -603,7 +870,8 @@ mod tests {
                 &back,
                 Policy {
                     limits: &limits(),
-                    has_check: false
+                    has_check: false,
+                    plan: None,
                 }
             )
         );

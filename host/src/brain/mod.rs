@@ -2,13 +2,17 @@
 
 pub mod agent;
 mod bind;
+pub mod briefing;
 mod calls;
 pub mod config;
 pub mod decide;
+pub mod handoff;
 mod lease;
 pub mod model;
+pub mod plan;
 mod runner;
 pub mod script;
 pub mod snapshot;
 pub mod state;
+mod tasks;
 mod turn;

@@ -99,6 +99,9 @@ pub enum AgentError {
     /// its imports…).
     #[error("{0}")]
     Load(#[from] crate::hands::LoadError),
+    /// The plan file is invalid or names what the agent does not have.
+    #[error("{0}")]
+    Plan(String),
     /// `only` names a tool the component does not offer.
     #[error(
         "tool {component}: `only` names `{name}`, which this component does not offer; it \
@@ -197,6 +200,9 @@ pub struct Runner<'h> {
     pub(super) hands: &'h Hands,
     pub(super) agent: BoundAgent,
     pub(super) provider: Arc<dyn ModelProvider>,
+    /// Providers of roles other than the worker's, by role name; a role
+    /// without one is answered by `provider`.
+    pub(super) role_providers: HashMap<&'static str, Arc<dyn ModelProvider>>,
     pub(super) session: SessionId,
     pub(super) lease: Lease,
     pub(super) lease_ttl: Duration,
@@ -360,6 +366,7 @@ impl<'h> Runner<'h> {
             hands,
             agent,
             provider,
+            role_providers: HashMap::new(),
             session,
             lease,
             lease_ttl,
@@ -409,6 +416,12 @@ impl<'h> Runner<'h> {
             }
         }
         Ok(())
+    }
+
+    /// Answer `role` with `provider` (its `[roles.*]` model) instead of
+    /// the worker's.
+    pub fn set_role_provider(&mut self, role: decide::Role, provider: Arc<dyn ModelProvider>) {
+        self.role_providers.insert(role.as_str(), provider);
     }
 
     /// Use a different retry policy for model calls.
@@ -489,7 +502,9 @@ impl<'h> Runner<'h> {
             let policy = Policy {
                 limits: &self.agent.frozen.limits,
                 has_check: self.agent.frozen.completion.is_some(),
+                plan: self.plan_policy(),
             };
+            let policy_planned = policy.plan.is_some();
             let action = decide::next(&self.state, policy);
             // Staged events ride along with the next request's record; any
             // other action writes them first (nothing else carries them).
@@ -503,8 +518,18 @@ impl<'h> Runner<'h> {
                 Action::Pause(reason) => self.write(vec![Event::Paused { reason }]).await?,
                 Action::Dispatch { step, calls } => self.dispatch_pending(step, calls).await?,
                 Action::Check { step } => self.check(step).await?,
+                Action::Finish if policy_planned => self.finish_plan().await?,
                 Action::Finish => self.finish().await?,
                 Action::Ask { role, step } => self.ask(role, step).await?,
+                Action::CreatePlan => self.create_plan().await?,
+                Action::StartPlanner(purpose) => self.start_planner(purpose).await?,
+                Action::AcceptPlan { step } => self.accept_plan(step).await?,
+                Action::StartTask(task) => self.start_task(task).await?,
+                Action::RunCheck { task, check } => self.run_check(task, check).await?,
+                Action::StartJudge { task, check } => self.start_judge(task, check).await?,
+                Action::AcceptVerdict { step } => self.accept_verdict(step).await?,
+                Action::FinishTask { task, done } => self.finish_task(task, done).await?,
+                Action::AcceptHandoff => self.accept_handoff().await?,
             }
         }
     }
@@ -556,7 +581,7 @@ impl<'h> Runner<'h> {
     /// The `finished` event for a final answer of any size: inline when it
     /// fits [`MAX_INLINE_TEXT`], else a preview plus the whole text as a
     /// blob. Moved, not cut: the answer is what the session was for.
-    async fn finished(&mut self, text: String) -> Event {
+    pub(super) async fn finished(&mut self, text: String) -> Event {
         if text.len() <= MAX_INLINE_TEXT {
             return Event::Finished {
                 summary: Some(text),

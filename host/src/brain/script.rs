@@ -102,6 +102,12 @@ impl ScriptProvider {
             return Ok(());
         };
         let got = last_answer(req);
+        // A fresh context (a task's first turn, the judge's, the planner's,
+        // one rebuilt from a handoff) carries no answer to compare: its
+        // first message is a briefing.
+        if got.is_none() && req.step > 0 {
+            return Ok(());
+        }
         let same = got.is_some_and(|(text, calls)| {
             let text_ok = match (&expected.text, text) {
                 (Some(want), Some(have)) => have.starts_with(want.as_str()),

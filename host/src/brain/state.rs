@@ -9,7 +9,15 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::brain::plan::{PLANNER, PlanState, TaskStatus};
 use crate::session::{BlobRef, Event, EventRecord, PauseReason, ResumeCause, SessionStatus};
+
+/// The worker's role name.
+pub const WORKER: &str = "worker";
+/// The judge's role name.
+pub const JUDGE: &str = "judge";
+/// The role name of a model call writing a handoff.
+pub const HANDOFF_ROLE: &str = "handoff";
 
 /// One item of the conversation after the goal, in log order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,7 +45,59 @@ pub enum HistoryItem {
         /// Set when the outcome is unknown (crash mid-call of a non-idempotent tool).
         note: Option<String>,
     },
+    /// A message from the harness to the model: why its last answer was
+    /// not accepted (an invalid plan or verdict, a refused revision).
+    Note {
+        /// Event sequence number.
+        seq: u64,
+        /// The message.
+        text: String,
+    },
 }
+
+/// The conversation the loop is in, in a planned session: whose it is and
+/// the briefing it started from. Each starts fresh (`task_started`,
+/// `handoff`, `role_started`): the history before it is not sent again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conversation {
+    /// `worker`, `judge` or `planner`.
+    pub role: String,
+    /// The task it is about.
+    pub task: Option<String>,
+    /// For the judge: the check it grades.
+    pub check: Option<u32>,
+    /// The first message (UTF-8 text blob).
+    pub briefing: BlobRef,
+    /// Answers received in it.
+    pub steps: u64,
+    /// Its size at the last answer as the provider reported it: input
+    /// plus output tokens.
+    pub context_tokens: u64,
+    /// Answers sent back as invalid (an unreadable plan or verdict).
+    pub rejected: u32,
+}
+
+/// A handoff the model wrote, not yet checked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandoffReply {
+    /// Its turn.
+    pub step: u64,
+    /// The response blob.
+    pub response: BlobRef,
+}
+
+/// A progress note, as `progress_noted` recorded it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgressNote {
+    /// Task id.
+    pub task: String,
+    /// The note.
+    pub text: String,
+}
+
+/// Progress notes kept in the state (the newest); older ones stay in the
+/// log.
+pub const MAX_PROGRESS_NOTES: usize = 32;
 
 /// A tool call recorded as started and not (yet) finished.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +132,13 @@ pub struct PendingRequest {
     /// highest `attempt` of its `model_requested` and `model_failed` events.
     #[serde(default)]
     pub attempts: u32,
+    /// The role asking (`worker` in logs before roles).
+    #[serde(default = "worker_role")]
+    pub role: String,
+}
+
+fn worker_role() -> String {
+    "worker".to_owned()
 }
 
 /// The shape of the last model answer: what the loop decides from.
@@ -174,6 +241,27 @@ pub struct SessionState {
     pub raised: BTreeMap<String, u64>,
     /// Events since the last snapshot.
     pub since_snapshot: u64,
+    /// The plan and its tasks, in a planned session.
+    pub plan: Option<crate::brain::plan::PlanState>,
+    /// The conversation in progress, in a planned session (`None` in a
+    /// single loop, whose context starts from the goal).
+    pub conversation: Option<Conversation>,
+    /// A handoff answer waiting to be checked.
+    pub handoff_reply: Option<HandoffReply>,
+    /// Why the last handoff answer was refused, for the next try.
+    pub handoff_problems: Option<String>,
+    /// Handoff answers refused since the last handoff.
+    pub handoff_tries: u32,
+    /// The latest handoff (JSON blob).
+    pub latest_handoff: Option<BlobRef>,
+    /// The newest progress notes.
+    pub progress: std::collections::VecDeque<ProgressNote>,
+    /// Failed checks of the current task's latest attempt, one line each,
+    /// for the worker's next attempt.
+    pub failures: Vec<String>,
+    /// The worker's last answer of the current attempt, kept when its
+    /// checks start (the judge reads it; the progress note quotes it).
+    pub claim: Option<BlobRef>,
 }
 
 impl Default for SessionState {
@@ -209,6 +297,15 @@ impl Default for SessionState {
             repeated_failures: BTreeMap::new(),
             raised: BTreeMap::new(),
             since_snapshot: 0,
+            plan: None,
+            conversation: None,
+            handoff_reply: None,
+            handoff_problems: None,
+            handoff_tries: 0,
+            latest_handoff: None,
+            progress: std::collections::VecDeque::new(),
+            failures: Vec::new(),
+            claim: None,
         }
     }
 }
@@ -228,7 +325,9 @@ impl HistoryItem {
     /// The seq of the event it comes from.
     pub fn seq(&self) -> u64 {
         match self {
-            Self::Assistant { seq, .. } | Self::ToolResult { seq, .. } => *seq,
+            Self::Assistant { seq, .. } | Self::ToolResult { seq, .. } | Self::Note { seq, .. } => {
+                *seq
+            }
         }
     }
 
@@ -239,6 +338,7 @@ impl HistoryItem {
                 result.as_ref().map(|r| r.bytes).unwrap_or(0)
                     + note.as_ref().map(|n| n.len() as u64).unwrap_or(0),
             ),
+            Self::Note { text, .. } => estimate_tokens(text.len() as u64),
         }
     }
 }
@@ -288,6 +388,7 @@ impl SessionState {
                 step,
                 request,
                 attempt,
+                role,
                 ..
             } => {
                 let before = match &self.pending_request {
@@ -298,6 +399,7 @@ impl SessionState {
                     step: *step,
                     request: request.clone(),
                     attempts: before.max(*attempt),
+                    role: role.clone(),
                 });
             }
             Event::ModelFailed { step, attempt, .. } => {
@@ -316,7 +418,24 @@ impl SessionState {
                 calls,
                 ..
             } => {
-                self.pending_request = None;
+                let role = self.pending_request.take().map(|p| p.role);
+                self.steps = self.steps.max(*step);
+                self.input_tokens += input_tokens;
+                self.output_tokens += output_tokens;
+                self.active_ms += latency_ms;
+                if role.as_deref() == Some(HANDOFF_ROLE) {
+                    // Not an answer of the conversation: checked, then
+                    // the conversation is replaced by it.
+                    self.handoff_reply = Some(HandoffReply {
+                        step: *step,
+                        response: response.clone(),
+                    });
+                    return;
+                }
+                if let Some(c) = &mut self.conversation {
+                    c.steps += 1;
+                    c.context_tokens = input_tokens + output_tokens;
+                }
                 self.answer = Some(Answer {
                     step: *step,
                     response: response.clone(),
@@ -324,17 +443,142 @@ impl SessionState {
                 });
                 self.pending_calls = calls.clone().unwrap_or_default();
                 self.check_passed = None;
-                self.steps = self.steps.max(*step);
-                self.input_tokens += input_tokens;
-                self.output_tokens += output_tokens;
-                self.active_ms += latency_ms;
                 self.push_history(HistoryItem::Assistant {
                     seq: record.seq,
                     step: *step,
                     response: response.clone(),
                 });
             }
-            Event::Error { .. } => {}
+            Event::Error {
+                step: Some(step),
+                message,
+            } => self.feedback(record.seq, *step, message),
+            Event::Error { step: None, .. } => {}
+            Event::PlanCreated { plan, author } => {
+                if let Ok(plan) = serde_json::from_value(plan.clone()) {
+                    let mut state = PlanState::new(plan);
+                    state.planner_ran = author == PLANNER;
+                    self.plan = Some(state);
+                }
+                self.end_side_conversation(PLANNER);
+            }
+            Event::PlanRevised {
+                plan,
+                accepted,
+                weakened,
+                author,
+                ..
+            } => {
+                if *accepted {
+                    if let (Some(state), Ok(plan)) =
+                        (&mut self.plan, serde_json::from_value(plan.clone()))
+                    {
+                        state.replace(plan);
+                        state.revision += 1;
+                        if author == PLANNER {
+                            state.planner_ran = true;
+                        }
+                    }
+                    self.end_side_conversation(PLANNER);
+                } else if let Some(step) = self.answer.as_ref().map(|a| a.step) {
+                    let text = format!(
+                        "The revision was refused: it removes or changes checks, which this \
+                         agent does not allow. Keep every existing check; you may add tasks and \
+                         checks. Refused: {}",
+                        weakened.join("; ")
+                    );
+                    self.feedback(record.seq, step, &text);
+                }
+            }
+            Event::TaskStarted { task, briefing, .. } => {
+                if let Some(plan) = &mut self.plan {
+                    plan.current = Some(task.clone());
+                    let record = plan.tasks.entry(task.clone()).or_default();
+                    record.status = Some(TaskStatus::Running);
+                    record.attempts += 1;
+                    record.checked.clear();
+                }
+                self.failures.clear();
+                self.claim = None;
+                self.start_conversation(WORKER, Some(task.clone()), None, briefing.clone());
+            }
+            Event::RoleStarted {
+                role,
+                task,
+                check,
+                briefing,
+            } => {
+                self.keep_claim();
+                self.start_conversation(role, task.clone(), *check, briefing.clone());
+            }
+            Event::CheckFinished {
+                task,
+                check,
+                kind,
+                passed,
+                detail,
+                ..
+            } => {
+                self.keep_claim();
+                if let Some(plan) = &mut self.plan {
+                    let label = plan
+                        .plan
+                        .task(task)
+                        .and_then(|t| t.done_when.get(*check as usize))
+                        .map(|c| c.label())
+                        .unwrap_or_else(|| format!("{kind} check {check}"));
+                    if let Some(record) = plan.tasks.get_mut(task) {
+                        if let Some(slot) = record.checks.get_mut(*check as usize) {
+                            *slot = Some(*passed);
+                        }
+                        record.checked.insert(*check);
+                    }
+                    if !passed {
+                        self.failures.push(format!("{label}: {detail}"));
+                    }
+                }
+                if kind == "judge" {
+                    self.end_side_conversation(JUDGE);
+                }
+            }
+            Event::TaskFinished { task, status, .. } => {
+                if let Some(plan) = &mut self.plan {
+                    if let Some(record) = plan.tasks.get_mut(task) {
+                        record.status = Some(if status == "done" {
+                            TaskStatus::Done
+                        } else {
+                            TaskStatus::Failed
+                        });
+                    }
+                    if plan.current.as_ref() == Some(task) {
+                        plan.current = None;
+                    }
+                }
+                self.reset_context();
+                self.conversation = None;
+            }
+            Event::Handoff {
+                task,
+                handoff,
+                briefing,
+                ..
+            } => {
+                self.latest_handoff = Some(handoff.clone());
+                self.handoff_reply = None;
+                self.handoff_problems = None;
+                self.handoff_tries = 0;
+                self.start_conversation(WORKER, task.clone(), None, briefing.clone());
+            }
+            Event::ProgressNoted { task, text } => {
+                self.progress.push_back(ProgressNote {
+                    task: task.clone(),
+                    text: text.clone(),
+                });
+                while self.progress.len() > MAX_PROGRESS_NOTES {
+                    self.progress.pop_front();
+                }
+            }
+            Event::MemoryWritten { .. } => {}
             Event::ToolStarted {
                 step,
                 call_id,
@@ -420,6 +664,16 @@ impl SessionState {
                 if *cause == ResumeCause::Operator {
                     self.consecutive_failures = 0;
                     self.repeated_failures.clear();
+                    // A failed task paused the session for a person, who
+                    // has looked: it gets a fresh set of attempts.
+                    if let Some(plan) = &mut self.plan {
+                        for record in plan.tasks.values_mut() {
+                            if record.status == Some(TaskStatus::Failed) {
+                                record.status = None;
+                                record.attempts = 0;
+                            }
+                        }
+                    }
                 }
             }
             Event::Finished {
@@ -432,6 +686,88 @@ impl SessionState {
             }
             Event::Failed { error } => self.error = Some(error.clone()),
             Event::Snapshot { .. } => self.since_snapshot = 0,
+        }
+    }
+
+    /// Keep the worker's last answer as its claim, when the worker's
+    /// conversation is the one in progress.
+    fn keep_claim(&mut self) {
+        if self.conversation.as_ref().is_some_and(|c| c.role == WORKER)
+            && let Some(answer) = &self.answer
+        {
+            self.claim = Some(answer.response.clone());
+        }
+    }
+
+    /// Start a fresh conversation: nothing of the last one is sent again.
+    fn start_conversation(
+        &mut self,
+        role: &str,
+        task: Option<String>,
+        check: Option<u32>,
+        briefing: BlobRef,
+    ) {
+        self.reset_context();
+        self.conversation = Some(Conversation {
+            role: role.to_owned(),
+            task,
+            check,
+            briefing,
+            steps: 0,
+            context_tokens: 0,
+            rejected: 0,
+        });
+    }
+
+    /// End the judge's or the planner's conversation (a no-op for any
+    /// other): its result is recorded, its history is not needed again.
+    fn end_side_conversation(&mut self, role: &str) {
+        if self.conversation.as_ref().is_some_and(|c| c.role == role) {
+            self.reset_context();
+            self.conversation = None;
+        }
+    }
+
+    /// Empty the context. The history's positions go on counting (see
+    /// `history_omitted`), as when old turns are dropped from the front.
+    fn reset_context(&mut self) {
+        self.history_omitted += self.history.len() as u64;
+        self.history.clear();
+        self.history_tokens = 0;
+        self.answer = None;
+        self.pending_calls.clear();
+        self.check_passed = None;
+    }
+
+    /// An `error` about turn `step`: when it is the handoff waiting to be
+    /// checked, or the final answer of a planner or judge conversation, it
+    /// is the harness refusing that answer — the model is told why (a note
+    /// in its history) and asked again.
+    fn feedback(&mut self, seq: u64, step: u64, message: &str) {
+        if self.handoff_reply.as_ref().is_some_and(|h| h.step == step) {
+            self.handoff_reply = None;
+            self.handoff_problems = Some(message.to_owned());
+            self.handoff_tries += 1;
+            return;
+        }
+        let side = self
+            .conversation
+            .as_ref()
+            .is_some_and(|c| c.role == PLANNER || c.role == JUDGE);
+        if side
+            && self
+                .answer
+                .as_ref()
+                .is_some_and(|a| a.step == step && a.is_final())
+        {
+            self.answer = None;
+            if let Some(c) = &mut self.conversation {
+                c.rejected += 1;
+            }
+            self.push_history(HistoryItem::Note {
+                seq,
+                text: message.to_owned(),
+            });
         }
     }
 
@@ -485,7 +821,7 @@ impl SessionState {
             .take_while(|h| !matches!(h, HistoryItem::Assistant { .. }))
             .filter_map(|h| match h {
                 HistoryItem::ToolResult { call_id, .. } => Some(call_id.as_str()),
-                HistoryItem::Assistant { .. } => None,
+                HistoryItem::Assistant { .. } | HistoryItem::Note { .. } => None,
             })
             .collect::<std::collections::HashSet<_>>();
         self.pending_calls = calls

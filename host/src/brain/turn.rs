@@ -47,8 +47,9 @@ pub const MAX_CALLS_PER_ANSWER: usize = 1024;
 /// front), so the last request is updated at its ends instead of rebuilt.
 #[derive(Default)]
 pub(super) struct ContextCache {
-    /// The system prompt's and the tool list's blobs (fixed for a session).
-    fixed: Option<(BlobRef, BlobRef)>,
+    /// The system prompt's and the tool list's blobs, per role (fixed for
+    /// a session).
+    fixed: std::collections::HashMap<&'static str, (BlobRef, BlobRef)>,
     /// The goal and its blob.
     goal: Option<(String, BlobRef)>,
     /// The last request, and which history items it holds.
@@ -60,6 +61,8 @@ pub(super) struct ContextCache {
 
 /// A request as last built from the state.
 struct Built {
+    /// The role it was built for (the handoff writer's is the worker's).
+    role: Role,
     request: ModelRequest,
     /// Messages before the history: the goal, then the note on left-out
     /// items when there are any.
@@ -76,27 +79,49 @@ struct Built {
 impl Runner<'_> {
     /// Ask `role` for the answer of turn `step`.
     pub(super) async fn ask(&mut self, role: Role, step: u64) -> Result<(), RunError> {
-        let built = self.build_request(step).await?;
-        let request = &built.request;
-        let (system, tools) = match self.context.fixed.clone() {
-            Some(fixed) => fixed,
+        // The handoff writer sees the worker's context, then its own
+        // instruction: the worker's request is built (and kept) as usual.
+        let base = if role == Role::Handoff {
+            Role::Worker
+        } else {
+            role
+        };
+        let built = self.build_request(base, step).await?;
+        let mut sent = None;
+        if role == Role::Handoff {
+            let mut request = built.request.clone();
+            request.messages.push(Message::User {
+                text: super::briefing::handoff_instruction(self.state.handoff_problems.as_deref()),
+            });
+            sent = Some(request);
+        }
+        let request = sent.as_ref().unwrap_or(&built.request);
+        let (system, tools) = match self.context.fixed.get(role.as_str()) {
+            Some(fixed) => fixed.clone(),
             None => {
                 let system = self.put(request.system.clone().into_bytes());
                 let tools = self.put(serde_json::to_vec(&request.tools).unwrap_or_default());
-                self.context.fixed = Some((system.clone(), tools.clone()));
+                self.context
+                    .fixed
+                    .insert(role.as_str(), (system.clone(), tools.clone()));
                 (system, tools)
             }
         };
-        let goal_text = self.state.goal.clone().unwrap_or_default();
-        let goal = match &self.context.goal {
-            Some((text, blob)) if *text == goal_text => blob.clone(),
-            _ => {
-                let blob = self.put(goal_text.clone().into_bytes());
-                self.context.goal = Some((goal_text, blob.clone()));
-                blob
-            }
+        let goal = match &self.state.conversation {
+            // A conversation starts from its briefing, a blob already.
+            Some(c) => c.briefing.clone(),
+            None => self.goal_blob(),
         };
-        let request_digest = self.request_digest(request, [&system, &tools, &goal]);
+        let mut request_digest = self.request_digest(request, [&system, &tools, &goal]);
+        if let Some(extra) = sent.as_ref().and_then(|r| r.messages.last()) {
+            request_digest = super::runner::digest_hex(
+                format!(
+                    "{request_digest}\0{}",
+                    serde_json::to_string(extra).unwrap_or_default()
+                )
+                .as_bytes(),
+            );
+        }
         let manifest = RequestManifest {
             step,
             system,
@@ -114,11 +139,12 @@ impl Runner<'_> {
             Some(p) if p.step == step => p.attempts + 1,
             _ => 1,
         };
+        let provider = self.provider_for(role);
         self.write(vec![Event::ModelRequested {
             step,
             role: role.as_str().to_owned(),
-            provider: self.provider.name().to_owned(),
-            model: self.provider.model().to_owned(),
+            provider: provider.name().to_owned(),
+            model: provider.model().to_owned(),
             request: manifest,
             attempt,
         }])
@@ -127,7 +153,9 @@ impl Runner<'_> {
         let mut attempts = Attempts::default();
         loop {
             let started = Instant::now();
-            let result = self.provider.complete(&built.request).await;
+            let result = provider
+                .complete(sent.as_ref().unwrap_or(&built.request))
+                .await;
             let latency_ms = started.elapsed().as_millis() as u64;
             let err = match result {
                 Ok(response) => {
@@ -179,7 +207,7 @@ impl Runner<'_> {
                     .await;
             };
             tracing::debug!(
-                provider = self.provider.name(),
+                provider = provider.name(),
                 attempt,
                 error = %err,
                 wait_ms = wait.as_millis() as u64,
@@ -187,6 +215,19 @@ impl Runner<'_> {
             );
             tokio::time::sleep(wait).await;
             attempt += 1;
+        }
+    }
+
+    /// The goal's blob (cached).
+    fn goal_blob(&mut self) -> BlobRef {
+        let goal_text = self.state.goal.clone().unwrap_or_default();
+        match &self.context.goal {
+            Some((text, blob)) if *text == goal_text => blob.clone(),
+            _ => {
+                let blob = self.put(goal_text.clone().into_bytes());
+                self.context.goal = Some((goal_text, blob.clone()));
+                blob
+            }
         }
     }
 
@@ -254,7 +295,7 @@ impl Runner<'_> {
                 .iter()
                 .filter_map(|h| match h {
                     HistoryItem::ToolResult { call_id, .. } => Some(call_id.clone()),
-                    HistoryItem::Assistant { .. } => None,
+                    HistoryItem::Assistant { .. } | HistoryItem::Note { .. } => None,
                 })
                 .collect()
         });
@@ -281,6 +322,12 @@ impl Runner<'_> {
         use sha2::{Digest, Sha256};
         let mut h = Sha256::new();
         h.update(b"longhand.request/3\0");
+        if let Some(c) = &self.state.conversation {
+            // A conversation's role and briefing are in the parts; its
+            // place in the log tells two equal briefings apart.
+            h.update(c.role.as_bytes());
+            h.update(b"\0");
+        }
         for part in parts {
             h.update(part.digest.as_bytes());
             h.update(b"\0");
@@ -304,13 +351,13 @@ impl Runner<'_> {
     /// goal, and the history that fits the context budget. The last
     /// request is brought up to date at its ends when there is one (see
     /// [`ContextCache`]); otherwise it is built whole.
-    async fn build_request(&mut self, step: u64) -> Result<Built, RunError> {
+    async fn build_request(&mut self, role: Role, step: u64) -> Result<Built, RunError> {
         let last = self.context.built.take();
-        let built = self.update_request(step, last).await?;
+        let built = self.update_request(role, step, last).await?;
         // Debug builds (every test) check the update against a whole
         // rebuild, turn by turn.
         if cfg!(debug_assertions) {
-            let whole = self.update_request(step, None).await?;
+            let whole = self.update_request(role, step, None).await?;
             assert_eq!(
                 built.request, whole.request,
                 "a request brought up to date differs from one built whole"
@@ -319,21 +366,35 @@ impl Runner<'_> {
         Ok(built)
     }
 
-    async fn update_request(&mut self, step: u64, last: Option<Built>) -> Result<Built, RunError> {
-        let goal = self.state.goal.clone().unwrap_or_default();
+    async fn update_request(
+        &mut self,
+        role: Role,
+        step: u64,
+        last: Option<Built>,
+    ) -> Result<Built, RunError> {
+        // The first message: the conversation's briefing, or the goal.
+        let first = match self.state.conversation.clone() {
+            Some(c) => String::from_utf8_lossy(&self.get(&c.briefing).await?).into_owned(),
+            None => self.state.goal.clone().unwrap_or_default(),
+        };
         let mut built = match last {
-            Some(b) if matches!(b.request.messages.first(), Some(Message::User { text }) if *text == goal) => {
+            Some(b)
+                if b.role == role
+                    && matches!(b.request.messages.first(), Some(Message::User { text }) if *text == first) =>
+            {
                 b
             }
             _ => {
                 let frozen = &self.agent.frozen;
+                let model = self.model_config(role);
                 Built {
+                    role,
                     request: ModelRequest {
-                        system: frozen.instructions.clone(),
-                        messages: vec![Message::User { text: goal }],
-                        tools: self.agent.defs.clone(),
-                        max_tokens: frozen.model.max_tokens,
-                        temperature: frozen.model.temperature,
+                        system: super::briefing::system_prompt(role, &frozen.instructions),
+                        messages: vec![Message::User { text: first }],
+                        tools: self.tools_for(role),
+                        max_tokens: model.max_tokens,
+                        temperature: model.temperature,
                         step,
                     },
                     prefix: 1,
@@ -397,6 +458,7 @@ impl Runner<'_> {
     /// The message a history item stands for in a request, if any.
     async fn message_of(&mut self, item: HistoryItem) -> Result<Option<Message>, RunError> {
         match item {
+            HistoryItem::Note { text, .. } => Ok(Some(Message::User { text })),
             HistoryItem::Assistant { response, .. } => {
                 let bytes = self.get(&response).await?;
                 let r: ModelResponse =

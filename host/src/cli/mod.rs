@@ -5,6 +5,7 @@
 //! [`Outcome`] or an error; [`exit_code`] is the one place that maps either
 //! to an exit code. Logs go to stderr (`RUST_LOG`), data to stdout.
 
+mod plan;
 mod run;
 mod settings;
 mod term;
@@ -169,6 +170,8 @@ enum Command {
     },
     /// Show a session's trajectory.
     Log(run::LogArgs),
+    /// Show a planned session's tasks, statuses and check results.
+    Plan(plan::PlanArgs),
 }
 
 /// Parse the command line, run it, and return the process exit code.
@@ -193,6 +196,7 @@ pub fn main() -> ExitCode {
                 Command::Resume(args) => run::resume(args).await,
                 Command::Sessions { json } => run::sessions(json).await,
                 Command::Log(args) => run::log(args).await,
+                Command::Plan(args) => plan::plan(args).await,
             }
         }),
         Err(err) => Err(anyhow::Error::new(err).context("cannot start the async runtime")),

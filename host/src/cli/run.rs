@@ -18,6 +18,7 @@ use super::term::{json_line, json_safe, one_line, printable};
 use super::{Outcome, usage};
 use crate::brain::agent::{self, Frozen, RunEnd, Runner};
 use crate::brain::config::{AgentConfig, ModelConfig, SessionLimits};
+use crate::brain::decide::Role;
 use crate::brain::model::{
     ModelFlag, ModelProvider, ProviderKind, RecordingProvider, build_provider,
 };
@@ -83,7 +84,7 @@ pub struct LogArgs {
     pub follow: bool,
 }
 
-async fn open_store() -> anyhow::Result<Arc<dyn Store>> {
+pub(super) async fn open_store() -> anyhow::Result<Arc<dyn Store>> {
     let dir = data_dir().ok_or_else(|| {
         usage("cannot find a data directory: set LONGHAND_HOME (or HOME / XDG_DATA_HOME)")
     })?;
@@ -106,6 +107,27 @@ fn owner() -> String {
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
+}
+
+/// Providers for the roles that have their own model (`[roles.*]`), unless
+/// a flag replaced the agent's model, which then answers every role.
+fn role_providers(
+    frozen: &Frozen,
+    overridden: bool,
+) -> anyhow::Result<Vec<(Role, Arc<dyn ModelProvider>)>> {
+    if overridden {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for (role, model) in [
+        (Role::Planner, &frozen.roles.planner),
+        (Role::Judge, &frozen.roles.judge),
+    ] {
+        if let Some(model) = model {
+            out.push((role, provider_for(model)?));
+        }
+    }
+    Ok(out)
 }
 
 /// Build the provider a frozen (or overridden) model config names.
@@ -155,9 +177,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
                 .map_err(|e| usage(format!("--record {}: {e}", path.display())))?,
         );
     }
+    let overridden = args.model.is_some() || args.cassette.is_some() || args.script.is_some();
+    let roles = role_providers(&frozen, overridden)?;
     let store = open_store().await?;
     let bound = agent::bind(&hands, frozen, env).await?;
     let mut runner = Runner::start(store, &hands, bound, provider, &goal, &owner()).await?;
+    for (role, provider) in roles {
+        runner.set_role_provider(role, provider);
+    }
     drive(&mut runner, args.json, 1).await
 }
 
@@ -196,14 +223,24 @@ pub async fn resume(args: ResumeArgs) -> anyhow::Result<Outcome> {
     let frozen: Frozen = Runner::frozen_of(store.as_ref(), &session).await?;
     let hands = hands()?;
     let provider = provider_for(&frozen.model)?;
+    // A session started with a flag that replaced its model (a script, a
+    // cassette) has that model frozen: its roles use it too.
+    let overridden = matches!(
+        frozen.model.provider,
+        ProviderKind::Script | ProviderKind::Replay
+    );
+    let roles = role_providers(&frozen, overridden)?;
     let bound = agent::bind(&hands, frozen, env).await?;
     let mut runner = Runner::wake(store, &hands, bound, provider, session, &owner()).await?;
+    for (role, provider) in roles {
+        runner.set_role_provider(role, provider);
+    }
     let from_seq = runner.state().last_seq + 1;
     runner.resume(raised).await?;
     drive(&mut runner, args.json, from_seq).await
 }
 
-fn parse_session(text: &str) -> anyhow::Result<SessionId> {
+pub(super) fn parse_session(text: &str) -> anyhow::Result<SessionId> {
     text.parse::<SessionId>()
         .map_err(|e| usage(format!("`{text}` is not a session id: {e}")))
 }
@@ -305,6 +342,37 @@ fn progress_line(event: &Event) -> Option<String> {
             format!("step {step}: model call failed (attempt {attempt}): {error}")
         }
         Event::Paused { reason } => format!("paused: {}", reason.detail),
+        Event::PlanCreated { author, plan } => format!(
+            "plan by the {author}: {} tasks",
+            plan.get("tasks")
+                .and_then(|t| t.as_array())
+                .map_or(0, Vec::len)
+        ),
+        Event::PlanRevised {
+            accepted, reason, ..
+        } => format!(
+            "plan revision {} ({reason})",
+            if *accepted { "accepted" } else { "refused" }
+        ),
+        Event::TaskStarted { task, attempt, .. } => {
+            format!("task {task}: attempt {attempt} starts in a fresh context")
+        }
+        Event::RoleStarted { role, task, .. } => format!(
+            "{role} asked{}",
+            task.as_ref()
+                .map(|t| format!(" about task {t}"))
+                .unwrap_or_default()
+        ),
+        Event::CheckFinished {
+            task, kind, passed, ..
+        } => format!(
+            "task {task}: {kind} check {}",
+            if *passed { "passed" } else { "failed" }
+        ),
+        Event::TaskFinished { task, status, .. } => format!("task {task}: {status}"),
+        Event::Handoff { context_tokens, .. } => {
+            format!("context handed off at {context_tokens} tokens")
+        }
         Event::Finished { .. } => "finished".to_owned(),
         Event::Failed { error } => format!("failed: {error}"),
         _ => return None,
@@ -514,6 +582,93 @@ async fn render(store: &dyn Store, r: &EventRecord) -> String {
             "{}error: {message}",
             step.map(|s| format!("step {s} ")).unwrap_or_default()
         ),
+        Event::PlanCreated { plan, author } => format!(
+            "plan created by the {author}: {} tasks",
+            plan.get("tasks")
+                .and_then(|t| t.as_array())
+                .map_or(0, Vec::len)
+        ),
+        Event::PlanRevised {
+            plan,
+            author,
+            reason,
+            accepted,
+            weakened,
+        } => format!(
+            "plan revision by the {author} {} ({reason}): {} tasks{}",
+            if *accepted { "accepted" } else { "refused" },
+            plan.get("tasks")
+                .and_then(|t| t.as_array())
+                .map_or(0, Vec::len),
+            if weakened.is_empty() {
+                String::new()
+            } else {
+                format!("; removes or changes: {}", weakened.join("; "))
+            }
+        ),
+        Event::TaskStarted {
+            task,
+            attempt,
+            briefing,
+            memories,
+        } => format!(
+            "task {task} started (attempt {attempt}) in a fresh context ({} bytes of briefing{})",
+            briefing.bytes,
+            if memories.is_empty() {
+                String::new()
+            } else {
+                format!(", memories {}", memories.join(", "))
+            }
+        ),
+        Event::RoleStarted {
+            role, task, check, ..
+        } => format!(
+            "{role} started{}{}",
+            task.as_ref()
+                .map(|t| format!(" on task {t}"))
+                .unwrap_or_default(),
+            check.map(|c| format!(", check {c}")).unwrap_or_default()
+        ),
+        Event::CheckFinished {
+            task,
+            check,
+            kind,
+            passed,
+            detail,
+            confinement,
+            ..
+        } => format!(
+            "task {task} check {check} ({kind}) {}: {}{}",
+            if *passed { "passed" } else { "failed" },
+            detail.replace('\n', " "),
+            confinement
+                .as_ref()
+                .map(|c| format!(" [confinement {c}]"))
+                .unwrap_or_default()
+        ),
+        Event::TaskFinished {
+            task,
+            status,
+            attempts,
+        } => format!("task {task} {status} after {attempts} attempt(s)"),
+        Event::Handoff {
+            task,
+            context_tokens,
+            by_model,
+            handoff,
+            ..
+        } => format!(
+            "handoff{} at {context_tokens} context tokens, written by the {}: {}",
+            task.as_ref()
+                .map(|t| format!(" in task {t}"))
+                .unwrap_or_default(),
+            if *by_model { "model" } else { "harness" },
+            excerpt(store, handoff, 300).await
+        ),
+        Event::ProgressNoted { task, text } => format!("progress ({task}): {text}"),
+        Event::MemoryWritten {
+            id, scope, text, ..
+        } => format!("memory {id} written to {scope}: {text}"),
     };
     format!("{head} {body}")
 }

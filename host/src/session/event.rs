@@ -156,6 +156,10 @@ pub enum PauseKind {
     User,
     /// A tool call needs a person's approval before it runs.
     Approval,
+    /// The plan cannot go on by itself (a task failed its checks on every
+    /// attempt and no planner may revise it). Resuming gives failed tasks
+    /// new attempts.
+    Plan,
 }
 
 /// Where a session stands, as the last lifecycle event left it.
@@ -388,6 +392,129 @@ pub enum Event {
         /// The last seq folded into `state`.
         through_seq: u64,
     },
+    /// The session's plan: the operator's `plan.toml` (frozen with the
+    /// agent) or the planner's first valid answer. See `brain::plan`.
+    PlanCreated {
+        /// The plan (a `brain::plan::Plan`), inline: it is bounded by the
+        /// plan validator well below [`MAX_EVENT_JSON`].
+        plan: serde_json::Value,
+        /// `operator` or `planner`.
+        author: String,
+    },
+    /// A revision of the plan, accepted or refused (the ratchet): both are
+    /// recorded.
+    PlanRevised {
+        /// The revised plan; in force only when `accepted`.
+        plan: serde_json::Value,
+        /// `operator` or `planner`.
+        author: String,
+        /// Why it was revised (for people).
+        reason: String,
+        /// Whether it is now the plan.
+        accepted: bool,
+        /// Checks the revision removes or changes, one line each. A
+        /// revision with any is refused unless the agent allows weakening.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        weakened: Vec<String>,
+    },
+    /// The worker starts an attempt at a task, in a fresh context whose
+    /// first message is `briefing`.
+    TaskStarted {
+        /// Task id.
+        task: String,
+        /// 1 for the first attempt.
+        attempt: u32,
+        /// The briefing the context starts from (UTF-8 text, blob): the
+        /// goal, the task and its checks, what failed last time, the
+        /// latest handoff, progress notes and memories.
+        briefing: BlobRef,
+        /// Memory entries put into the briefing (provenance).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        memories: Vec<String>,
+    },
+    /// A side role (the judge, the planner) starts a fresh conversation.
+    RoleStarted {
+        /// `judge` or `planner`.
+        role: String,
+        /// The task it is about, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        /// The check it grades (index in the task's `done_when`), for the judge.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        check: Option<u32>,
+        /// Its first message (UTF-8 text, blob).
+        briefing: BlobRef,
+    },
+    /// A check of a task ran (by the harness, or the judge's verdict).
+    CheckFinished {
+        /// Task id.
+        task: String,
+        /// Index in the task's `done_when`.
+        check: u32,
+        /// `tool`, `command` or `judge`.
+        kind: String,
+        /// Whether it passed.
+        passed: bool,
+        /// What happened, for the worker's next attempt and for people
+        /// (cut to [`MAX_INLINE_TEXT`]).
+        detail: String,
+        /// The whole output (tool result, command output, verdict), blob.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<BlobRef>,
+        /// For a command check: the confinement that applied.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        confinement: Option<serde_json::Value>,
+    },
+    /// A task ended: `done` (every check passed) or `failed` (attempts ran out).
+    TaskFinished {
+        /// Task id.
+        task: String,
+        /// `done` or `failed`.
+        status: String,
+        /// Attempts it took.
+        attempts: u32,
+    },
+    /// The worker's context was replaced by a typed handoff before its
+    /// window filled; the context starts again from `briefing`.
+    Handoff {
+        /// The task in progress, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        /// The handoff (JSON, `brain::handoff::Handoff`), blob.
+        handoff: BlobRef,
+        /// The briefing the new context starts from (UTF-8 text, blob).
+        briefing: BlobRef,
+        /// The context's size when it was replaced, as the provider
+        /// reported it (input + output tokens of the last answer).
+        context_tokens: u64,
+        /// Whether the model wrote it (`false`: it failed to produce a
+        /// valid one and the harness built it from the plan).
+        #[serde(default)]
+        by_model: bool,
+    },
+    /// The harness's note after a task: what was done, check results. The
+    /// `progress.txt` of a long run, shown to later contexts.
+    ProgressNoted {
+        /// Task id.
+        task: String,
+        /// The note (cut to [`MAX_INLINE_TEXT`]).
+        text: String,
+    },
+    /// A memory entry was written or forgotten through the loop.
+    MemoryWritten {
+        /// Entry id.
+        id: String,
+        /// Its scope.
+        scope: String,
+        /// The text (cut to [`MAX_INLINE_TEXT`]; the bank holds it whole).
+        text: String,
+        /// The entry it replaces.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        supersedes: Option<String>,
+        /// The tool call that wrote it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+    },
     /// An error or retry worth recording that is not one of the events above
     /// (e.g. a malformed model answer sent back for repair).
     Error {
@@ -418,6 +545,15 @@ impl Event {
             Event::Failed { .. } => "failed",
             Event::Snapshot { .. } => "snapshot",
             Event::Error { .. } => "error",
+            Event::PlanCreated { .. } => "plan_created",
+            Event::PlanRevised { .. } => "plan_revised",
+            Event::TaskStarted { .. } => "task_started",
+            Event::RoleStarted { .. } => "role_started",
+            Event::CheckFinished { .. } => "check_finished",
+            Event::TaskFinished { .. } => "task_finished",
+            Event::Handoff { .. } => "handoff",
+            Event::ProgressNoted { .. } => "progress_noted",
+            Event::MemoryWritten { .. } => "memory_written",
         }
     }
 
@@ -439,6 +575,9 @@ impl Event {
             Event::ToolInDoubt { reason, .. } => cut(reason),
             Event::Paused { reason } => cut(&mut reason.detail),
             Event::Error { message, .. } => cut(message),
+            Event::PlanRevised { reason, .. } => cut(reason),
+            Event::CheckFinished { detail, .. } => cut(detail),
+            Event::ProgressNoted { text, .. } | Event::MemoryWritten { text, .. } => cut(text),
             Event::Resumed {
                 note: Some(note), ..
             } => cut(note),
