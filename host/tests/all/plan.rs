@@ -1,0 +1,477 @@
+//! Issue 8: planned sessions through the real binary — a worker's "done"
+//! never finishes a task whose check fails, the worker has no way to edit
+//! the plan, a revision that removes a check is refused (and logged),
+//! context resets through typed handoffs keep the plan and the handoffs
+//! exact, and a planned run killed at every event boundary reaches the same
+//! final plan.
+
+use std::path::{Path, PathBuf};
+
+use longhand_host::session::{BlobRef, Event, EventRecord, SessionId, SqliteStore, Store};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::support::{Home, Proc, block_on, call, session_of_json, text_turn, tool_turn, write};
+
+/// A planned agent in `dir`: fs over `work/` (rw), the plan `plan_toml`,
+/// `[plan]` settings `plan_section`, and a script of `responses`.
+fn planned_agent(
+    dir: &Path,
+    model_extra: &str,
+    plan_section: &str,
+    plan_toml: &str,
+    responses: &[Value],
+) -> PathBuf {
+    write(
+        &dir.join("agent.toml"),
+        &format!(
+            r#"name = "planned"
+instructions = "Work through the plan."
+goal = "Do the plan."
+
+[model]
+provider = "replay"
+model = "script"
+cassette = "unused-cassette.json"
+{model_extra}
+
+[limits]
+max_steps = 200
+max_tool_calls = 200
+
+[plan]
+file = "plan.toml"
+{plan_section}
+
+[[tools]]
+component = "fs"
+only = ["read", "write", "stat"]
+dirs = ["work:/w:rw"]
+"#
+        ),
+    );
+    write(&dir.join("plan.toml"), plan_toml);
+    std::fs::create_dir_all(dir.join("work")).expect("create work/");
+    let script = dir.join("script.json");
+    write(&script, &json!({"responses": responses}).to_string());
+    script
+}
+
+/// One task whose check is that `/w/<file>` exists.
+fn file_task(id: &str, file: &str, depends_on: &[&str]) -> String {
+    format!(
+        "[[tasks]]\nid = \"{id}\"\ntitle = \"make {file}\"\ndepends_on = {deps}\n\
+         [[tasks.done_when]]\nkind = \"tool\"\ntool = \"fs__stat\"\ninput = {{ path = \"/w/{file}\" }}\n\
+         expect = \".kind == \\\"file\\\"\"\n\n",
+        deps = json!(depends_on)
+    )
+}
+
+fn run_script(home: &Home, dir: &Path, script: &Path) -> (crate::support::Ended, String) {
+    let run = home.run(&[
+        "run",
+        dir.to_str().expect("utf-8"),
+        "--script",
+        script.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    let session = session_of_json(&run.stdout[0]);
+    (run, session)
+}
+
+fn plan_json(home: &Home, session: &str) -> Value {
+    let out = home.run(&["plan", session, "--json"]);
+    out.expect_code(0);
+    serde_json::from_str(&out.stdout[0]).expect("plan --json is one JSON object")
+}
+
+fn of_kind<'a>(log: &'a [EventRecord], kind: &str) -> Vec<&'a EventRecord> {
+    log.iter().filter(|r| r.event.kind() == kind).collect()
+}
+
+fn blob(home: &Home, blob: &BlobRef) -> Vec<u8> {
+    let home = home.path().to_owned();
+    let blob = blob.clone();
+    block_on(async move {
+        let store = SqliteStore::open(&home).await.expect("open the store");
+        store.get_blob(&blob).await.expect("blob").to_vec()
+    })
+}
+
+#[test]
+fn a_workers_done_never_finishes_a_task_whose_check_fails() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    // The worker says it is done twice without making the file.
+    let script = planned_agent(
+        dir.path(),
+        "",
+        "max_attempts = 2",
+        &file_task("make", "out.txt", &[]),
+        &[
+            text_turn("Done: out.txt is written.", 10, 1),
+            text_turn("Done, really.", 10, 1),
+        ],
+    );
+    let (run, session) = run_script(&home, dir.path(), &script);
+    run.expect_code(3);
+    let log = home.log(&session);
+    assert!(of_kind(&log, "finished").is_empty(), "a claim finished it");
+    let checks = of_kind(&log, "check_finished");
+    assert_eq!(checks.len(), 2);
+    for check in &checks {
+        let Event::CheckFinished { passed, kind, .. } = &check.event else {
+            unreachable!()
+        };
+        assert!(!passed);
+        assert_eq!(kind, "tool");
+    }
+    // The second attempt was told what failed.
+    let starts = of_kind(&log, "task_started");
+    assert_eq!(starts.len(), 2);
+    let Event::TaskStarted { briefing, .. } = &starts[1].event else {
+        unreachable!()
+    };
+    let text = String::from_utf8(blob(&home, briefing)).expect("utf-8");
+    assert!(text.contains("attempt 2 of 2"), "{text}");
+    assert!(text.contains("What failed in the last attempt"), "{text}");
+    let plan = plan_json(&home, &session);
+    let task = &plan["tasks"][0];
+    assert_eq!(task["status"], "failed");
+    assert_eq!(task["attempts"], 2);
+    assert_eq!(task["checks"][0]["kind"], "tool");
+    assert_eq!(task["checks"][0]["passed"], false);
+    let state = home.state(&session);
+    assert_eq!(state.status.as_str(), "paused");
+}
+
+#[test]
+fn the_worker_cannot_reach_a_plan_editing_tool() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let script = planned_agent(
+        dir.path(),
+        "",
+        "",
+        &file_task("make", "out.txt", &[]),
+        &[
+            tool_turn(
+                "Let me just mark the task done in the plan.",
+                vec![
+                    call("c1", "plan__revise", json!({"tasks": []})),
+                    call("c2", "plan__finish_task", json!({"id": "make"})),
+                ],
+                10,
+                1,
+            ),
+            tool_turn(
+                "Then I do the work.",
+                vec![call(
+                    "c3",
+                    "fs__write",
+                    json!({"path": "/w/out.txt", "content": "x"}),
+                )],
+                10,
+                1,
+            ),
+            text_turn("Wrote /w/out.txt.", 10, 1),
+        ],
+    );
+    let (run, session) = run_script(&home, dir.path(), &script);
+    run.expect_code(0);
+    let log = home.log(&session);
+    let refused: Vec<_> = of_kind(&log, "tool_finished")
+        .into_iter()
+        .filter(|r| matches!(&r.event, Event::ToolFinished { call_id, .. } if call_id == "c1" || call_id == "c2"))
+        .collect();
+    assert_eq!(refused.len(), 2);
+    for r in refused {
+        let Event::ToolFinished { ok, result, .. } = &r.event else {
+            unreachable!()
+        };
+        assert!(!ok);
+        let text = String::from_utf8(blob(&home, result)).expect("utf-8");
+        assert!(text.contains("there is no tool"), "{text}");
+    }
+    assert!(of_kind(&log, "plan_revised").is_empty());
+    let plan = plan_json(&home, &session);
+    assert_eq!(plan["revision"], 0);
+    assert_eq!(plan["tasks"][0]["status"], "done");
+    assert_eq!(plan["tasks"][0]["checks"][0]["passed"], true);
+}
+
+#[test]
+fn a_revision_that_removes_a_check_is_refused_and_logged() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("work")).expect("mkdir");
+    write(&dir.path().join("work/a.txt"), "a");
+    write(&dir.path().join("work/b.txt"), "b");
+    let stat = |file: &str| {
+        json!({"kind": "tool", "tool": "fs__stat", "input": {"path": format!("/w/{file}")},
+               "expect": ".kind == \"file\""})
+    };
+    // The planner first drops the operator's check, then extends properly.
+    let weakened = json!({"tasks": [{"id": "a", "title": "make a.txt", "done_when": [
+        {"kind": "judge", "rubric": "looks fine"}]}]});
+    let extended = json!({"tasks": [
+        {"id": "a", "title": "make a.txt", "done_when": [stat("a.txt")]},
+        {"id": "b", "title": "make b.txt", "depends_on": ["a"], "done_when": [stat("b.txt")]}]});
+    let script = planned_agent(
+        dir.path(),
+        "",
+        "planner = \"extend\"",
+        &file_task("a", "a.txt", &[]),
+        &[
+            text_turn(&weakened.to_string(), 10, 1),
+            text_turn(&extended.to_string(), 10, 1),
+            text_turn("a.txt is there.", 10, 1),
+            text_turn("b.txt is there.", 10, 1),
+        ],
+    );
+    let (run, session) = run_script(&home, dir.path(), &script);
+    run.expect_code(0);
+    let log = home.log(&session);
+    let revisions = of_kind(&log, "plan_revised");
+    assert_eq!(revisions.len(), 2);
+    let Event::PlanRevised {
+        accepted, weakened, ..
+    } = &revisions[0].event
+    else {
+        unreachable!()
+    };
+    assert!(!accepted, "a weakening revision was accepted");
+    assert_eq!(weakened.len(), 1, "{weakened:?}");
+    assert!(weakened[0].contains("fs__stat"), "{weakened:?}");
+    let Event::PlanRevised { accepted, .. } = &revisions[1].event else {
+        unreachable!()
+    };
+    assert!(accepted);
+    let plan = plan_json(&home, &session);
+    assert_eq!(plan["revision"], 1);
+    let tasks = plan["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(tasks[0]["checks"][0]["kind"], "tool");
+    assert!(tasks.iter().all(|t| t["status"] == "done"));
+}
+
+/// The handoff the script writes at reset `k`.
+fn handoff_of(k: usize) -> Value {
+    json!({"goal": "Do the plan.", "current_task": "long", "status": format!("reset {k}: {k} stats done"),
+           "done": [], "remaining": ["long"], "decisions": [format!("decision {k}")],
+           "open_questions": [], "calls_in_doubt": [], "artifacts": ["/w/a.txt"], "notes": []})
+}
+
+#[test]
+fn five_context_resets_keep_the_plan_and_the_handoffs_exact() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("work")).expect("mkdir");
+    write(&dir.path().join("work/a.txt"), "a");
+    const RESETS: usize = 5;
+    let mut responses = Vec::new();
+    for k in 1..=RESETS {
+        // 600 tokens of a 1000-token window: past `handoff_at = 0.5`.
+        responses.push(tool_turn(
+            &format!("stat {k}"),
+            vec![call(
+                &format!("s{k}"),
+                "fs__stat",
+                json!({"path": "/w/a.txt"}),
+            )],
+            590,
+            10,
+        ));
+        responses.push(text_turn(&handoff_of(k).to_string(), 600, 50));
+    }
+    responses.push(text_turn("All stats done.", 100, 5));
+    let script = planned_agent(
+        dir.path(),
+        "context_window = 1000",
+        "handoff_at = 0.5",
+        &file_task("long", "a.txt", &[]),
+        &responses,
+    );
+    let (run, session) = run_script(&home, dir.path(), &script);
+    run.expect_code(0);
+    let log = home.log(&session);
+    let handoffs = of_kind(&log, "handoff");
+    assert_eq!(handoffs.len(), RESETS);
+    for (k, record) in handoffs.iter().enumerate() {
+        let Event::Handoff {
+            task,
+            handoff,
+            briefing,
+            context_tokens,
+            by_model,
+        } = &record.event
+        else {
+            unreachable!()
+        };
+        assert!(by_model);
+        assert_eq!(task.as_deref(), Some("long"));
+        assert_eq!(*context_tokens, 600);
+        let stored: Value = serde_json::from_slice(&blob(&home, handoff)).expect("json");
+        assert_eq!(stored, handoff_of(k + 1), "handoff {} is not exact", k + 1);
+        let text = String::from_utf8(blob(&home, briefing)).expect("utf-8");
+        assert!(text.contains(&format!("reset {}: ", k + 1)), "{text}");
+        assert!(text.contains(&format!("- decision {}", k + 1)), "{text}");
+        assert!(text.contains("# Your task: long"), "{text}");
+    }
+    // Every worker request after a reset started from the briefing alone:
+    // the request manifests say how much history each carried.
+    let state = home.state(&session);
+    assert_eq!(state.status.as_str(), "finished");
+    let plan = state.plan.expect("a plan");
+    assert_eq!(plan.tasks["long"].attempts, 1);
+    assert_eq!(plan.status("long").as_str(), "done");
+    let requests = of_kind(&log, "model_requested");
+    assert_eq!(requests.len(), 2 * RESETS + 1);
+    let roles: Vec<&str> = requests
+        .iter()
+        .map(|r| match &r.event {
+            Event::ModelRequested { role, .. } => role.as_str(),
+            _ => unreachable!(),
+        })
+        .collect();
+    let mut want = Vec::new();
+    for _ in 0..RESETS {
+        want.extend(["worker", "handoff"]);
+    }
+    want.push("worker");
+    assert_eq!(roles, want);
+    for r in &requests {
+        let Event::ModelRequested { request, .. } = &r.event else {
+            unreachable!()
+        };
+        let manifest: Value = serde_json::from_slice(&blob(&home, request)).expect("json");
+        // A fresh context holds one turn at most: the answer and its call.
+        assert!(
+            manifest["history_items"].as_u64().expect("items") <= 2,
+            "{manifest}"
+        );
+    }
+}
+
+/// The planned run the crash test repeats: three tasks, tool checks and a
+/// judge, a failed attempt and a handoff.
+fn crash_agent(dir: &Path) -> PathBuf {
+    let mut plan = file_task("one", "one.txt", &[]);
+    plan.push_str(&file_task("two", "two.txt", &["one"]));
+    plan.push_str(
+        "[[tasks]]\nid = \"three\"\ntitle = \"review\"\ndepends_on = [\"two\"]\n\
+         [[tasks.done_when]]\nkind = \"judge\"\nrubric = \"both files exist\"\n",
+    );
+    let write_call = |id: &str, file: &str| {
+        call(
+            id,
+            "fs__write",
+            json!({"path": format!("/w/{file}"), "content": file}),
+        )
+    };
+    let responses = vec![
+        tool_turn("one", vec![write_call("w1", "one.txt")], 10, 1),
+        text_turn("one done", 10, 1),
+        // Task two: a claim before the work fails its check.
+        text_turn("two done (not really)", 10, 1),
+        tool_turn("two, for real", vec![write_call("w2", "two.txt")], 700, 1),
+        text_turn(&handoff_of(1).to_string(), 10, 1),
+        text_turn("two done", 10, 1),
+        // Task three: the worker claims, the judge looks and passes it.
+        text_turn("reviewed", 10, 1),
+        tool_turn(
+            "judge looks",
+            vec![call("j1", "fs__stat", json!({"path": "/w/two.txt"}))],
+            10,
+            1,
+        ),
+        text_turn(
+            r#"{"pass": true, "reasons": ["both exist"], "missing": []}"#,
+            10,
+            1,
+        ),
+    ];
+    planned_agent(
+        dir,
+        "context_window = 1000",
+        "handoff_at = 0.5",
+        &plan,
+        &responses,
+    )
+}
+
+/// The final plan, without the session id.
+fn final_plan(home: &Home, session: &str) -> Value {
+    let mut plan = plan_json(home, session);
+    plan.as_object_mut().expect("object").remove("session");
+    plan
+}
+
+#[test]
+fn a_planned_run_killed_at_every_event_boundary_reaches_the_same_plan() {
+    let reference_home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let script = crash_agent(dir.path());
+    let (run, session) = run_script(&reference_home, dir.path(), &script);
+    run.expect_code(0);
+    let reference = final_plan(&reference_home, &session);
+    assert!(
+        reference["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .all(|t| t["status"] == "done"),
+        "{reference}"
+    );
+    let events = reference_home.log(&session).len();
+    assert!(events > 30, "{events} events");
+    // Kill after the k-th event for every k, then resume until it ends.
+    for k in 2..events {
+        let home = Home::new();
+        let dir = TempDir::new().expect("tempdir");
+        let script = crash_agent(dir.path());
+        let mut proc = Proc::spawn(home.cmd(&[
+            "run",
+            dir.path().to_str().expect("utf-8"),
+            "--script",
+            script.to_str().expect("utf-8"),
+            "--json",
+        ]));
+        let first = proc.next_line().expect("a first line");
+        let session = session_of_json(&first);
+        let mut seen = 0;
+        while seen < k {
+            match proc.next_line() {
+                Some(line) if line.contains("\"seq\"") => seen += 1,
+                Some(_) => {}
+                None => break,
+            }
+        }
+        proc.kill();
+        let mut rounds = 0;
+        loop {
+            let state = home.state(&session);
+            if state.is_terminal() {
+                break;
+            }
+            rounds += 1;
+            assert!(rounds < 5, "kill at {k}: not done after {rounds} resumes");
+            let out = home.run(&["resume", &session, "--json"]);
+            assert!(
+                matches!(out.code, Some(0)),
+                "kill at {k}: resume exited {:?}:\n{}",
+                out.code,
+                out.stderr
+            );
+        }
+        let state = home.state(&session);
+        assert_eq!(state.status.as_str(), "finished", "kill at {k}");
+        assert_eq!(final_plan(&home, &session), reference, "kill at {k}");
+        // The log has no gaps.
+        let log = home.log(&session);
+        for (i, r) in log.iter().enumerate() {
+            assert_eq!(r.seq, i as u64 + 1, "kill at {k}");
+        }
+        let _: SessionId = session.parse().expect("id");
+    }
+}
