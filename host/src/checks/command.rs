@@ -31,8 +31,13 @@ pub struct CommandSpec {
     /// Working directory.
     pub cwd: PathBuf,
     /// Names of environment variables passed through (values from this
-    /// process); every other variable is removed.
+    /// process, read when the command starts); every other variable is
+    /// removed.
     pub env: Vec<String>,
+    /// Variables set to fixed values (after the pass-through ones, so a
+    /// name in both takes this value). Default none.
+    #[serde(default)]
+    pub set_env: BTreeMap<String, String>,
     /// Paths the command may read and execute, not write.
     pub read_only: Vec<PathBuf>,
     /// Paths the command may read and write.
@@ -84,6 +89,15 @@ pub enum CommandError {
     /// The argv is empty.
     #[error("the command is empty: give the program and its arguments")]
     Empty,
+    /// The working directory is missing or not a directory (a directory
+    /// the worker was to create, say). The check fails; nothing ran.
+    #[error("the command's working directory {path} cannot be used: {reason}")]
+    Cwd {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// A path to confine to cannot be opened.
     #[error("cannot open {path} for the command's confinement: {source}")]
     Path {
@@ -105,6 +119,23 @@ pub enum CommandError {
 /// Run `spec` to its end or its time limit.
 pub async fn run(spec: &CommandSpec) -> Result<CommandOutcome, CommandError> {
     let (program, args) = spec.argv.split_first().ok_or(CommandError::Empty)?;
+    // Checked here because a missing cwd makes spawn fail with the same
+    // ENOENT as a missing program, and the message would blame the program.
+    match std::fs::metadata(&spec.cwd) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(CommandError::Cwd {
+                path: spec.cwd.clone(),
+                reason: "not a directory".to_owned(),
+            });
+        }
+        Err(e) => {
+            return Err(CommandError::Cwd {
+                path: spec.cwd.clone(),
+                reason: e.to_string(),
+            });
+        }
+    }
     let ruleset = landlock::Ruleset::build(&spec.read_only, &spec.writable)?;
     let mut command = tokio::process::Command::new(program);
     command
@@ -112,6 +143,7 @@ pub async fn run(spec: &CommandSpec) -> Result<CommandOutcome, CommandError> {
         .current_dir(&spec.cwd)
         .env_clear()
         .envs(allowed_env(&spec.env))
+        .envs(&spec.set_env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -434,6 +466,7 @@ mod tests {
             argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
             cwd: cwd.to_owned(),
             env: vec!["PATH".into()],
+            set_env: BTreeMap::new(),
             read_only: system(),
             writable,
             timeout: Duration::from_secs(20),
@@ -538,6 +571,19 @@ mod tests {
         let outcome = run(&slow).await.unwrap();
         assert!(outcome.timed_out && !outcome.passed, "{outcome:?}");
         assert!(outcome.wall_ms < 10_000, "{outcome:?}");
+    }
+
+    #[tokio::test]
+    async fn fixed_variables_are_set_and_a_missing_cwd_is_named() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let mut spec = sh("echo \"[$X]\"", dir.path(), vec![]);
+        spec.set_env.insert("X".into(), "fixed".into());
+        let outcome = run(&spec).await.unwrap();
+        assert_eq!(outcome.stdout, "[fixed]\n", "{outcome:?}");
+        spec.cwd = dir.path().join("not-yet");
+        let err = run(&spec).await.unwrap_err();
+        assert!(matches!(err, CommandError::Cwd { .. }), "{err}");
+        assert!(err.to_string().contains("not-yet"), "{err}");
     }
 
     #[tokio::test]

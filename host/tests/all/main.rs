@@ -17,6 +17,8 @@
 //! - [`defects`]: three defects of issue 7 (unknown `only` name, bad
 //!   model URLs, one answer past `max_tool_calls`), each refused or capped.
 //! - [`escapes`]: guest and model text cannot drive the operator's terminal.
+//! - [`checks`]: tool-check predicates in the sandbox; the example crate's
+//!   `cargo test` as a command check under Landlock.
 //! - [`large`]: a 1 MiB final answer finishes the session; the whole text is
 //!   in a blob.
 //! - [`exit_codes`]: README's exit-code table, a test per row.
@@ -25,6 +27,7 @@
 mod support;
 
 mod canary;
+mod checks;
 mod config;
 mod crash;
 mod defects;
@@ -34,6 +37,7 @@ mod exit_codes;
 mod grants;
 mod heartbeat;
 mod large;
+mod plan;
 mod lease;
 mod limits;
 mod providers;
