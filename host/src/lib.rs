@@ -6,10 +6,12 @@
 //! - [`session`]: the append-only event log, the agent's only memory;
 //! - [`brain`]: the stateless agent loop and its model providers;
 //! - [`checks`]: what the harness runs to decide work is done;
+//! - [`memory`]: the memory bank, what outlives a session;
 //! - [`cli`]: the `longhand` command line.
 
 pub mod brain;
 pub mod checks;
 pub mod cli;
 pub mod hands;
+pub mod memory;
 pub mod session;

@@ -5,6 +5,7 @@
 //! [`Outcome`] or an error; [`exit_code`] is the one place that maps either
 //! to an exit code. Logs go to stderr (`RUST_LOG`), data to stdout.
 
+mod memory;
 mod plan;
 mod run;
 mod settings;
@@ -172,6 +173,9 @@ enum Command {
     Log(run::LogArgs),
     /// Show a planned session's tasks, statuses and check results.
     Plan(plan::PlanArgs),
+    /// List, search, show and forget memory bank entries.
+    #[command(subcommand)]
+    Memory(memory::MemoryCommand),
 }
 
 /// Parse the command line, run it, and return the process exit code.
@@ -197,6 +201,7 @@ pub fn main() -> ExitCode {
                 Command::Sessions { json } => run::sessions(json).await,
                 Command::Log(args) => run::log(args).await,
                 Command::Plan(args) => plan::plan(args).await,
+                Command::Memory(cmd) => memory::run(cmd),
             }
         }),
         Err(err) => Err(anyhow::Error::new(err).context("cannot start the async runtime")),

@@ -22,6 +22,8 @@
 //! - [`large`]: a 1 MiB final answer finishes the session; the whole text is
 //!   in a blob.
 //! - [`exit_codes`]: README's exit-code table, a test per row.
+//! - [`memory`]: `longhand memory` list, search, show and forget on a bank
+//!   seeded through the library.
 //! - [`stream_timeouts`]: a live stream longer than `request_timeout` finishes.
 
 mod support;
@@ -40,6 +42,7 @@ mod large;
 mod plan;
 mod lease;
 mod limits;
+mod memory;
 mod providers;
 mod script;
 mod stream_timeouts;
