@@ -75,6 +75,10 @@ pub struct Conversation {
     pub context_tokens: u64,
     /// Answers sent back as invalid (an unreadable plan or verdict).
     pub rejected: u32,
+    /// `history_omitted` when it started: items dropped before it are not
+    /// part of it, so the note on left-out items counts from here.
+    #[serde(default)]
+    pub omitted_before: u64,
 }
 
 /// A handoff the model wrote, not yet checked.
@@ -716,6 +720,7 @@ impl SessionState {
             steps: 0,
             context_tokens: 0,
             rejected: 0,
+            omitted_before: self.history_omitted,
         });
     }
 

@@ -420,7 +420,12 @@ impl Runner<'_> {
                 .drain(built.prefix..built.prefix + gone);
         }
         // The note on left-out items, right after the goal.
-        let omitted = self.state.history_omitted;
+        let omitted = self.state.history_omitted
+            - self
+                .state
+                .conversation
+                .as_ref()
+                .map_or(0, |c| c.omitted_before.min(self.state.history_omitted));
         if omitted != built.omitted {
             let note = Message::User {
                 text: format!(

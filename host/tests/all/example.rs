@@ -113,3 +113,63 @@ fn code_audit_runs_offline_and_is_logged() {
     assert_eq!(row["status"], "finished", "{row}");
     assert_eq!(row["agent_name"], "code-audit", "{row}");
 }
+
+/// `examples/ralph-fix` (issue 8): a plan of three tasks finished by the
+/// harness's checks — a sandboxed tool call, the crate's own `cargo test`
+/// run confined, and a judge — runs offline to the end and leaves the
+/// fixed crate in its run directory.
+#[test]
+fn ralph_fix_runs_offline_and_leaves_the_fixed_crate() {
+    let home = Home::new();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ralph-fix");
+    let example = std::fs::canonicalize(&example).expect("examples/ralph-fix exists");
+    // The command check runs the toolchain found on the user's PATH and
+    // under their HOME, as `longhand run` would in a shell.
+    let mut cmd = home.cmd(&["run", example.to_str().expect("utf-8 path")]);
+    for name in ["PATH", "HOME"] {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    let mut proc = Proc::spawn(cmd);
+    let guard = RunDirGuard {
+        out: example.join("out"),
+        pid: proc.pid(),
+    };
+    let run = proc.finish();
+    run.expect_code(0);
+    let session = run.stdout[0]
+        .strip_prefix("session ")
+        .unwrap_or_else(|| panic!("the session id is not printed first: {:?}", run.stdout));
+
+    let dirs = guard.dirs();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let lib = std::fs::read_to_string(dirs[0].join("crate/src/lib.rs")).expect("the crate");
+    assert!(lib.contains("'m' => 60,"), "not fixed:\n{lib}");
+    assert!(dirs[0].join("FIX.md").is_file());
+
+    let plan = home.run(&["plan", session, "--json"]);
+    plan.expect_code(0);
+    let plan: Value = serde_json::from_str(&plan.stdout[0]).expect("plan JSON");
+    let tasks = plan["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), 3);
+    let kinds: Vec<&str> = tasks
+        .iter()
+        .flat_map(|t| t["checks"].as_array().expect("checks"))
+        .map(|c| c["kind"].as_str().expect("kind"))
+        .collect();
+    assert_eq!(kinds, ["tool", "command", "tool", "judge"]);
+    for task in tasks {
+        assert_eq!(task["status"], "done", "{task}");
+        for check in task["checks"].as_array().expect("checks") {
+            assert_eq!(check["passed"], true, "{task}");
+        }
+    }
+    // The command check ran confined, and says how.
+    let log = home.log(session);
+    let confined = log.iter().any(|r| {
+        matches!(&r.event, longhand_host::session::Event::CheckFinished { kind, confinement: Some(c), passed: true, .. }
+            if kind == "command" && c.get("landlock_abi").is_some())
+    });
+    assert!(confined, "no confined command check in the log");
+}
