@@ -1103,6 +1103,43 @@ mod tests {
     }
 
     #[test]
+    fn concurrent_writers_on_one_file_all_land() {
+        // Two connections (as two processes would have) writing at once:
+        // the busy timeout and IMMEDIATE transactions make each wait its
+        // turn instead of failing with SQLITE_BUSY.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        MemoryBank::open(&path).unwrap();
+        let writers: Vec<_> = ["a", "b"]
+            .into_iter()
+            .map(|who| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let bank = MemoryBank::open(&path).unwrap();
+                    let mut made = Vec::new();
+                    for i in 0..100 {
+                        let m = bank
+                            .remember(entry(&format!("w:{who}"), &format!("fact {i}")))
+                            .unwrap();
+                        bank.mark_used(std::slice::from_ref(&m.id), "s-1").unwrap();
+                        made.push(m.id);
+                    }
+                    made
+                })
+            })
+            .collect();
+        let made: Vec<String> = writers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect();
+        let bank = MemoryBank::open(&path).unwrap();
+        let all = bank.list(&bank.scopes().unwrap(), MAX_LIMIT).unwrap();
+        assert_eq!(all.len(), 200);
+        assert!(made.iter().all(|id| all.iter().any(|m| &m.id == id)));
+        assert!(all.iter().all(|m| m.uses == 1));
+    }
+
+    #[test]
     fn a_foreign_database_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("other.db");
