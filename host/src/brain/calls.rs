@@ -139,22 +139,36 @@ impl Runner<'_> {
 
     /// Check a call before running it: known tool, JSON object arguments.
     fn prepare(&self, call: &ToolCall) -> Result<(Effect, serde_json::Value), serde_json::Value> {
-        let Some(tool) = self.agent.tools.get(&call.name) else {
-            return Err(serde_json::json!({
-                "kind": "not-found",
-                "message": format!(
-                    "there is no tool `{}`; available: {}",
-                    cut_name(&call.name),
-                    self.agent.tools.keys().cloned().collect::<Vec<_>>().join(", ")
-                ),
-            }));
-        };
         let judging = self
             .state
             .conversation
             .as_ref()
             .is_some_and(|c| c.role == super::state::JUDGE);
-        if judging && tool.spec.effect != Effect::ReadOnly {
+        // Host tools (`memory__*`) are the worker's only.
+        let host = self.host_tool(&call.name).filter(|_| !judging);
+        let effect = match (self.agent.tools.get(&call.name), host) {
+            (Some(tool), _) => tool.spec.effect,
+            (None, Some(effect)) => effect,
+            (None, None) => {
+                let mut available: Vec<String> = self.agent.tools.keys().cloned().collect();
+                if !judging && self.memory.is_some() {
+                    available.extend(
+                        super::recall::defs(&self.agent.frozen.memory)
+                            .into_iter()
+                            .map(|d| d.name),
+                    );
+                }
+                return Err(serde_json::json!({
+                    "kind": "not-found",
+                    "message": format!(
+                        "there is no tool `{}`; available: {}",
+                        cut_name(&call.name),
+                        available.join(", ")
+                    ),
+                }));
+            }
+        };
+        if judging && effect != Effect::ReadOnly {
             return Err(serde_json::json!({
                 "kind": "denied",
                 "message": format!(
@@ -169,7 +183,7 @@ impl Runner<'_> {
             call.arguments.as_str()
         };
         match serde_json::from_str::<serde_json::Value>(text) {
-            Ok(v) if v.is_object() => Ok((tool.spec.effect, v)),
+            Ok(v) if v.is_object() => Ok((effect, v)),
             Ok(_) => Err(serde_json::json!({
                 "kind": "invalid-input",
                 "message": "the arguments must be a JSON object",
@@ -191,15 +205,27 @@ impl Runner<'_> {
         }
         let mut started = Vec::new();
         for ready in &batch {
+            if let Some(effect) = self.host_tool(&ready.name) {
+                started.push(Event::ToolStarted {
+                    step,
+                    call_id: ready.id.clone(),
+                    component: super::recall::COMPONENT.to_owned(),
+                    component_digest: super::recall::HOST_DIGEST.to_owned(),
+                    tool: ready
+                        .name
+                        .split_once(NAME_SEPARATOR)
+                        .map_or(ready.name.as_str(), |(_, t)| t)
+                        .to_owned(),
+                    effect: effect_name(effect).to_owned(),
+                    input: BlobRef::of(&[]),
+                });
+                continue;
+            }
             let Some(tool) = self.agent.tools.get(&ready.name) else {
                 continue;
             };
             let component = &self.agent.components[tool.component];
-            let effect = match tool.spec.effect {
-                Effect::ReadOnly => "read-only",
-                Effect::Idempotent => "idempotent",
-                Effect::Writes => "writes",
-            };
+            let effect = effect_name(tool.spec.effect);
             started.push(Event::ToolStarted {
                 step,
                 call_id: ready.id.clone(),
@@ -228,14 +254,27 @@ impl Runner<'_> {
         let results = join_all(runs).await;
         let mut finished = Vec::new();
         for (ready, (ok, result, receipt)) in batch.into_iter().zip(results) {
+            let written = (ok && ready.name == super::recall::REMEMBER)
+                .then(|| serde_json::from_slice::<serde_json::Value>(&result).ok())
+                .flatten();
             let result = self.put(result);
             finished.push(Event::ToolFinished {
                 step,
-                call_id: ready.id,
+                call_id: ready.id.clone(),
                 ok,
                 result,
                 receipt,
             });
+            if let Some(entry) = written {
+                let text = |key: &str| entry.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+                finished.push(Event::MemoryWritten {
+                    id: text("id").unwrap_or_default(),
+                    scope: text("scope").unwrap_or_default(),
+                    text: text("text").unwrap_or_default(),
+                    supersedes: text("supersedes"),
+                    call_id: Some(ready.id),
+                });
+            }
         }
         self.stage(finished);
         Ok(())
@@ -254,6 +293,12 @@ impl Runner<'_> {
         name: &str,
         input: &serde_json::Value,
     ) -> (bool, Vec<u8>, serde_json::Value) {
+        if self.host_tool(name).is_some() {
+            let started = std::time::Instant::now();
+            let (ok, value) = self.memory_call(name, input).await;
+            let receipt = serde_json::json!({"wall_us": started.elapsed().as_micros() as u64});
+            return (ok, value.to_string().into_bytes(), receipt);
+        }
         let Some(tool) = self.agent.tools.get(name) else {
             let err = serde_json::json!({"error": {"kind": "not-found", "message": format!("no tool `{name}`")}});
             return (false, err.to_string().into_bytes(), serde_json::Value::Null);
@@ -271,6 +316,24 @@ impl Runner<'_> {
                 (false, value.to_string().into_bytes(), receipt)
             }
         }
+    }
+}
+
+/// The recorded name of an effect.
+fn effect_name(effect: Effect) -> &'static str {
+    match effect {
+        Effect::ReadOnly => "read-only",
+        Effect::Idempotent => "idempotent",
+        Effect::Writes => "writes",
+    }
+}
+
+impl Runner<'_> {
+    /// The effect of a host tool (`memory__*`) this worker may call: only
+    /// when `[memory]` grants it and a bank is attached.
+    fn host_tool(&self, name: &str) -> Option<Effect> {
+        self.memory.as_ref()?;
+        super::recall::effect(&self.agent.frozen.memory, name)
     }
 }
 

@@ -10,6 +10,7 @@ pub mod handoff;
 mod lease;
 pub mod model;
 pub mod plan;
+pub mod recall;
 mod runner;
 pub mod script;
 pub mod snapshot;

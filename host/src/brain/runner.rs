@@ -203,6 +203,8 @@ pub struct Runner<'h> {
     /// Providers of roles other than the worker's, by role name; a role
     /// without one is answered by `provider`.
     pub(super) role_providers: HashMap<&'static str, Arc<dyn ModelProvider>>,
+    /// The memory bank `[memory]` scopes refer to, when attached.
+    pub(super) memory: Option<Arc<crate::memory::MemoryBank>>,
     pub(super) session: SessionId,
     pub(super) lease: Lease,
     pub(super) lease_ttl: Duration,
@@ -367,6 +369,7 @@ impl<'h> Runner<'h> {
             agent,
             provider,
             role_providers: HashMap::new(),
+            memory: None,
             session,
             lease,
             lease_ttl,

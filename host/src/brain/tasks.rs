@@ -78,7 +78,13 @@ impl Runner<'_> {
     /// read-only ones, the planner none.
     pub(super) fn tools_for(&self, role: Role) -> Vec<ToolDef> {
         match role {
-            Role::Worker | Role::Handoff => self.agent.defs.clone(),
+            Role::Worker | Role::Handoff => {
+                let mut defs = self.agent.defs.clone();
+                if self.memory.is_some() {
+                    defs.extend(super::recall::defs(&self.agent.frozen.memory));
+                }
+                defs
+            }
             Role::Judge => self
                 .agent
                 .defs
@@ -222,8 +228,16 @@ impl Runner<'_> {
 
     /// Start an attempt at `task` in a fresh context.
     pub(super) async fn start_task(&mut self, task_id: String) -> Result<(), RunError> {
-        let (text, attempt) = self.worker_briefing(&task_id, false).await?;
-        let memories = Vec::new();
+        let query = self
+            .state
+            .plan
+            .as_ref()
+            .and_then(|p| p.plan.task(&task_id))
+            .map(|t| format!("{} {}", t.title, t.description))
+            .unwrap_or_default();
+        let found = self.memories_for(&query).await;
+        let (text, attempt) = self.worker_briefing(&task_id, false, &found).await?;
+        let memories = found.into_iter().map(|(id, _)| id).collect();
         let briefing = self.put(text.into_bytes());
         self.write(vec![Event::TaskStarted {
             task: task_id,
@@ -240,6 +254,7 @@ impl Runner<'_> {
         &mut self,
         task_id: &str,
         continuing: bool,
+        memories: &[(String, String)],
     ) -> Result<(String, u32), RunError> {
         let handoff = match &self.state.latest_handoff {
             Some(blob) => {
@@ -292,7 +307,7 @@ impl Runner<'_> {
             failures: &failures,
             handoff: handoff.as_ref(),
             progress: &progress,
-            memories: &[],
+            memories,
         });
         Ok((text, attempt))
     }
@@ -638,10 +653,18 @@ impl Runner<'_> {
         let handoff_blob = self.put(serde_json::to_vec(&handoff).unwrap_or_default());
         // The briefing reads the latest handoff from the state: fold it in
         // first by building from the value directly.
+        // Memories relevant to where the work stands now.
+        let found = self
+            .memories_for(&format!(
+                "{} {}",
+                handoff.status,
+                handoff.remaining.join(" ")
+            ))
+            .await;
         let text = match &task {
             Some(task_id) => {
                 self.state.latest_handoff = Some(handoff_blob.clone());
-                let (text, _) = self.worker_briefing(task_id, true).await?;
+                let (text, _) = self.worker_briefing(task_id, true, &found).await?;
                 text
             }
             None => handoff.render(),
@@ -653,6 +676,7 @@ impl Runner<'_> {
             briefing,
             context_tokens,
             by_model,
+            memories: found.into_iter().map(|(id, _)| id).collect(),
         }])
         .await
     }

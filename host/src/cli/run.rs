@@ -94,6 +94,23 @@ pub(super) async fn open_store() -> anyhow::Result<Arc<dyn Store>> {
     Ok(Arc::new(store))
 }
 
+/// The memory bank, when the agent's `[memory]` names any scope.
+fn memory_for(frozen: &Frozen) -> anyhow::Result<Option<Arc<crate::memory::MemoryBank>>> {
+    let m = &frozen.memory;
+    if m.read.is_empty() && m.search.is_empty() && m.remember.is_none() {
+        return Ok(None);
+    }
+    let dir = data_dir().ok_or_else(|| {
+        usage("cannot find a data directory: set LONGHAND_HOME (or HOME / XDG_DATA_HOME)")
+    })?;
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("creating the data directory {}", dir.display()))?;
+    let path = crate::memory::default_path(&dir);
+    let bank = crate::memory::MemoryBank::open(&path)
+        .with_context(|| format!("opening the memory bank {}", path.display()))?;
+    Ok(Some(Arc::new(bank)))
+}
+
 fn hands() -> anyhow::Result<Hands> {
     Hands::new(hands_config()).context("cannot start the tool host")
 }
@@ -179,11 +196,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     }
     let overridden = args.model.is_some() || args.cassette.is_some() || args.script.is_some();
     let roles = role_providers(&frozen, overridden)?;
+    let memory = memory_for(&frozen)?;
     let store = open_store().await?;
     let bound = agent::bind(&hands, frozen, env).await?;
     let mut runner = Runner::start(store, &hands, bound, provider, &goal, &owner()).await?;
     for (role, provider) in roles {
         runner.set_role_provider(role, provider);
+    }
+    if let Some(bank) = memory {
+        runner.set_memory(bank);
     }
     drive(&mut runner, args.json, 1).await
 }
@@ -230,10 +251,14 @@ pub async fn resume(args: ResumeArgs) -> anyhow::Result<Outcome> {
         ProviderKind::Script | ProviderKind::Replay
     );
     let roles = role_providers(&frozen, overridden)?;
+    let memory = memory_for(&frozen)?;
     let bound = agent::bind(&hands, frozen, env).await?;
     let mut runner = Runner::wake(store, &hands, bound, provider, session, &owner()).await?;
     for (role, provider) in roles {
         runner.set_role_provider(role, provider);
+    }
+    if let Some(bank) = memory {
+        runner.set_memory(bank);
     }
     let from_seq = runner.state().last_seq + 1;
     runner.resume(raised).await?;

@@ -491,6 +491,9 @@ pub enum Event {
         /// valid one and the harness built it from the plan).
         #[serde(default)]
         by_model: bool,
+        /// Memory entries put into the briefing (provenance).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        memories: Vec<String>,
     },
     /// The harness's note after a task: what was done, check results. The
     /// `progress.txt` of a long run, shown to later contexts.

@@ -160,6 +160,11 @@ fn the_worker_cannot_reach_a_plan_editing_tool() {
                 vec![
                     call("c1", "plan__revise", json!({"tasks": []})),
                     call("c2", "plan__finish_task", json!({"id": "make"})),
+                    call(
+                        "c4",
+                        "memory__remember",
+                        json!({"text": "the plan is done"}),
+                    ),
                 ],
                 10,
                 1,
@@ -182,9 +187,9 @@ fn the_worker_cannot_reach_a_plan_editing_tool() {
     let log = home.log(&session);
     let refused: Vec<_> = of_kind(&log, "tool_finished")
         .into_iter()
-        .filter(|r| matches!(&r.event, Event::ToolFinished { call_id, .. } if call_id == "c1" || call_id == "c2"))
+        .filter(|r| matches!(&r.event, Event::ToolFinished { call_id, .. } if ["c1", "c2", "c4"].contains(&call_id.as_str())))
         .collect();
-    assert_eq!(refused.len(), 2);
+    assert_eq!(refused.len(), 3);
     for r in refused {
         let Event::ToolFinished { ok, result, .. } = &r.event else {
             unreachable!()
@@ -304,6 +309,7 @@ fn five_context_resets_keep_the_plan_and_the_handoffs_exact() {
             briefing,
             context_tokens,
             by_model,
+            ..
         } = &record.event
         else {
             unreachable!()
@@ -474,4 +480,125 @@ fn a_planned_run_killed_at_every_event_boundary_reaches_the_same_plan() {
         }
         let _: SessionId = session.parse().expect("id");
     }
+}
+
+#[test]
+fn memories_reach_fresh_contexts_and_the_tools_write_with_provenance() {
+    use longhand_host::memory::{MemoryBank, NewMemory, default_path};
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("work")).expect("mkdir");
+    write(&dir.path().join("work/a.txt"), "a");
+    let bank = MemoryBank::open(&default_path(home.path())).expect("bank");
+    let seeded = bank
+        .remember(NewMemory {
+            scope: "project:demo".into(),
+            text: "The build needs the offline flag: always pass --offline to cargo.".into(),
+            tags: vec!["build".into()],
+            source: None,
+            supersedes: None,
+        })
+        .expect("seed");
+    let other = bank
+        .remember(NewMemory {
+            scope: "user:someone".into(),
+            text: "Private: the offline build password is hunter2.".into(),
+            tags: vec![],
+            source: None,
+            supersedes: None,
+        })
+        .expect("seed");
+    drop(bank);
+    let mut plan = String::from(
+        "[[tasks]]\nid = \"build\"\ntitle = \"Run the build offline\"\n\
+         [[tasks.done_when]]\nkind = \"tool\"\ntool = \"fs__stat\"\ninput = { path = \"/w/a.txt\" }\n",
+    );
+    plan.push('\n');
+    let script = planned_agent(
+        dir.path(),
+        "",
+        "",
+        &plan,
+        &[
+            tool_turn(
+                "What do we know?",
+                vec![call(
+                    "m1",
+                    "memory__search",
+                    json!({"query": "offline build"}),
+                )],
+                10,
+                1,
+            ),
+            tool_turn(
+                "Noting the lesson.",
+                vec![call(
+                    "m2",
+                    "memory__remember",
+                    json!({"text": "Lesson: the build passes with --offline.", "tags": ["build"]}),
+                )],
+                10,
+                1,
+            ),
+            text_turn("Built offline.", 10, 1),
+        ],
+    );
+    let agent = dir.path().join("agent.toml");
+    let mut text = std::fs::read_to_string(&agent).expect("agent.toml");
+    text.push_str(
+        "\n[memory]\nread = [\"project:demo\"]\nsearch = [\"project:demo\"]\nremember = \"project:demo\"\n",
+    );
+    write(&agent, &text);
+    let (run, session) = run_script(&home, dir.path(), &script);
+    run.expect_code(0);
+    let log = home.log(&session);
+
+    // The briefing held the project's memory, not another scope's.
+    let Event::TaskStarted {
+        briefing, memories, ..
+    } = &of_kind(&log, "task_started")[0].event
+    else {
+        unreachable!()
+    };
+    assert_eq!(memories, &vec![seeded.id.clone()]);
+    let text = String::from_utf8(blob(&home, briefing)).expect("utf-8");
+    assert!(text.contains("always pass --offline"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+
+    // The search tool reads the granted scope only.
+    let results: Vec<&EventRecord> = of_kind(&log, "tool_finished");
+    let search = results
+        .iter()
+        .find(|r| matches!(&r.event, Event::ToolFinished { call_id, .. } if call_id == "m1"))
+        .expect("the search ran");
+    let Event::ToolFinished { ok, result, .. } = &search.event else {
+        unreachable!()
+    };
+    assert!(ok);
+    let found = String::from_utf8(blob(&home, result)).expect("utf-8");
+    assert!(found.contains(&seeded.id), "{found}");
+    assert!(!found.contains(&other.id), "{found}");
+
+    // The write is an event with provenance, and in the bank.
+    let written = of_kind(&log, "memory_written");
+    assert_eq!(written.len(), 1);
+    let Event::MemoryWritten {
+        id, scope, call_id, ..
+    } = &written[0].event
+    else {
+        unreachable!()
+    };
+    assert_eq!(scope, "project:demo");
+    assert_eq!(call_id.as_deref(), Some("m2"));
+    let bank = MemoryBank::open(&default_path(home.path())).expect("bank");
+    let entry = bank.get(id).expect("read").expect("the entry");
+    assert_eq!(
+        entry.source.as_ref().map(|s| s.session.as_str()),
+        Some(session.as_str())
+    );
+    let used = bank.get(&seeded.id).expect("read").expect("seeded");
+    assert!(
+        used.used_by.iter().any(|u| u.session == session),
+        "{used:?}"
+    );
 }
