@@ -2,7 +2,7 @@
 //!
 //! The real loop (`freeze`/`bind`, `Runner::start`, `run`, the SQLite
 //! store, the json tool in its sandbox) drives a 2,000-step planned run:
-//! 20 tasks of 100 worker answers each (99 tool calls, then a claim that a
+//! 10 tasks of 200 worker answers each (199 tool calls, then a claim that a
 //! tool check confirms). The model is a deterministic stand-in that reports
 //! as input tokens what a provider would bill for the request it got: its
 //! JSON size / 4 (system, messages, tools). When the context passes
@@ -29,8 +29,8 @@ use longhand_host::brain::model::{
 use longhand_host::hands::{Hands, HandsConfig};
 use longhand_host::session::{Event, SqliteStore, Store};
 
-const TASKS: usize = 20;
-const STEPS_PER_TASK: usize = 100;
+const TASKS: usize = 10;
+const STEPS_PER_TASK: usize = 200;
 
 /// A model that works through tasks: 99 calls, then "done"; a handoff when
 /// asked for one. Reports usage from the request's size.
@@ -90,7 +90,7 @@ impl ModelProvider for Worker {
             response.tool_calls = vec![ToolCall {
                 id: format!("q{}", *answers),
                 name: "json__query".to_owned(),
-                arguments: serde_json::json!({"filter": ".n", "value": {"n": *answers}})
+                arguments: serde_json::json!({"filter": ".n", "input": {"n": *answers}})
                     .to_string(),
             }];
         }
@@ -137,7 +137,7 @@ fn plan_toml() -> String {
         out.push_str(&format!(
             "[[tasks]]\nid = \"t{i}\"\ntitle = \"query batch {i}\"\ndepends_on = {deps}\n\
              [[tasks.done_when]]\nkind = \"tool\"\ntool = \"json__query\"\n\
-             input = {{ filter = \".ok\", value = {{ ok = true }} }}\n\
+             input = {{ filter = \".ok\", input = {{ ok = true }} }}\n\
              expect = \".results[0] == true\"\n\n"
         ));
     }

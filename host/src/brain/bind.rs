@@ -83,11 +83,13 @@ pub struct FrozenTool {
 }
 
 /// A tool the model can call, bound to its component and grants.
+#[derive(Clone)]
 pub(super) struct BoundTool {
     pub(super) component: usize,
     pub(super) spec: ToolSpec,
 }
 
+#[derive(Clone)]
 pub(super) struct BoundComponent {
     pub(super) prefix: String,
     pub(super) loaded: Arc<LoadedTool>,
@@ -95,6 +97,7 @@ pub(super) struct BoundComponent {
 }
 
 /// The agent with its components loaded and granted.
+#[derive(Clone)]
 pub struct BoundAgent {
     pub(super) frozen: Frozen,
     pub(super) components: Vec<BoundComponent>,

@@ -94,7 +94,9 @@ pub struct PlanConfig {
     /// Planner revisions accepted before a further failure pauses the
     /// session for a person. Default 5.
     pub max_revisions: u32,
-    /// Tasks run side by side. Default 1, the only value supported so far.
+    /// Tasks run side by side, each in a child session of its own (its
+    /// own log, worker and checks). Default 1: one at a time, in this
+    /// session. At most [`MAX_PARALLEL_TASKS`].
     pub max_parallel_tasks: u32,
     /// Replace the worker's context with a handoff once the provider
     /// reports it this full, as a fraction of `[model] context_window`.
@@ -120,6 +122,9 @@ impl Default for PlanConfig {
     }
 }
 
+/// The most tasks `max_parallel_tasks` may run side by side.
+pub const MAX_PARALLEL_TASKS: u32 = 16;
+
 /// What the planner role does; see [`PlanConfig::planner`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -143,10 +148,9 @@ impl PlanConfig {
     }
 
     fn check(&self) -> Result<(), String> {
-        if self.max_parallel_tasks != 1 {
+        if !(1..=MAX_PARALLEL_TASKS).contains(&self.max_parallel_tasks) {
             return Err(format!(
-                "[plan] max_parallel_tasks = {}: only 1 is supported so far; tasks run one at a \
-                 time",
+                "[plan] max_parallel_tasks = {}: give 1 to {MAX_PARALLEL_TASKS}",
                 self.max_parallel_tasks
             ));
         }

@@ -121,6 +121,11 @@ pub enum Action {
         /// The answer's turn.
         step: u64,
     },
+    /// Start a ready task in a child session of its own (parallel tasks).
+    StartChild(String),
+    /// Run the child sessions of running tasks until each ends, and record
+    /// their results.
+    AwaitChildren(Vec<(String, String)>),
     /// Record the end of a task.
     FinishTask {
         /// Task id.
@@ -173,6 +178,8 @@ pub struct PlanPolicy {
     pub max_revisions: u32,
     /// Context tokens at which the worker's context is handed off.
     pub handoff_tokens: u64,
+    /// Tasks run side by side, each in a child session, when above 1.
+    pub max_parallel: u32,
 }
 
 /// Invalid planner or judge answers sent back before giving up.
@@ -295,6 +302,22 @@ fn next_planned(state: &SessionState, limits: &SessionLimits, policy: PlanPolicy
     };
     if policy.planner == PlannerMode::Extend && !plan.planner_ran && plan.current.is_none() {
         return Action::StartPlanner(PlannerPurpose::Extend);
+    }
+    if policy.max_parallel > 1 {
+        // Side by side: each task in a child session; this one schedules
+        // them in waves of up to `max_parallel` and records their results.
+        let running = plan.children();
+        if running.len() < policy.max_parallel as usize
+            && let Some(task) = plan.next_ready()
+        {
+            return match limit_hit(state, limits) {
+                Some(reason) => Action::Pause(reason),
+                None => Action::StartChild(task.id.clone()),
+            };
+        }
+        if !running.is_empty() {
+            return Action::AwaitChildren(running);
+        }
     }
     if let Some(task_id) = &plan.current {
         let Some(task) = plan.plan.task(task_id) else {

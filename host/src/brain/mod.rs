@@ -7,6 +7,7 @@ mod calls;
 pub mod config;
 pub mod decide;
 pub mod handoff;
+mod lanes;
 mod lease;
 pub mod model;
 pub mod plan;

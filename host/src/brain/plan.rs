@@ -374,6 +374,9 @@ pub struct TaskRecord {
     pub checks: Vec<Option<bool>>,
     /// Checks with a result in the current attempt, by index.
     pub checked: BTreeSet<u32>,
+    /// The child session the task runs in (parallel tasks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub child: Option<String>,
 }
 
 /// The plan and what happened to its tasks, folded from events.
@@ -474,6 +477,21 @@ impl PlanState {
             }
         }
         best
+    }
+
+    /// Tasks running in child sessions: (task id, session id).
+    pub fn children(&self) -> Vec<(String, String)> {
+        self.plan
+            .tasks
+            .iter()
+            .filter_map(|t| {
+                let record = self.tasks.get(&t.id)?;
+                match (record.status, &record.child) {
+                    (Some(TaskStatus::Running), Some(child)) => Some((t.id.clone(), child.clone())),
+                    _ => None,
+                }
+            })
+            .collect()
     }
 
     /// Whether every task is done.

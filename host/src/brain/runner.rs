@@ -532,6 +532,8 @@ impl<'h> Runner<'h> {
                 Action::StartJudge { task, check } => self.start_judge(task, check).await?,
                 Action::AcceptVerdict { step } => self.accept_verdict(step).await?,
                 Action::FinishTask { task, done } => self.finish_task(task, done).await?,
+                Action::StartChild(task) => self.start_child(task).await?,
+                Action::AwaitChildren(children) => self.await_children(children).await?,
                 Action::AcceptHandoff => self.accept_handoff().await?,
             }
         }

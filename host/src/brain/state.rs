@@ -494,13 +494,24 @@ impl SessionState {
                     self.feedback(record.seq, step, &text);
                 }
             }
-            Event::TaskStarted { task, briefing, .. } => {
+            Event::TaskStarted {
+                task,
+                briefing,
+                child,
+                ..
+            } => {
                 if let Some(plan) = &mut self.plan {
-                    plan.current = Some(task.clone());
                     let record = plan.tasks.entry(task.clone()).or_default();
                     record.status = Some(TaskStatus::Running);
                     record.attempts += 1;
                     record.checked.clear();
+                    record.child = child.clone();
+                    if child.is_some() {
+                        // Its worker runs in the child session; this
+                        // session's conversation is not touched.
+                        return;
+                    }
+                    plan.current = Some(task.clone());
                 }
                 self.failures.clear();
                 self.claim = None;

@@ -51,6 +51,7 @@ impl Runner<'_> {
             steps_per_attempt: plan.config.steps_per_attempt,
             max_revisions: plan.config.max_revisions,
             handoff_tokens: (window as f64 * plan.config.handoff_at) as u64,
+            max_parallel: plan.config.max_parallel_tasks,
         })
     }
 
@@ -244,6 +245,7 @@ impl Runner<'_> {
             attempt,
             briefing,
             memories,
+            child: None,
         }])
         .await
     }

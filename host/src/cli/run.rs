@@ -634,8 +634,15 @@ async fn render(store: &dyn Store, r: &EventRecord) -> String {
         Event::TaskStarted {
             task,
             attempt,
+            child: Some(child),
+            ..
+        } => format!("task {task} started (attempt {attempt}) in the child session {child}"),
+        Event::TaskStarted {
+            task,
+            attempt,
             briefing,
             memories,
+            child: None,
         } => format!(
             "task {task} started (attempt {attempt}) in a fresh context ({} bytes of briefing{})",
             briefing.bytes,

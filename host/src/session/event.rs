@@ -431,6 +431,10 @@ pub enum Event {
         /// Memory entries put into the briefing (provenance).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         memories: Vec<String>,
+        /// With `max_parallel_tasks` > 1: the child session the task runs
+        /// in (its own log, worker, checks); this session waits for it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        child: Option<String>,
     },
     /// A side role (the judge, the planner) starts a fresh conversation.
     RoleStarted {

@@ -602,3 +602,144 @@ fn memories_reach_fresh_contexts_and_the_tools_write_with_provenance() {
         "{used:?}"
     );
 }
+
+/// A model for parallel tasks: it reads its task from the briefing, writes
+/// `/w/<task>.txt`, then says it is done; every answer takes 100 ms, and it
+/// counts how many calls were in flight at once.
+struct TaskModel {
+    in_flight: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl longhand_host::brain::model::ModelProvider for TaskModel {
+    fn name(&self) -> &str {
+        "task-model"
+    }
+    fn model(&self) -> &str {
+        "task-model"
+    }
+    async fn complete(
+        &self,
+        req: &longhand_host::brain::model::ModelRequest,
+    ) -> Result<longhand_host::brain::model::ModelResponse, longhand_host::brain::model::ModelError>
+    {
+        use longhand_host::brain::model::{Message, ModelResponse, ToolCall};
+        use std::sync::atomic::Ordering;
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let first = match req.messages.first() {
+            Some(Message::User { text }) => text.clone(),
+            _ => String::new(),
+        };
+        let task = first
+            .split("# Your task: ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or("unknown")
+            .to_owned();
+        let answered = req
+            .messages
+            .iter()
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count();
+        let mut response = ModelResponse::default();
+        if answered == 0 {
+            response.text = Some(format!("Writing {task}.txt"));
+            response.tool_calls = vec![ToolCall {
+                id: format!("w-{task}"),
+                name: "fs__write".into(),
+                arguments: json!({"path": format!("/w/{task}.txt"), "content": task}).to_string(),
+            }];
+        } else {
+            response.text = Some(format!("{task}.txt is written."));
+        }
+        Ok(response)
+    }
+}
+
+#[test]
+fn independent_tasks_run_side_by_side_in_child_sessions() {
+    use longhand_host::brain::agent::{Runner, bind, freeze};
+    use longhand_host::brain::config::AgentConfig;
+    use longhand_host::hands::{Hands, HandsConfig};
+    use std::sync::Arc;
+    let dir = TempDir::new().expect("tempdir");
+    let mut plan = file_task("a", "a.txt", &[]);
+    plan.push_str(&file_task("b", "b.txt", &[]));
+    plan.push_str(&file_task("c", "c.txt", &["a", "b"]));
+    planned_agent(dir.path(), "", "max_parallel_tasks = 2", &plan, &[]);
+    let model = Arc::new(TaskModel {
+        in_flight: Default::default(),
+        most: Default::default(),
+    });
+    let (config, base) = AgentConfig::load(dir.path()).expect("agent.toml");
+    let store_dir = TempDir::new().expect("tempdir");
+    let (end, session, log, children) = block_on(async {
+        let hands = Hands::new(HandsConfig::default()).expect("hands");
+        let frozen = freeze(&hands, &config, &base, |_| None)
+            .await
+            .expect("freeze");
+        let agent = bind(&hands, frozen, |_| None).await.expect("bind");
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(store_dir.path()).await.expect("store"));
+        let mut runner = Runner::start(store.clone(), &hands, agent, model.clone(), "g", "me")
+            .await
+            .expect("start");
+        let end = runner.run().await.expect("run");
+        let session = runner.session().clone();
+        drop(runner);
+        let log = store.read(&session, 1).await.expect("log");
+        let mut children = Vec::new();
+        for r in &log {
+            if let Event::TaskStarted {
+                child: Some(child), ..
+            } = &r.event
+            {
+                let id: SessionId = child.parse().expect("child id");
+                let state = longhand_host::brain::agent::load_state(store.as_ref(), &id)
+                    .await
+                    .expect("child state");
+                children.push((child.clone(), state));
+            }
+        }
+        (end, session, log, children)
+    });
+    assert_eq!(end.status.as_str(), "finished", "{:?}", end.detail);
+    let _ = session;
+    // Each task ran in its own child session, which finished its task.
+    assert_eq!(children.len(), 3);
+    for (child, state) in &children {
+        assert_eq!(state.status.as_str(), "finished", "{child}");
+        let plan = state.plan.as_ref().expect("a one-task plan");
+        assert_eq!(plan.plan.tasks.len(), 1, "{child}");
+        assert!(plan.all_done(), "{child}");
+    }
+    // a and b side by side; c after both.
+    assert!(
+        model.most.load(std::sync::atomic::Ordering::SeqCst) >= 2,
+        "the two independent tasks did not overlap"
+    );
+    let order: Vec<String> = log
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::TaskStarted { task, .. } => Some(format!("start {task}")),
+            Event::TaskFinished { task, status, .. } => Some(format!("{status} {task}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "start a", "start b", "done a", "done b", "start c", "done c"
+        ],
+    );
+    for file in ["a.txt", "b.txt", "c.txt"] {
+        assert!(dir.path().join("work").join(file).is_file(), "{file}");
+    }
+    // The parent's plan records each child's check results.
+    let checks = of_kind(&log, "check_finished");
+    assert_eq!(checks.len(), 3);
+}
