@@ -743,3 +743,108 @@ fn independent_tasks_run_side_by_side_in_child_sessions() {
     let checks = of_kind(&log, "check_finished");
     assert_eq!(checks.len(), 3);
 }
+
+/// Parallel tasks through the binary: every child's script is the same
+/// (write the shared file, then say done), so `--script` drives them all.
+fn parallel_agent(dir: &Path) -> PathBuf {
+    let shared = |id: &str, deps: &[&str]| file_task(id, "shared.txt", deps);
+    let mut plan = shared("a", &[]);
+    plan.push_str(&shared("b", &[]));
+    plan.push_str(&shared("c", &["a", "b"]));
+    planned_agent(
+        dir,
+        "",
+        "max_parallel_tasks = 2",
+        &plan,
+        &[
+            tool_turn(
+                "writing",
+                vec![call(
+                    "w",
+                    "fs__write",
+                    json!({"path": "/w/shared.txt", "content": "x"}),
+                )],
+                10,
+                1,
+            ),
+            text_turn("done", 10, 1),
+        ],
+    )
+}
+
+#[test]
+fn a_parallel_run_killed_at_every_parent_event_runs_each_task_once() {
+    let reference_home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let script = parallel_agent(dir.path());
+    let (run, session) = run_script(&reference_home, dir.path(), &script);
+    run.expect_code(0);
+    let reference = final_plan(&reference_home, &session);
+    let events = reference_home.log(&session).len();
+    assert!(events >= 12, "{events} parent events");
+    for k in 2..events {
+        let home = Home::new();
+        let dir = TempDir::new().expect("tempdir");
+        let script = parallel_agent(dir.path());
+        let mut proc = Proc::spawn(home.cmd(&[
+            "run",
+            dir.path().to_str().expect("utf-8"),
+            "--script",
+            script.to_str().expect("utf-8"),
+            "--json",
+        ]));
+        let session = session_of_json(&proc.next_line().expect("a first line"));
+        let mut seen = 0;
+        while seen < k {
+            match proc.next_line() {
+                Some(line) if line.contains("\"seq\"") => seen += 1,
+                Some(_) => {}
+                None => break,
+            }
+        }
+        proc.kill();
+        for round in 0.. {
+            if home.state(&session).is_terminal() {
+                break;
+            }
+            assert!(round < 5, "kill at {k}: not done after {round} resumes");
+            let out = home.run(&["resume", &session, "--json"]);
+            assert_eq!(out.code, Some(0), "kill at {k}: {}", out.stderr);
+        }
+        assert_eq!(final_plan(&home, &session), reference, "kill at {k}");
+        // Each task ran in exactly one child, which finished; a child
+        // created but never named (a kill between the two) never ran.
+        let log = home.log(&session);
+        let named: Vec<String> = log
+            .iter()
+            .filter_map(|r| match &r.event {
+                Event::TaskStarted { child: Some(c), .. } => Some(c.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(named.len(), 3, "kill at {k}: {named:?}");
+        let listed = home.run(&["sessions", "--json"]);
+        for line in &listed.stdout {
+            let s: Value = serde_json::from_str(line).expect("json");
+            let id = s["id"].as_str().expect("id").to_owned();
+            if id == session {
+                continue;
+            }
+            let child_log = home.log(&id);
+            if named.contains(&id) {
+                assert_eq!(home.state(&id).status.as_str(), "finished", "kill at {k}");
+                let writes = child_log
+                    .iter()
+                    .filter(|r| r.event.kind() == "model_responded")
+                    .count();
+                assert_eq!(writes, 2, "kill at {k}: child {id} answered {writes} times");
+            } else {
+                assert!(
+                    child_log.len() <= 2,
+                    "kill at {k}: unnamed child {id} ran: {} events",
+                    child_log.len()
+                );
+            }
+        }
+    }
+}
