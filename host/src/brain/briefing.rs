@@ -147,7 +147,7 @@ pub fn worker(b: &WorkerBriefing<'_>) -> String {
 }
 
 /// The first message of the judge's context.
-pub fn judge(task: &Task, rubric: &str, claim: &str) -> String {
+pub fn judge(task: &Task, rubric: &str, claim: &str, changed: &[String]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Task: {} — {}", task.id, task.title);
     if !task.description.trim().is_empty() {
@@ -159,6 +159,12 @@ pub fn judge(task: &Task, rubric: &str, claim: &str) -> String {
         "\n# What the worker says it did\n{}",
         cut(claim.trim(), MAX_CLAIM)
     );
+    if !changed.is_empty() {
+        out.push_str("\n# What the worker's calls changed in this task\n");
+        for path in changed {
+            let _ = writeln!(out, "- {}", cut(path, 300));
+        }
+    }
     out.push_str(
         "\nLook at the artifacts with the tools before you decide; the worker's word is not \
          evidence. Then answer with the verdict object.\n",

@@ -266,7 +266,15 @@ pub struct SessionState {
     /// The worker's last answer of the current attempt, kept when its
     /// checks start (the judge reads it; the progress note quotes it).
     pub claim: Option<BlobRef>,
+    /// Inputs of the calls that changed something (not read-only) in the
+    /// current task, all its attempts, oldest first, at most the newest
+    /// [`MAX_CHANGES`]: the judge and the harness's handoff name what the
+    /// worker touched.
+    pub changes: Vec<BlobRef>,
 }
+
+/// Inputs of changing calls kept per task.
+pub const MAX_CHANGES: usize = 64;
 
 impl Default for SessionState {
     fn default() -> Self {
@@ -310,6 +318,7 @@ impl Default for SessionState {
             progress: std::collections::VecDeque::new(),
             failures: Vec::new(),
             claim: None,
+            changes: Vec::new(),
         }
     }
 }
@@ -501,6 +510,11 @@ impl SessionState {
                 ..
             } => {
                 if let Some(plan) = &mut self.plan {
+                    // A new attempt at the same task keeps what the last
+                    // one changed: it is still there to judge.
+                    if plan.current.as_ref() != Some(task) {
+                        self.changes.clear();
+                    }
                     let record = plan.tasks.entry(task.clone()).or_default();
                     record.status = Some(TaskStatus::Running);
                     record.attempts += 1;
@@ -604,6 +618,14 @@ impl SessionState {
                 ..
             } => {
                 self.pending_calls.retain(|c| c != call_id);
+                if effect != "read-only" {
+                    if self.changes.len() >= MAX_CHANGES {
+                        self.changes.remove(0);
+                    }
+                    if !self.changes.contains(input) {
+                        self.changes.push(input.clone());
+                    }
+                }
                 self.open_calls.insert(
                     call_id.clone(),
                     OpenCall {

@@ -457,6 +457,7 @@ impl Runner<'_> {
         task_id: String,
         index: u32,
     ) -> Result<(), RunError> {
+        let changed = self.changed_paths().await?;
         let claim = match self.state.claim.clone() {
             Some(blob) => {
                 let bytes = self.get(&blob).await?;
@@ -476,7 +477,7 @@ impl Runner<'_> {
                 "task {task_id} has no judge check {index}"
             )));
         };
-        let text = briefing::judge(task, rubric, &claim);
+        let text = briefing::judge(task, rubric, &claim, &changed);
         let briefing = self.put(text.into_bytes());
         self.write(vec![Event::RoleStarted {
             role: super::state::JUDGE.to_owned(),
@@ -638,8 +639,10 @@ impl Runner<'_> {
                     return Ok(());
                 }
                 let goal = self.state.goal.clone().unwrap_or_default();
-                let fallback =
+                let mut fallback =
                     Handoff::from_plan(&goal, self.state.plan.as_ref(), &self.state.in_doubt);
+                fallback.artifacts = self.changed_paths().await?;
+                fallback.artifacts.truncate(handoff::MAX_ITEMS);
                 self.write_handoff(fallback, false).await
             }
         }
@@ -693,6 +696,27 @@ impl Runner<'_> {
         }
         let finished = self.finished(text).await;
         self.write(vec![finished]).await
+    }
+
+    /// The paths the worker's changing calls named in the current task
+    /// (fields named `path`, `*_path`, `to`, `dest`), in order, once each.
+    async fn changed_paths(&mut self) -> Result<Vec<String>, RunError> {
+        let mut paths: Vec<String> = Vec::new();
+        for blob in self.state.changes.clone() {
+            let bytes = self.get(&blob).await?;
+            let Ok(serde_json::Value::Object(input)) = serde_json::from_slice(&bytes) else {
+                continue;
+            };
+            for (key, value) in input {
+                let named = key == "path" || key.ends_with("_path") || key == "to" || key == "dest";
+                if let (true, Some(path)) = (named, value.as_str())
+                    && !paths.iter().any(|p| p == path)
+                {
+                    paths.push(briefing::cut(path, 300));
+                }
+            }
+        }
+        Ok(paths)
     }
 
     /// The text of the last answer.

@@ -172,4 +172,27 @@ fn ralph_fix_runs_offline_and_leaves_the_fixed_crate() {
             if kind == "command" && c.get("landlock_abi").is_some())
     });
     assert!(confined, "no confined command check in the log");
+    // The judge was told what the worker's calls changed in its task.
+    let briefing = log
+        .iter()
+        .find_map(|r| match &r.event {
+            longhand_host::session::Event::RoleStarted { role, briefing, .. }
+                if role == "judge" =>
+            {
+                Some(briefing.clone())
+            }
+            _ => None,
+        })
+        .expect("the judge was asked");
+    let home_dir = home.path().to_owned();
+    let text = crate::support::block_on(async move {
+        use longhand_host::session::Store;
+        let store = longhand_host::session::SqliteStore::open(&home_dir)
+            .await
+            .expect("store");
+        store.get_blob(&briefing).await.expect("briefing").to_vec()
+    });
+    let text = String::from_utf8(text).expect("utf-8");
+    assert!(text.contains("- /out/FIX.md"), "{text}");
+    assert!(text.contains("# Rubric"), "{text}");
 }
