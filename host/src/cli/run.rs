@@ -187,15 +187,22 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         frozen.model.cassette =
             Some(std::fs::canonicalize(script).unwrap_or_else(|_| script.clone()));
     }
-    let mut provider = provider_for(&frozen.model)?;
-    if let Some(path) = &args.record {
-        provider = Arc::new(
-            RecordingProvider::open(provider, path)
-                .map_err(|e| usage(format!("--record {}: {e}", path.display())))?,
-        );
-    }
+    let provider = provider_for(&frozen.model)?;
     let overridden = args.model.is_some() || args.cassette.is_some() || args.script.is_some();
-    let roles = role_providers(&frozen, overridden)?;
+    let mut roles = role_providers(&frozen, overridden)?;
+    let provider: Arc<dyn ModelProvider> = match &args.record {
+        None => provider,
+        Some(path) => {
+            let recorder = RecordingProvider::open(provider, path)
+                .map_err(|e| usage(format!("--record {}: {e}", path.display())))?;
+            // Every role's answers go into the one cassette.
+            roles = roles
+                .into_iter()
+                .map(|(role, p)| (role, Arc::new(recorder.share(p)) as Arc<dyn ModelProvider>))
+                .collect();
+            Arc::new(recorder)
+        }
+    };
     let memory = memory_for(&frozen)?;
     let store = open_store().await?;
     let bound = agent::bind(&hands, frozen, env).await?;

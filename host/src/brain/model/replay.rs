@@ -353,7 +353,8 @@ pub struct RecordingProvider<P> {
     inner: P,
     path: PathBuf,
     // A tokio mutex: held across the file write, so writes land in order.
-    state: tokio::sync::Mutex<(Cassette, HashMap<String, usize>)>,
+    // Shared by the recorders of one cassette (see `share`).
+    state: std::sync::Arc<tokio::sync::Mutex<(Cassette, HashMap<String, usize>)>>,
 }
 
 impl<P: ModelProvider> RecordingProvider<P> {
@@ -371,8 +372,19 @@ impl<P: ModelProvider> RecordingProvider<P> {
         Ok(Self {
             inner,
             path,
-            state: tokio::sync::Mutex::new((cassette, index)),
+            state: std::sync::Arc::new(tokio::sync::Mutex::new((cassette, index))),
         })
+    }
+
+    /// A recorder of `inner` into the same cassette, e.g. for another
+    /// role's model: answers land in one file, in the order they came,
+    /// and replay finds each by its request.
+    pub fn share<Q: ModelProvider>(&self, inner: Q) -> RecordingProvider<Q> {
+        RecordingProvider {
+            inner,
+            path: self.path.clone(),
+            state: self.state.clone(),
+        }
     }
 
     /// Where the cassette is written.
@@ -690,6 +702,30 @@ mod tests {
         let again = RecordingProvider::open(Fake(AtomicUsize::new(0)), &path).unwrap();
         assert_eq!(again.complete(&req1()).await.unwrap(), answer("a says AAA"));
         assert_eq!(again.inner.0.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn recorders_of_one_cassette_share_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("roles.json");
+        let worker = RecordingProvider::open(Fake(AtomicUsize::new(0)), &path).unwrap();
+        let judge = worker.share(Fake(AtomicUsize::new(0)));
+        assert_eq!(worker.complete(&req0()).await.unwrap(), tool_answer());
+        assert_eq!(judge.complete(&req1()).await.unwrap(), answer("a says AAA"));
+        // One file holds both roles' turns; each recorder sees the other's.
+        let on_disk: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(on_disk["turns"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            worker.complete(&req1()).await.unwrap(),
+            answer("a says AAA")
+        );
+        assert_eq!(worker.inner.0.load(Ordering::SeqCst), 1);
+        let replay = ReplayProvider::open(&path).unwrap();
+        assert_eq!(replay.complete(&req0()).await.unwrap(), tool_answer());
+        assert_eq!(
+            replay.complete(&req1()).await.unwrap(),
+            answer("a says AAA")
+        );
     }
 
     #[tokio::test]
