@@ -226,6 +226,14 @@ pub async fn freeze(
             model.cassette = Some(base_dir.join(c));
         }
     }
+    // Command checks resolve against the directories just pinned: a bad
+    // one (a writable path in a read-only grant, a program not found) is
+    // refused now, not when a task first runs it.
+    let dirs = granted_dirs(tools.iter().flat_map(|t| t.dirs.iter().flatten()));
+    for (name, check) in &config.checks {
+        crate::checks::resolve::resolve(name, check, &dirs, lookup)
+            .map_err(|e| AgentError::Plan(e.to_string()))?;
+    }
     let plan = match &config.plan {
         None => None,
         Some(plan_config) => {
@@ -235,7 +243,8 @@ pub async fn freeze(
                     let plan =
                         super::plan::load_file(&base_dir.join(file)).map_err(AgentError::Plan)?;
                     let names = plan_names(&tools, hands, &base_dir, config).await?;
-                    let errors = plan.validate(names.names(), false);
+                    let mut errors = plan.validate(names.names(), false);
+                    errors.extend(super::tasks::predicate_errors(hands, &plan).await);
                     if !errors.is_empty() {
                         return Err(AgentError::Plan(format!(
                             "plan file {}: {}",
@@ -266,6 +275,26 @@ pub async fn freeze(
         checks: config.checks.clone(),
         memory: config.memory.clone(),
     })
+}
+
+/// Directory grants as command checks see them: host path, guest path,
+/// and whether any grant of it is read-write.
+pub(super) fn granted_dirs<'a>(
+    grants: impl Iterator<Item = &'a crate::hands::DirGrant>,
+) -> Vec<crate::checks::resolve::GrantedDir> {
+    let mut dirs: Vec<crate::checks::resolve::GrantedDir> = Vec::new();
+    for dir in grants {
+        let writable = dir.access() == crate::hands::Access::ReadWrite;
+        match dirs.iter_mut().find(|d| d.guest == dir.guest_path()) {
+            Some(known) => known.writable |= writable,
+            None => dirs.push(crate::checks::resolve::GrantedDir {
+                host: dir.host_path().to_owned(),
+                guest: dir.guest_path().to_owned(),
+                writable,
+            }),
+        }
+    }
+    dirs
 }
 
 /// What a plan may name: read-only tools (the only ones a tool check may

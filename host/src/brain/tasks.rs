@@ -16,7 +16,7 @@ use super::model::{ModelProvider, ToolDef};
 use super::plan::{self, Check, OPERATOR, PLANNER};
 use super::runner::{LogError, RunError, Runner};
 use crate::checks::resolve::{GrantedDir, resolve};
-use crate::hands::{Access, Effect};
+use crate::hands::Effect;
 use crate::session::event::MAX_INLINE_TEXT;
 use crate::session::{Event, PauseKind, PauseReason};
 
@@ -177,7 +177,8 @@ impl Runner<'_> {
             Ok(plan) => plan,
             Err(error) => return self.reject(step, error).await,
         };
-        let errors = plan.validate(names.names(), true);
+        let mut errors = plan.validate(names.names(), true);
+        errors.extend(predicate_errors(self.hands, &plan).await);
         if !errors.is_empty() {
             let message = format!(
                 "The plan was not accepted. Fix these and answer with the whole plan again:\n- {}",
@@ -366,7 +367,11 @@ impl Runner<'_> {
         };
         match crate::checks::command::run(&resolved.spec).await {
             Err(error) => finished(false, format!("it could not run: {error}"), None, None),
-            Ok(outcome) => {
+            Ok(mut outcome) => {
+                // The model knows the directories by their guest paths;
+                // the host's layout is none of its business.
+                outcome.stdout = to_guest_paths(&outcome.stdout, &dirs);
+                outcome.stderr = to_guest_paths(&outcome.stderr, &dirs);
                 let mut detail = match (outcome.timed_out, outcome.code) {
                     (true, _) => format!("timed out after {} ms", outcome.wall_ms),
                     (false, Some(code)) => format!("exit code {code}"),
@@ -434,21 +439,12 @@ impl Runner<'_> {
 
     /// The agent's granted directories, as command checks see them.
     fn granted_dirs(&self) -> Vec<GrantedDir> {
-        let mut dirs: Vec<GrantedDir> = Vec::new();
-        for component in &self.agent.components {
-            for dir in &component.grants.dirs {
-                let writable = dir.access() == Access::ReadWrite;
-                match dirs.iter_mut().find(|d| d.guest == dir.guest_path()) {
-                    Some(known) => known.writable |= writable,
-                    None => dirs.push(GrantedDir {
-                        host: dir.host_path().to_owned(),
-                        guest: dir.guest_path().to_owned(),
-                        writable,
-                    }),
-                }
-            }
-        }
-        dirs
+        super::bind::granted_dirs(
+            self.agent
+                .components
+                .iter()
+                .flat_map(|c| c.grants.dirs.iter()),
+        )
     }
 
     /// Start the judge on check `index` of `task_id`.
@@ -750,6 +746,26 @@ impl Runner<'_> {
     }
 }
 
+/// The tool checks of `plan` whose jq expression does not compile, one
+/// sentence each. Evaluated in the sandbox (`checks::tool`), so a hostile
+/// expression costs at most its limits.
+pub(super) async fn predicate_errors(
+    hands: &crate::hands::Hands,
+    plan: &plan::Plan,
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    for task in &plan.tasks {
+        for check in &task.done_when {
+            if let Check::Tool { expect, .. } = check
+                && let Err(e) = crate::checks::tool::validate_predicate(hands, expect).await
+            {
+                errors.push(format!("task {:?}: {e}", task.id));
+            }
+        }
+    }
+    errors
+}
+
 fn plan_pause(detail: String) -> Event {
     Event::Paused {
         reason: PauseReason {
@@ -764,6 +780,21 @@ fn inconsistent(what: &str) -> RunError {
     RunError::Log(LogError::Inconsistent(what.to_owned()))
 }
 
+/// `text` with every granted directory's host path replaced by its guest
+/// path (longest first, so a nested grant wins).
+fn to_guest_paths(text: &str, dirs: &[GrantedDir]) -> String {
+    let mut dirs: Vec<&GrantedDir> = dirs.iter().collect();
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.host.as_os_str().len()));
+    let mut out = text.to_owned();
+    for dir in dirs {
+        let host = dir.host.to_string_lossy();
+        if !host.is_empty() && host != "/" {
+            out = out.replace(host.as_ref(), &dir.guest);
+        }
+    }
+    out
+}
+
 /// The last `max` bytes of `text`, on a character boundary.
 fn tail(text: &str, max: usize) -> String {
     let text = text.trim_end();
@@ -775,4 +806,40 @@ fn tail(text: &str, max: usize) -> String {
         start += 1;
     }
     format!("…{}", &text[start..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_output_names_guest_paths_not_host_ones() {
+        let dirs = [
+            GrantedDir {
+                host: "/srv/agent/out/run-1".into(),
+                guest: "/out".into(),
+                writable: true,
+            },
+            GrantedDir {
+                host: "/srv/agent/out/run-1/crate".into(),
+                guest: "/crate".into(),
+                writable: false,
+            },
+        ];
+        let text = "error at /srv/agent/out/run-1/crate/src/lib.rs:3\n\
+                    wrote /srv/agent/out/run-1/target/x";
+        assert_eq!(
+            to_guest_paths(text, &dirs),
+            "error at /crate/src/lib.rs:3\nwrote /out/target/x"
+        );
+    }
+
+    #[test]
+    fn a_tail_is_cut_on_a_character_boundary() {
+        let text = format!("{}é end", "x".repeat(10));
+        let cut = tail(&text, 5);
+        assert!(cut.starts_with('…'));
+        assert!(cut.ends_with(" end"));
+        assert_eq!(tail("short", 100), "short");
+    }
 }

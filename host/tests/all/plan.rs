@@ -848,3 +848,59 @@ fn a_parallel_run_killed_at_every_parent_event_runs_each_task_once() {
         }
     }
 }
+
+#[test]
+fn a_bad_plan_or_command_check_is_refused_before_a_session_exists() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    // A jq expression that does not compile.
+    let plan = "[[tasks]]\nid = \"t\"\ntitle = \"t\"\n[[tasks.done_when]]\nkind = \"tool\"\n\
+                tool = \"fs__stat\"\ninput = { path = \"/w/a\" }\nexpect = \".kind ==\"\n";
+    let script = planned_agent(dir.path(), "", "", plan, &[text_turn("x", 1, 1)]);
+    let run = home.run(&[
+        "run",
+        dir.path().to_str().expect("utf-8"),
+        "--script",
+        script.to_str().expect("utf-8"),
+    ]);
+    run.expect_code(2);
+    assert!(run.stderr.contains("does not compile"), "{}", run.stderr);
+    // A tool check naming a tool that writes.
+    let plan = "[[tasks]]\nid = \"t\"\ntitle = \"t\"\n[[tasks.done_when]]\nkind = \"tool\"\n\
+                tool = \"fs__write\"\ninput = { path = \"/w/a\", content = \"x\" }\n";
+    write(&dir.path().join("plan.toml"), plan);
+    let run = home.run(&[
+        "run",
+        dir.path().to_str().expect("utf-8"),
+        "--script",
+        script.to_str().expect("utf-8"),
+    ]);
+    run.expect_code(2);
+    assert!(run.stderr.contains("fs__write"), "{}", run.stderr);
+    // A command check that would write into a read-only grant.
+    write(&dir.path().join("plan.toml"), &file_task("t", "a.txt", &[]));
+    let agent = dir.path().join("agent.toml");
+    let text = std::fs::read_to_string(&agent).expect("agent.toml");
+    let text = text.replace("dirs = [\"work:/w:rw\"]", "dirs = [\"work:/w:ro\"]");
+    write(
+        &agent,
+        &format!(
+            "{text}\n[checks.tests]\nargv = [\"/bin/true\"]\ncwd = \"/w\"\nwritable = [\"/w\"]\nread_only = [\"/\"]\n"
+        ),
+    );
+    let run = home.run(&[
+        "run",
+        dir.path().to_str().expect("utf-8"),
+        "--script",
+        script.to_str().expect("utf-8"),
+    ]);
+    run.expect_code(2);
+    assert!(
+        run.stderr.contains("checks.tests.writable"),
+        "{}",
+        run.stderr
+    );
+    // Nothing was started.
+    let listed = home.run(&["sessions", "--json"]);
+    assert!(listed.stdout.is_empty(), "{:?}", listed.stdout);
+}
