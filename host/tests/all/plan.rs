@@ -904,3 +904,53 @@ fn a_bad_plan_or_command_check_is_refused_before_a_session_exists() {
     let listed = home.run(&["sessions", "--json"]);
     assert!(listed.stdout.is_empty(), "{:?}", listed.stdout);
 }
+
+#[test]
+fn the_checks_run_when_the_worker_spends_its_steps_without_a_claim() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("work")).expect("mkdir");
+    write(&dir.path().join("work/a.txt"), "a");
+    let stat = |i: usize| {
+        tool_turn(
+            &format!("looking {i}"),
+            vec![call(
+                &format!("s{i}"),
+                "fs__stat",
+                json!({"path": "/w/a.txt"}),
+            )],
+            10,
+            1,
+        )
+    };
+    // It never says it is done; after 3 answers the harness checks anyway.
+    let script = planned_agent(
+        dir.path(),
+        "",
+        "steps_per_attempt = 3",
+        &file_task("t", "a.txt", &[]),
+        &[stat(1), stat(2), stat(3), stat(4)],
+    );
+    let (run, session) = run_script(&home, dir.path(), &script);
+    run.expect_code(0);
+    let log = home.log(&session);
+    assert_eq!(of_kind(&log, "model_responded").len(), 3);
+    let checks = of_kind(&log, "check_finished");
+    assert_eq!(checks.len(), 1);
+    assert!(matches!(
+        &checks[0].event,
+        Event::CheckFinished { passed: true, .. }
+    ));
+    // The calls of the last answer ran before the checks.
+    let last_call = log
+        .iter()
+        .position(|r| matches!(&r.event, Event::ToolFinished { call_id, .. } if call_id == "s3"))
+        .expect("s3 ran");
+    assert!(
+        last_call
+            < log
+                .iter()
+                .position(|r| r.event.kind() == "check_finished")
+                .expect("check")
+    );
+}
