@@ -954,3 +954,38 @@ fn the_checks_run_when_the_worker_spends_its_steps_without_a_claim() {
                 .expect("check")
     );
 }
+
+#[test]
+fn a_planned_session_folds_the_same_through_a_snapshot_at_any_event() {
+    use longhand_host::brain::snapshot::{decode, encode};
+    use longhand_host::brain::state::SessionState;
+    // The crash test's run: a plan, a failed attempt, a handoff, a judge.
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let script = crash_agent(dir.path());
+    let (run, session) = run_script(&home, dir.path(), &script);
+    run.expect_code(0);
+    let log = home.log(&session);
+    let whole = SessionState::fold(&log);
+    assert!(whole.plan.is_some());
+    let store_dir = TempDir::new().expect("tempdir");
+    block_on(async {
+        let store = SqliteStore::open(store_dir.path()).await.expect("store");
+        for k in 1..log.len() {
+            let prefix = SessionState::fold(&log[..k]);
+            let encoded = encode(&prefix);
+            for bytes in encoded.blobs {
+                store.put_blob(bytes).await.expect("put");
+            }
+            let mut state = decode(&store, &encoded.root)
+                .await
+                .expect("decode")
+                .expect("a usable snapshot");
+            assert_eq!(state, prefix, "snapshot after event {k}");
+            for record in &log[k..] {
+                state.apply(record);
+            }
+            assert_eq!(state, whole, "folded on from event {k}");
+        }
+    });
+}
