@@ -17,6 +17,12 @@ use super::bind::FrozenPlan;
 use super::config::PlannerMode;
 use super::plan::{Plan, TaskStatus};
 use super::runner::{LogError, RunEnd, RunError, Runner};
+
+/// A child session's run: it owns the child's runner and gives it back
+/// with the end, so children can be added while others run.
+type ChildRun<'h> = Pin<
+    Box<dyn Future<Output = (String, String, Runner<'h>, Result<RunEnd, RunError>)> + Send + 'h>,
+>;
 use crate::session::{Event, PauseKind, PauseReason, SessionId, SessionStatus};
 
 impl<'h> Runner<'h> {
@@ -68,9 +74,13 @@ impl<'h> Runner<'h> {
         .await
     }
 
-    /// Run every running task's child session until it ends, side by side,
-    /// then record each: its checks' results, and the task done or failed —
-    /// or, for a child that paused, this session paused too.
+    /// Run the running tasks' child sessions side by side, as a pool: when
+    /// one ends, its result is recorded — the checks' results, the task done
+    /// or failed — and the decision table is asked again, so a task that
+    /// became ready starts at once in the freed slot while the others go on.
+    /// Returns when no child is running: all ended, or no new one may start
+    /// (a limit, a paused child — then this session pauses too, once the
+    /// others have ended).
     ///
     /// Boxed as a `Send` future: a child's run is a run, whose future holds
     /// this one, and a type cannot contain itself.
@@ -85,113 +95,57 @@ impl<'h> Runner<'h> {
         &mut self,
         children: Vec<(String, String)>,
     ) -> Result<(), RunError> {
-        let mut runners = Vec::new();
-        for (_, child) in &children {
-            let id: SessionId = child.parse().map_err(|_| {
-                inconsistent(&format!("the child session id {child} does not parse"))
-            })?;
-            let frozen = Runner::frozen_of(self.store.as_ref(), &id).await?;
-            let mut agent = self.agent.clone();
-            agent.frozen = frozen;
-            let mut runner = Runner::wake(
-                self.store.clone(),
-                self.hands,
-                agent,
-                self.provider.clone(),
-                id,
-                &self.lease.owner,
-            )
-            .await?;
-            runner.role_providers = self.role_providers.clone();
-            runner.memory = self.memory.clone();
-            runner.retry = self.retry.clone();
-            // The parent runs because someone let it go on: a child that
-            // paused (and paused the parent) goes on with it.
-            if runner.state.status == SessionStatus::Paused {
-                runner.resume(Default::default()).await?;
-            }
-            runners.push(runner);
+        use futures_util::StreamExt;
+        let mut pool = futures_util::stream::FuturesUnordered::new();
+        for (task, child) in children {
+            // Awaited before `push`: the pool is not `Sync`, so no
+            // reference to it may be held across an await.
+            let run = self.child_run(task, child).await?;
+            pool.push(run);
         }
-        let ends = {
-            type Run<'r> = Pin<Box<dyn Future<Output = Result<RunEnd, RunError>> + Send + 'r>>;
-            let runs: Vec<Run<'_>> = runners
-                .iter_mut()
-                .map(|runner| -> Run<'_> { Box::pin(runner.run()) })
-                .collect();
-            futures_util::future::join_all(runs).await
-        };
-        let mut events = Vec::new();
         let mut paused = Vec::new();
-        for ((task, child), (end, runner)) in
-            children.into_iter().zip(ends.into_iter().zip(&runners))
-        {
+        while let Some((task, child, runner, end)) = pool.next().await {
             let end = end?;
-            let record = runner
-                .state
-                .plan
-                .as_ref()
-                .and_then(|p| p.tasks.get(&task).cloned())
-                .unwrap_or_default();
-            let kinds: Vec<&'static str> = self
-                .state
-                .plan
-                .as_ref()
-                .and_then(|p| p.plan.task(&task))
-                .map(|t| t.done_when.iter().map(|c| c.kind()).collect())
-                .unwrap_or_default();
-            for (i, result) in record.checks.iter().enumerate() {
-                if let (Some(passed), Some(kind)) = (result, kinds.get(i)) {
-                    events.push(Event::CheckFinished {
-                        task: task.clone(),
-                        check: i as u32,
-                        kind: (*kind).to_owned(),
-                        passed: *passed,
-                        detail: format!("in the child session {child}"),
-                        output: None,
-                        confinement: None,
-                    });
-                }
+            if let Some(note) = self.record_child(&task, &child, &runner, end).await? {
+                paused.push(note);
             }
-            let done = record.status == Some(TaskStatus::Done);
-            match end.status {
-                SessionStatus::Paused => {
-                    paused.push(format!(
-                        "task {task} (session {child}) paused: {}",
-                        end.detail.unwrap_or_default()
-                    ));
-                    continue;
-                }
-                SessionStatus::Finished | SessionStatus::Failed => {}
-                SessionStatus::Created | SessionStatus::Running => {
+            drop(runner);
+            // A freed slot: start what is ready now, unless a child paused
+            // (the session will pause once the others end).
+            while paused.is_empty() {
+                let Some(policy) = self.plan_policy() else {
+                    break;
+                };
+                let decision = super::decide::next(
+                    &self.state,
+                    super::decide::Policy {
+                        limits: &self.agent.frozen.limits,
+                        has_check: false,
+                        plan: Some(policy),
+                    },
+                );
+                let super::decide::Action::StartChild(next) = decision else {
+                    break;
+                };
+                self.start_child(next.clone()).await?;
+                let child = self
+                    .state
+                    .plan
+                    .as_ref()
+                    .and_then(|p| p.tasks.get(&next))
+                    .and_then(|r| r.child.clone());
+                let Some(child) = child else {
                     return Err(inconsistent(&format!(
-                        "the child session {child} returned while {}",
-                        end.status
+                        "task {next} started without its child"
                     )));
-                }
+                };
+                let task = next;
+                let run = self.child_run(task, child).await?;
+                pool.push(run);
             }
-            let status = if done { "done" } else { "failed" };
-            events.push(Event::TaskFinished {
-                task: task.clone(),
-                status: status.to_owned(),
-                attempts: record.attempts.max(1),
-            });
-            events.push(Event::ProgressNoted {
-                task: task.clone(),
-                text: super::briefing::cut(
-                    &format!(
-                        "{task}: {status} in the child session {child} after {} attempt(s){}",
-                        record.attempts,
-                        end.detail
-                            .map(|d| format!(". {}", super::briefing::cut(&d, 600)))
-                            .unwrap_or_default()
-                    ),
-                    crate::session::event::MAX_INLINE_TEXT - 8,
-                ),
-            });
         }
-        drop(runners);
         if !paused.is_empty() {
-            events.push(Event::Paused {
+            self.write(vec![Event::Paused {
                 reason: PauseReason {
                     kind: PauseKind::Plan,
                     limit: None,
@@ -201,9 +155,121 @@ impl<'h> Runner<'h> {
                         paused.join("; ")
                     ),
                 },
-            });
+            }])
+            .await?;
         }
-        self.write(events).await
+        Ok(())
+    }
+
+    /// Wake the child session of `task` and return its run as a future
+    /// that owns the child's runner.
+    async fn child_run(&mut self, task: String, child: String) -> Result<ChildRun<'h>, RunError> {
+        let id: SessionId = child
+            .parse()
+            .map_err(|_| inconsistent(&format!("the child session id {child} does not parse")))?;
+        let frozen = Runner::frozen_of(self.store.as_ref(), &id).await?;
+        let mut agent = self.agent.clone();
+        agent.frozen = frozen;
+        let mut runner = Runner::wake(
+            self.store.clone(),
+            self.hands,
+            agent,
+            self.provider.clone(),
+            id,
+            &self.lease.owner,
+        )
+        .await?;
+        runner.role_providers = self.role_providers.clone();
+        runner.memory = self.memory.clone();
+        runner.retry = self.retry.clone();
+        // The parent runs because someone let it go on: a child that paused
+        // (and paused the parent) goes on with it.
+        if runner.state.status == SessionStatus::Paused {
+            runner.resume(Default::default()).await?;
+        }
+        Ok(Box::pin(async move {
+            let end = runner.run().await;
+            (task, child, runner, end)
+        }))
+    }
+
+    /// Record how the child of `task` ended: its checks' results, then the
+    /// task done or failed with a progress note. A paused child is not an
+    /// end: its note for the pause is returned.
+    async fn record_child(
+        &mut self,
+        task: &str,
+        child: &str,
+        runner: &Runner<'h>,
+        end: RunEnd,
+    ) -> Result<Option<String>, RunError> {
+        match end.status {
+            SessionStatus::Paused => {
+                return Ok(Some(format!(
+                    "task {task} (session {child}) paused: {}",
+                    end.detail.unwrap_or_default()
+                )));
+            }
+            SessionStatus::Finished | SessionStatus::Failed => {}
+            SessionStatus::Created | SessionStatus::Running => {
+                return Err(inconsistent(&format!(
+                    "the child session {child} returned while {}",
+                    end.status
+                )));
+            }
+        }
+        let record = runner
+            .state
+            .plan
+            .as_ref()
+            .and_then(|p| p.tasks.get(task).cloned())
+            .unwrap_or_default();
+        let kinds: Vec<&'static str> = self
+            .state
+            .plan
+            .as_ref()
+            .and_then(|p| p.plan.task(task))
+            .map(|t| t.done_when.iter().map(|c| c.kind()).collect())
+            .unwrap_or_default();
+        let mut events = Vec::new();
+        for (i, result) in record.checks.iter().enumerate() {
+            if let (Some(passed), Some(kind)) = (result, kinds.get(i)) {
+                events.push(Event::CheckFinished {
+                    task: task.to_owned(),
+                    check: i as u32,
+                    kind: (*kind).to_owned(),
+                    passed: *passed,
+                    detail: format!("in the child session {child}"),
+                    output: None,
+                    confinement: None,
+                });
+            }
+        }
+        let status = if record.status == Some(TaskStatus::Done) {
+            "done"
+        } else {
+            "failed"
+        };
+        events.push(Event::TaskFinished {
+            task: task.to_owned(),
+            status: status.to_owned(),
+            attempts: record.attempts.max(1),
+        });
+        events.push(Event::ProgressNoted {
+            task: task.to_owned(),
+            text: super::briefing::cut(
+                &format!(
+                    "{task}: {status} in the child session {child} after {} attempt(s){}",
+                    record.attempts,
+                    end.detail
+                        .map(|d| format!(". {}", super::briefing::cut(&d, 600)))
+                        .unwrap_or_default()
+                ),
+                crate::session::event::MAX_INLINE_TEXT - 8,
+            ),
+        });
+        self.write(events).await?;
+        Ok(None)
     }
 
     /// Give up this runner's lease without running.

@@ -604,8 +604,8 @@ fn memories_reach_fresh_contexts_and_the_tools_write_with_provenance() {
 }
 
 /// A model for parallel tasks: it reads its task from the briefing, writes
-/// `/w/<task>.txt`, then says it is done; every answer takes 100 ms, and it
-/// counts how many calls were in flight at once.
+/// `/w/<task>.txt`, then says it is done; every answer takes 100 ms (task
+/// `slow`'s 2 s), and it counts how many calls were in flight at once.
 struct TaskModel {
     in_flight: std::sync::atomic::AtomicUsize,
     most: std::sync::atomic::AtomicUsize,
@@ -628,8 +628,6 @@ impl longhand_host::brain::model::ModelProvider for TaskModel {
         use std::sync::atomic::Ordering;
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.most.fetch_max(now, Ordering::SeqCst);
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
         let first = match req.messages.first() {
             Some(Message::User { text }) => text.clone(),
             _ => String::new(),
@@ -640,6 +638,10 @@ impl longhand_host::brain::model::ModelProvider for TaskModel {
             .and_then(|rest| rest.split(' ').next())
             .unwrap_or("unknown")
             .to_owned();
+        // Task `slow` takes ten times as long as the others.
+        let ms = if task == "slow" { 2000 } else { 100 };
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
         let answered = req
             .messages
             .iter()
@@ -660,24 +662,27 @@ impl longhand_host::brain::model::ModelProvider for TaskModel {
     }
 }
 
-#[test]
-fn independent_tasks_run_side_by_side_in_child_sessions() {
+/// Runs a planned agent in `dir` with [`TaskModel`]; returns the end, the
+/// parent's log, each child's state, and the most calls in flight at once.
+fn run_task_model(
+    dir: &Path,
+) -> (
+    longhand_host::brain::agent::RunEnd,
+    Vec<EventRecord>,
+    Vec<(String, longhand_host::brain::state::SessionState)>,
+    usize,
+) {
     use longhand_host::brain::agent::{Runner, bind, freeze};
     use longhand_host::brain::config::AgentConfig;
     use longhand_host::hands::{Hands, HandsConfig};
     use std::sync::Arc;
-    let dir = TempDir::new().expect("tempdir");
-    let mut plan = file_task("a", "a.txt", &[]);
-    plan.push_str(&file_task("b", "b.txt", &[]));
-    plan.push_str(&file_task("c", "c.txt", &["a", "b"]));
-    planned_agent(dir.path(), "", "max_parallel_tasks = 2", &plan, &[]);
     let model = Arc::new(TaskModel {
         in_flight: Default::default(),
         most: Default::default(),
     });
-    let (config, base) = AgentConfig::load(dir.path()).expect("agent.toml");
+    let (config, base) = AgentConfig::load(dir).expect("agent.toml");
     let store_dir = TempDir::new().expect("tempdir");
-    let (end, session, log, children) = block_on(async {
+    let (end, log, children) = block_on(async {
         let hands = Hands::new(HandsConfig::default()).expect("hands");
         let frozen = freeze(&hands, &config, &base, |_| None)
             .await
@@ -705,10 +710,58 @@ fn independent_tasks_run_side_by_side_in_child_sessions() {
                 children.push((child.clone(), state));
             }
         }
-        (end, session, log, children)
+        (end, log, children)
     });
+    let most = model.most.load(std::sync::atomic::Ordering::SeqCst);
+    (end, log, children, most)
+}
+
+/// Task starts and ends in the parent's log, in order.
+fn task_order(log: &[EventRecord]) -> Vec<String> {
+    log.iter()
+        .filter_map(|r| match &r.event {
+            Event::TaskStarted { task, .. } => Some(format!("start {task}")),
+            Event::TaskFinished { task, status, .. } => Some(format!("{status} {task}")),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_freed_slot_starts_the_next_ready_task_while_a_slow_one_runs() {
+    let dir = TempDir::new().expect("tempdir");
+    let mut plan = file_task("fast", "fast.txt", &[]);
+    plan.push_str(&file_task("slow", "slow.txt", &[]));
+    plan.push_str(&file_task("next", "next.txt", &["fast"]));
+    planned_agent(dir.path(), "", "max_parallel_tasks = 2", &plan, &[]);
+    let (end, log, children, most) = run_task_model(dir.path());
     assert_eq!(end.status.as_str(), "finished", "{:?}", end.detail);
-    let _ = session;
+    assert_eq!(children.len(), 3);
+    assert!(most >= 2);
+    // `next` needs only `fast`: it starts when `fast` ends, while `slow`
+    // still runs, not after it.
+    assert_eq!(
+        task_order(&log),
+        [
+            "start fast",
+            "start slow",
+            "done fast",
+            "start next",
+            "done next",
+            "done slow"
+        ],
+    );
+}
+
+#[test]
+fn independent_tasks_run_side_by_side_in_child_sessions() {
+    let dir = TempDir::new().expect("tempdir");
+    let mut plan = file_task("a", "a.txt", &[]);
+    plan.push_str(&file_task("b", "b.txt", &[]));
+    plan.push_str(&file_task("c", "c.txt", &["a", "b"]));
+    planned_agent(dir.path(), "", "max_parallel_tasks = 2", &plan, &[]);
+    let (end, log, children, most) = run_task_model(dir.path());
+    assert_eq!(end.status.as_str(), "finished", "{:?}", end.detail);
     // Each task ran in its own child session, which finished its task.
     assert_eq!(children.len(), 3);
     for (child, state) in &children {
@@ -718,24 +771,20 @@ fn independent_tasks_run_side_by_side_in_child_sessions() {
         assert!(plan.all_done(), "{child}");
     }
     // a and b side by side; c after both.
-    assert!(
-        model.most.load(std::sync::atomic::Ordering::SeqCst) >= 2,
-        "the two independent tasks did not overlap"
-    );
-    let order: Vec<String> = log
+    assert!(most >= 2, "the two independent tasks did not overlap");
+    let order = task_order(&log);
+    assert_eq!(&order[..2], ["start a", "start b"]);
+    assert_eq!(order.last().map(String::as_str), Some("done c"));
+    let c = order
         .iter()
-        .filter_map(|r| match &r.event {
-            Event::TaskStarted { task, .. } => Some(format!("start {task}")),
-            Event::TaskFinished { task, status, .. } => Some(format!("{status} {task}")),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(
-        order,
-        [
-            "start a", "start b", "done a", "done b", "start c", "done c"
-        ],
-    );
+        .position(|o| o == "start c")
+        .expect("c started");
+    for done in ["done a", "done b"] {
+        assert!(
+            order.iter().position(|o| o == done).expect(done) < c,
+            "{order:?}"
+        );
+    }
     for file in ["a.txt", "b.txt", "c.txt"] {
         assert!(dir.path().join("work").join(file).is_file(), "{file}");
     }
