@@ -785,7 +785,9 @@ impl ToolConfig {
     }
 }
 
-mod duration_text {
+/// A duration written as text (`"120s"`, `"5m"`), as humantime writes and
+/// reads it: `#[serde(with = "…::duration_text")]`.
+pub(crate) mod duration_text {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};

@@ -454,16 +454,7 @@ impl Runner<'_> {
         index: u32,
     ) -> Result<(), RunError> {
         let changed = self.changed_paths().await?;
-        let claim = match self.state.claim.clone() {
-            Some(blob) => {
-                let bytes = self.get(&blob).await?;
-                serde_json::from_slice::<super::model::ModelResponse>(&bytes)
-                    .ok()
-                    .and_then(|r| r.text)
-                    .unwrap_or_default()
-            }
-            None => String::new(),
-        };
+        let claim = self.claim_text().await?;
         let plan = self.state.plan.as_ref();
         let task = plan.and_then(|p| p.plan.task(&task_id));
         let (Some(task), Some(Check::Judge { rubric })) =
@@ -546,16 +537,7 @@ impl Runner<'_> {
         task_id: String,
         done: bool,
     ) -> Result<(), RunError> {
-        let claim = match self.state.claim.clone() {
-            Some(blob) => {
-                let bytes = self.get(&blob).await?;
-                serde_json::from_slice::<super::model::ModelResponse>(&bytes)
-                    .ok()
-                    .and_then(|r| r.text)
-                    .unwrap_or_default()
-            }
-            None => String::new(),
-        };
+        let claim = self.claim_text().await?;
         let plan = self.state.plan.as_ref();
         let task = plan.and_then(|p| p.plan.task(&task_id));
         let record = plan
@@ -713,6 +695,20 @@ impl Runner<'_> {
             }
         }
         Ok(paths)
+    }
+
+    /// The text of the worker's claim (its last answer of the attempt).
+    async fn claim_text(&mut self) -> Result<String, RunError> {
+        let Some(blob) = self.state.claim.clone() else {
+            return Ok(String::new());
+        };
+        let bytes = self.get(&blob).await?;
+        Ok(
+            serde_json::from_slice::<super::model::ModelResponse>(&bytes)
+                .ok()
+                .and_then(|r| r.text)
+                .unwrap_or_default(),
+        )
     }
 
     /// The text of the last answer.

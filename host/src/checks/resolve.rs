@@ -82,7 +82,10 @@ pub struct CommandCheckConfig {
     pub set_env: BTreeMap<String, String>,
     /// Wall-time limit, e.g. `"120s"`; the whole process group is killed at
     /// its end. Default 5 minutes.
-    #[serde(default = "default_timeout", with = "duration_text")]
+    #[serde(
+        default = "default_timeout",
+        with = "crate::brain::config::duration_text"
+    )]
     pub timeout: Duration,
     /// Bytes kept of stdout and of stderr each. Default 64 KiB, at most
     /// 16 MiB.
@@ -465,22 +468,6 @@ fn inside_any(value: &str, dirs: &[GrantedDir]) -> bool {
     };
     dirs.iter()
         .any(|d| guest_components(&d.guest).is_ok_and(|root| parts.starts_with(&root)))
-}
-
-/// `timeout = "120s"`, as humantime writes and reads it.
-mod duration_text {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(*d).to_string())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
-    }
 }
 
 #[cfg(all(test, unix))]
