@@ -65,8 +65,8 @@ use longhand_host::brain::snapshot;
 use longhand_host::brain::state::SessionState;
 use longhand_host::hands::{Hands, HandsConfig};
 use longhand_host::session::{
-    Appended, BlobRef, Durability, Event, EventRecord, Lease, SessionId, SessionStatus,
-    SessionSummary, SqliteStore, Store, StoreError, WakeLog, WriteStats,
+    Appended, BlobRef, Control, ControlKind, Durability, Event, EventRecord, Lease, SessionId,
+    SessionStatus, SessionSummary, SqliteStore, Store, StoreError, WakeLog, WriteStats,
 };
 use serde_json::{Value, json};
 
@@ -450,6 +450,21 @@ impl Store for Timed {
     }
     async fn latest_snapshot(&self, session: &SessionId) -> SResult<Option<EventRecord>> {
         timed(&self.other, self.inner.latest_snapshot(session)).await
+    }
+    async fn post_control(
+        &self,
+        session: &SessionId,
+        kind: ControlKind,
+        text: Option<String>,
+        by: &str,
+    ) -> SResult<Control> {
+        self.inner.post_control(session, kind, text, by).await
+    }
+    async fn controls(&self, session: &SessionId, after_id: u64) -> SResult<Vec<Control>> {
+        self.inner.controls(session, after_id).await
+    }
+    async fn settle_control(&self, lease: &Lease, id: u64) -> SResult<()> {
+        self.inner.settle_control(lease, id).await
     }
     async fn put_blob(&self, bytes: Vec<u8>) -> SResult<BlobRef> {
         timed(&self.put, self.inner.put_blob(bytes)).await

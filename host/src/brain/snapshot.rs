@@ -535,6 +535,25 @@ mod tests {
         async fn latest_snapshot(&self, _: &SessionId) -> Result<Option<EventRecord>, StoreError> {
             refused()
         }
+        async fn post_control(
+            &self,
+            _: &SessionId,
+            _: crate::session::ControlKind,
+            _: Option<String>,
+            _: &str,
+        ) -> Result<crate::session::Control, StoreError> {
+            refused()
+        }
+        async fn controls(
+            &self,
+            _: &SessionId,
+            _: u64,
+        ) -> Result<Vec<crate::session::Control>, StoreError> {
+            refused()
+        }
+        async fn settle_control(&self, _: &Lease, _: u64) -> Result<(), StoreError> {
+            refused()
+        }
         async fn put_blob(&self, bytes: Vec<u8>) -> Result<BlobRef, StoreError> {
             Ok(self.put(bytes))
         }

@@ -4,6 +4,8 @@
 //! - [`store`]: the [`Store`] contract (append with fencing and optimistic
 //!   seq checks, leases, verified reads, content-addressed blobs) and its
 //!   errors;
+//! - [`inbox`]: the control inbox, how a process that does not hold the
+//!   lease steers a session (pause, cancel, send);
 //! - [`sqlite`]: the embedded default backend, one file per store directory.
 //!
 //! What this module must not do: interpret events beyond the lifecycle
@@ -11,12 +13,14 @@
 //! tools. It stores facts and proves they were not damaged.
 
 pub mod event;
+pub mod inbox;
 pub mod sqlite;
 pub mod store;
 
 pub use event::{
     BlobRef, Event, EventRecord, MAX_EVENT_JSON, PauseKind, PauseReason, ResumeCause, SessionStatus,
 };
+pub use inbox::{Control, ControlKind, MAX_CONTROL_TEXT};
 pub use sqlite::{SqliteOptions, SqliteStore, WriteStats};
 pub use store::{
     Appended, Clock, Durability, Lease, SessionId, SessionSummary, Store, StoreError, SystemClock,

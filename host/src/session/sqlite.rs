@@ -31,6 +31,11 @@
 //!   a signature: someone who can rewrite the file can rewrite the chain.
 //! - **Append-only in the schema too**: triggers abort any `UPDATE` or
 //!   `DELETE` on `events`.
+//! - **The control inbox** is a table any process writes without a lease
+//!   (`post_control`), through the same writer as everything else (so the
+//!   id is `max + 1` under the write lock: concurrent posters, even from
+//!   other processes, get distinct ids) and durable at once
+//!   ([`Durability::Now`]).
 //! - **Migrations by `PRAGMA user_version`**: `MIGRATIONS` is the list;
 //!   a database newer than the list is refused ([`StoreError::TooNew`]), a
 //!   SQLite file of another application (its `application_id`) is refused.
@@ -50,6 +55,7 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, pa
 use sha2::{Digest, Sha256};
 
 use super::event::{BlobRef, Event, EventRecord, MAX_EVENT_JSON, SessionStatus};
+use super::inbox::{Control, ControlKind, MAX_CONTROL_TEXT};
 use super::store::{
     Appended, Clock, Durability, Lease, Result, SessionId, SessionSummary, Store, StoreError,
     SystemClock,
@@ -110,6 +116,26 @@ const MIGRATIONS: &[&str] = &[
         token       INTEGER NOT NULL,   -- fencing token, only grows
         expires_ms  INTEGER NOT NULL
     ) STRICT;
+    "#,
+    // 2: the control inbox (`session::inbox`). Written by any process,
+    // never by lease; rows are never deleted, so ids are never reused, and
+    // only `handled_ms` may change.
+    r#"
+    CREATE TABLE controls (
+        session_id  TEXT NOT NULL REFERENCES sessions (id),
+        id          INTEGER NOT NULL,   -- per session, from 1
+        kind        TEXT NOT NULL,      -- ControlKind::as_str
+        text        TEXT,
+        posted_ms   INTEGER NOT NULL,
+        posted_by   TEXT NOT NULL,
+        handled_ms  INTEGER,            -- NULL while pending
+        PRIMARY KEY (session_id, id)
+    ) STRICT;
+    CREATE TRIGGER controls_no_delete BEFORE DELETE ON controls
+        BEGIN SELECT RAISE(ABORT, 'controls are never deleted'); END;
+    CREATE TRIGGER controls_only_settle
+        BEFORE UPDATE OF session_id, id, kind, text, posted_ms, posted_by ON controls
+        BEGIN SELECT RAISE(ABORT, 'a control is only ever settled'); END;
     "#,
 ];
 
@@ -1025,6 +1051,104 @@ impl Store for SqliteStore {
         .await
     }
 
+    /// `Now`: whoever posts tells a person it was posted.
+    async fn post_control(
+        &self,
+        session: &SessionId,
+        kind: ControlKind,
+        text: Option<String>,
+        by: &str,
+    ) -> Result<Control> {
+        if let Some(text) = &text
+            && text.len() > MAX_CONTROL_TEXT
+        {
+            return Err(StoreError::Invalid(format!(
+                "a control's text is {} bytes, over the {MAX_CONTROL_TEXT}-byte limit",
+                text.len()
+            )));
+        }
+        let session = session.clone();
+        let by = by.to_owned();
+        let bytes = text.as_ref().map_or(0, String::len);
+        self.write(Durability::Now, bytes, move |conn, ctx| {
+            let p = ctx.path;
+            let sid = session.as_str();
+            session_row(conn, p, sid)?;
+            // Under the batch's write lock (`BEGIN IMMEDIATE`), so no other
+            // poster, in this process or another, reads the same max.
+            let id: u64 = conn
+                .prepare_cached(
+                    "SELECT coalesce(max(id), 0) + 1 FROM controls WHERE session_id = ?1",
+                )
+                .and_then(|mut s| s.query_row([sid], |r| r.get(0)))
+                .db(p, "numbering a control")?;
+            conn.prepare_cached(
+                "INSERT INTO controls (session_id, id, kind, text, posted_ms, posted_by)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .and_then(|mut s| s.execute(params![sid, id, kind.as_str(), text, ctx.now_ms, by]))
+            .db(p, "posting a control")?;
+            Ok(Control {
+                id,
+                kind,
+                text,
+                posted_ms: ctx.now_ms,
+                by,
+                handled_ms: None,
+            })
+        })
+        .await
+    }
+
+    async fn controls(&self, session: &SessionId, after_id: u64) -> Result<Vec<Control>> {
+        let session = session.clone();
+        self.read_with(move |conn, p| {
+            let sid = session.as_str();
+            session_row(conn, p, sid)?;
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT id, kind, text, posted_ms, posted_by, handled_ms FROM controls
+                     WHERE session_id = ?1 AND id > ?2 ORDER BY id",
+                )
+                .db(p, "reading controls")?;
+            let mut rows = stmt
+                .query(params![sid, after_id])
+                .db(p, "reading controls")?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next().db(p, "reading controls")? {
+                out.push(control_from_row(sid, row)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// `Soon`: the log, not this mark, says what was applied (see the
+    /// trait), so a mark lost to a machine crash costs nothing.
+    async fn settle_control(&self, lease: &Lease, id: u64) -> Result<()> {
+        let lease = lease.clone();
+        self.write(Durability::Soon, 0, move |conn, ctx| {
+            let p = ctx.path;
+            let sid = lease.session.as_str();
+            session_row(conn, p, sid)?;
+            check_lease(conn, p, &lease)?;
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE controls SET handled_ms = coalesce(handled_ms, ?3)
+                     WHERE session_id = ?1 AND id = ?2",
+                )
+                .and_then(|mut s| s.execute(params![sid, id, ctx.now_ms]))
+                .db(p, "settling a control")?;
+            if changed == 0 {
+                return Err(StoreError::NotFound {
+                    what: format!("control {id} of session {sid}"),
+                });
+            }
+            Ok(())
+        })
+        .await
+    }
+
     async fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>> {
         if !blob.is_well_formed() {
             return Err(StoreError::Invalid(format!(
@@ -1060,6 +1184,30 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
+
+/// `Control` from a `controls` row: `id, kind, text, posted_ms, posted_by,
+/// handled_ms`.
+fn control_from_row(session: &str, r: &rusqlite::Row<'_>) -> Result<Control> {
+    let bad = |what: &str| StoreError::Corrupt {
+        seq: None,
+        detail: format!("session {session}: a control row has {what}"),
+    };
+    let id: u64 = r.get(0).map_err(|_| bad("a bad id"))?;
+    let kind: String = r.get(1).map_err(|_| bad("a bad kind"))?;
+    let kind = ControlKind::parse(&kind).ok_or_else(|| {
+        bad(&format!(
+            "the unknown kind {kind:?} (written by a newer Longhand?)"
+        ))
+    })?;
+    Ok(Control {
+        id,
+        kind,
+        text: r.get(2).map_err(|_| bad("a bad text"))?,
+        posted_ms: r.get(3).map_err(|_| bad("a bad posted_ms"))?,
+        by: r.get(4).map_err(|_| bad("a bad posted_by"))?,
+        handled_ms: r.get(5).map_err(|_| bad("a bad handled_ms"))?,
+    })
 }
 
 fn check_lease(tx: &Connection, p: &Path, lease: &Lease) -> Result<()> {

@@ -18,6 +18,8 @@
 //! - Reads verify integrity (the SQLite backend chains checksums) and report
 //!   damage as [`StoreError::Corrupt`] naming the seq, never a panic.
 //! - Blobs are content-addressed: stored once, verified on read.
+//! - Each session has a control inbox ([`super::inbox`]) that anyone may
+//!   post to, lease or not; only the lease holder marks a control handled.
 //!
 //! This module must not know SQL; backends live beside it.
 
@@ -29,6 +31,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::event::{BlobRef, Event, EventRecord, SessionStatus};
+use super::inbox::{Control, ControlKind};
 
 /// What a store call can fail with. Each variant says who acts.
 #[derive(Debug, thiserror::Error)]
@@ -426,6 +429,51 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// [`StoreError::Corrupt`] on mismatch, [`StoreError::NotFound`] if the
     /// store never had them.
     async fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>>;
+
+    /// Posts a control to `session`'s inbox and returns it with its id: the
+    /// next after every id the session's inbox ever had (from 1), so two
+    /// processes posting at once get distinct ids, in commit order. Durable
+    /// when it returns: the poster tells a person it was posted.
+    ///
+    /// No lease is needed, and none is checked: this is how a process that
+    /// does not run the session steers it. Allowed whatever the session's
+    /// status: a paused or never-run session reads its inbox when it next
+    /// runs; refusing finished sessions is the front end's call (the store
+    /// does not judge lifecycles).
+    ///
+    /// Refused with [`StoreError::NotFound`] if the session does not exist,
+    /// [`StoreError::Invalid`] if `text` is longer than
+    /// [`MAX_CONTROL_TEXT`](super::inbox::MAX_CONTROL_TEXT) bytes.
+    async fn post_control(
+        &self,
+        session: &SessionId,
+        kind: ControlKind,
+        text: Option<String>,
+        by: &str,
+    ) -> Result<Control>;
+
+    /// `session`'s controls with an id greater than `after_id`, oldest
+    /// first, handled or not ([`Control::handled_ms`] says which). The lease
+    /// holder polls this with the last id its log records as applied (0 at
+    /// first), so it is a cheap indexed read when nothing is new.
+    /// [`StoreError::NotFound`] if the session does not exist.
+    async fn controls(&self, session: &SessionId, after_id: u64) -> Result<Vec<Control>>;
+
+    /// Marks control `id` of `lease.session` handled (sets `handled_ms` to
+    /// now; settling a settled control keeps its first time). Fenced like
+    /// [`Store::append`]: refused with [`StoreError::Fenced`] unless `lease`
+    /// is the session's current lease; [`StoreError::NotFound`] if there is
+    /// no such control.
+    ///
+    /// What "handled" means, and what it does not: the loop first appends
+    /// the event(s) that act on the control, carrying its id, and then
+    /// settles it. The log is the truth — a crash between the two leaves a
+    /// control applied but unsettled, and the loop, which resumes from the
+    /// highest id its log records, does not apply it again (it may settle it
+    /// late). `handled_ms` is for front ends that show what is pending. Not
+    /// necessarily durable when it returns (a lost mark is redone, as
+    /// above).
+    async fn settle_control(&self, lease: &Lease, id: u64) -> Result<()>;
 
     /// What `wake` folds: the latest snapshot and the events after it.
     async fn wake_log(&self, session: &SessionId) -> Result<WakeLog> {

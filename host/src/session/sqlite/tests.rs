@@ -1175,6 +1175,21 @@ async fn append_with_stores_blobs_once_and_atomically_with_the_events() {
         async fn latest_snapshot(&self, s: &SessionId) -> Result<Option<EventRecord>> {
             self.0.latest_snapshot(s).await
         }
+        async fn post_control(
+            &self,
+            s: &SessionId,
+            k: ControlKind,
+            t: Option<String>,
+            b: &str,
+        ) -> Result<Control> {
+            self.0.post_control(s, k, t, b).await
+        }
+        async fn controls(&self, s: &SessionId, a: u64) -> Result<Vec<Control>> {
+            self.0.controls(s, a).await
+        }
+        async fn settle_control(&self, l: &Lease, i: u64) -> Result<()> {
+            self.0.settle_control(l, i).await
+        }
         async fn put_blob(&self, b: Vec<u8>) -> Result<BlobRef> {
             self.0.put_blob(b).await
         }
@@ -1359,4 +1374,213 @@ async fn a_request_that_panics_fails_alone_and_the_writer_goes_on() {
             .unwrap(),
         2
     );
+}
+
+/// Posts `n` controls to `id` through `store`, each from its own task.
+fn post_many(
+    store: &SqliteStore,
+    id: &SessionId,
+    who: &'static str,
+    n: usize,
+) -> Vec<tokio::task::JoinHandle<Result<Control>>> {
+    (0..n)
+        .map(|i| {
+            let (store, id) = (store.clone(), id.clone());
+            tokio::spawn(async move {
+                store
+                    .post_control(&id, ControlKind::Send, Some(format!("{who} {i}")), who)
+                    .await
+            })
+        })
+        .collect()
+}
+
+/// Two store handles on one file (as two processes have: separate writers
+/// that only SQLite's lock orders) post at once: every control gets its own
+/// id, the ids are 1..=n with no gap, and every one is visible to both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_posters_get_distinct_increasing_ids() {
+    let dir = TempDir::new().unwrap();
+    let (store, clock, id, _lease) = session(&dir).await;
+    let other = SqliteStore::open_with_clock(dir.path(), clock)
+        .await
+        .unwrap();
+    let mut tasks = post_many(&store, &id, "x", 20);
+    tasks.extend(post_many(&other, &id, "y", 20));
+    let mut ids = Vec::new();
+    for task in tasks {
+        ids.push(task.await.unwrap().unwrap().id);
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=40).collect::<Vec<u64>>());
+    for reader in [&store, &other] {
+        let all = reader.controls(&id, 0).await.unwrap();
+        assert_eq!(
+            all.iter().map(|c| c.id).collect::<Vec<_>>(),
+            (1..=40).collect::<Vec<u64>>(),
+            "oldest first, none missing"
+        );
+        let texts: std::collections::HashSet<_> =
+            all.iter().filter_map(|c| c.text.clone()).collect();
+        assert_eq!(texts.len(), 40, "each post is its own row");
+        assert!(all.iter().all(|c| c.handled_ms.is_none()));
+    }
+}
+
+#[tokio::test]
+async fn controls_after_an_id_are_the_newer_ones_oldest_first() {
+    let dir = TempDir::new().unwrap();
+    let (store, clock, id, _lease) = session(&dir).await;
+    let second = store.create("agent", &created("agent")).await.unwrap();
+    assert!(store.controls(&id, 0).await.unwrap().is_empty());
+    let pause = store
+        .post_control(&id, ControlKind::Pause, Some("lunch".into()), "cli@h-1")
+        .await
+        .unwrap();
+    clock.advance(5);
+    let cancel = store
+        .post_control(&id, ControlKind::Cancel { now: true }, None, "cli@h-2")
+        .await
+        .unwrap();
+    // Ids are per session.
+    let elsewhere = store
+        .post_control(&second, ControlKind::Send, Some("hi".into()), "cli@h-3")
+        .await
+        .unwrap();
+    assert_eq!((pause.id, cancel.id, elsewhere.id), (1, 2, 1));
+    assert_eq!(pause.posted_ms + 5, cancel.posted_ms);
+    assert_eq!(
+        store.controls(&id, 0).await.unwrap(),
+        [pause.clone(), cancel.clone()]
+    );
+    assert_eq!(
+        store.controls(&id, 1).await.unwrap(),
+        std::slice::from_ref(&cancel)
+    );
+    assert!(store.controls(&id, 2).await.unwrap().is_empty());
+    assert_eq!(store.controls(&second, 0).await.unwrap(), [elsewhere]);
+    let read = &store.controls(&id, 1).await.unwrap()[0];
+    assert_eq!(
+        (read.kind, read.text.as_deref(), read.by.as_str()),
+        (ControlKind::Cancel { now: true }, None, "cli@h-2")
+    );
+
+    // Unknown sessions and oversized text are refused; nothing is posted.
+    let ghost = SessionId::generate(1);
+    assert!(matches!(
+        store
+            .post_control(&ghost, ControlKind::Pause, None, "me")
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.controls(&ghost, 0).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    let long = "x".repeat(MAX_CONTROL_TEXT + 1);
+    let refused = store
+        .post_control(&id, ControlKind::Send, Some(long), "me")
+        .await;
+    assert!(
+        matches!(&refused, Err(StoreError::Invalid(m)) if m.contains("16384")),
+        "{refused:?}"
+    );
+    let longest = "x".repeat(MAX_CONTROL_TEXT);
+    let fits = store
+        .post_control(&id, ControlKind::Send, Some(longest), "me")
+        .await
+        .unwrap();
+    assert_eq!(fits.id, 3, "the refused post took no id");
+}
+
+/// Only the current lease holder settles; settling keeps the first time;
+/// a poster needs no lease at all, even while someone else holds it.
+#[tokio::test]
+async fn settling_is_fenced_like_an_append() {
+    let dir = TempDir::new().unwrap();
+    let (store, clock, id, first) = session(&dir).await;
+    let c = store
+        .post_control(&id, ControlKind::Pause, None, "cli@h-1")
+        .await
+        .unwrap();
+    // The holder's lease expires and another worker takes the session.
+    clock.advance(TTL.as_millis() as u64 + 1);
+    let second = store.acquire_lease(&id, "w2", TTL).await.unwrap();
+    assert!(matches!(
+        store.settle_control(&first, c.id).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    assert_eq!(store.controls(&id, 0).await.unwrap()[0].handled_ms, None);
+    store.settle_control(&second, c.id).await.unwrap();
+    let settled_at = clock.now_ms();
+    clock.advance(7);
+    store.settle_control(&second, c.id).await.unwrap();
+    assert_eq!(
+        store.controls(&id, 0).await.unwrap()[0].handled_ms,
+        Some(settled_at)
+    );
+    assert!(matches!(
+        store.settle_control(&second, 99).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    // A released lease settles nothing either.
+    store.release(&second).await.unwrap();
+    let later = store
+        .post_control(&id, ControlKind::Send, Some("go on".into()), "cli@h-1")
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.settle_control(&second, later.id).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    // The schema lets nothing but handled_ms change, and nothing go.
+    let conn = bare(&dir);
+    assert!(conn.execute("DELETE FROM controls", []).is_err());
+    assert!(
+        conn.execute("UPDATE controls SET text = 'forged'", [])
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn a_post_is_fsynced_before_it_returns() {
+    let dir = TempDir::new().unwrap();
+    let (_store, _clock, id, _lease) = session(&dir).await;
+    drop(_store);
+    let store = open_lazy(dir.path()).await;
+    store
+        .post_control(&id, ControlKind::Pause, None, "me")
+        .await
+        .unwrap();
+    let stats = store.write_stats();
+    assert_eq!(stats.durable, stats.committed, "{stats:?}");
+    assert!(stats.syncs >= 1, "{stats:?}");
+}
+
+/// A database written before the inbox (schema 1) is migrated in place:
+/// its sessions stay and take controls.
+#[tokio::test]
+async fn a_schema_1_database_gains_an_inbox_and_keeps_its_sessions() {
+    let dir = TempDir::new().unwrap();
+    let id = {
+        let (store, _clock, id, lease) = session(&dir).await;
+        store.append(&id, &lease, 2, &[goal("g")]).await.unwrap();
+        id
+    };
+    // Undo migration 2, as a database of the previous release looks.
+    let conn = bare(&dir);
+    conn.execute_batch("DROP TABLE controls; PRAGMA user_version = 1;")
+        .unwrap();
+    drop(conn);
+    let (store, _clock) = open(&dir).await;
+    assert_eq!(store.read(&id, 1).await.unwrap().len(), 2);
+    let posted = store
+        .post_control(&id, ControlKind::Send, Some("hello".into()), "me")
+        .await
+        .unwrap();
+    assert_eq!(posted.id, 1);
+    let version: u32 = bare(&dir)
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
 }
