@@ -54,6 +54,9 @@ pub struct Frozen {
     /// Memory scopes.
     #[serde(default)]
     pub memory: crate::brain::config::MemoryConfig,
+    /// Approval policies (`[approve]`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub approve: BTreeMap<String, crate::brain::config::ApprovePolicy>,
 }
 
 /// A planned agent's settings as frozen.
@@ -274,6 +277,7 @@ pub async fn freeze(
         roles,
         checks: config.checks.clone(),
         memory: config.memory.clone(),
+        approve: config.approve.clone(),
     })
 }
 

@@ -68,6 +68,40 @@ pub struct AgentConfig {
     /// Default: none.
     #[serde(default)]
     pub memory: MemoryConfig,
+    /// Which tool calls wait for a person's approval, by tool name
+    /// (`fs__write`), component (`fs`) or `*`, most specific first:
+    /// `never` (default), `writes` (calls whose effect is not read-only) or
+    /// `always`.
+    #[serde(default)]
+    pub approve: std::collections::BTreeMap<String, ApprovePolicy>,
+}
+
+/// When a tool call waits for a person; see [`AgentConfig::approve`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovePolicy {
+    /// Never.
+    #[default]
+    Never,
+    /// Calls that change something (effect `idempotent` or `writes`).
+    Writes,
+    /// Every call.
+    Always,
+}
+
+/// The policy for the tool the model calls `name` (`<component>__<tool>`):
+/// its own entry, else its component's, else `*`'s, else never.
+pub fn approve_policy(
+    table: &std::collections::BTreeMap<String, ApprovePolicy>,
+    name: &str,
+) -> ApprovePolicy {
+    let component = name.split_once("__").map_or(name, |(c, _)| c);
+    table
+        .get(name)
+        .or_else(|| table.get(component))
+        .or_else(|| table.get("*"))
+        .copied()
+        .unwrap_or_default()
 }
 
 /// `[plan]`: how a planned session runs. Its presence turns planning on.

@@ -1,6 +1,7 @@
 //! The brain: the stateless agent loop and the model providers it calls.
 
 pub mod agent;
+pub mod approvals;
 mod bind;
 pub mod briefing;
 mod calls;
@@ -18,3 +19,9 @@ pub mod snapshot;
 pub mod state;
 mod tasks;
 mod turn;
+
+/// Now, unix milliseconds (the loop's clock, for callers that stamp what
+/// it compares against, such as an approval's expiry).
+pub fn runner_now_ms() -> u64 {
+    runner::now_ms()
+}

@@ -271,6 +271,8 @@ pub struct SessionState {
     /// [`MAX_CHANGES`]: the judge and the harness's handoff name what the
     /// worker touched.
     pub changes: Vec<BlobRef>,
+    /// Approval requests and answers.
+    pub approvals: crate::brain::approvals::Approvals,
 }
 
 /// Inputs of changing calls kept per task.
@@ -319,6 +321,7 @@ impl Default for SessionState {
             failures: Vec::new(),
             claim: None,
             changes: Vec::new(),
+            approvals: Default::default(),
         }
     }
 }
@@ -382,6 +385,7 @@ impl SessionState {
         if let Some(status) = record.event.status_after() {
             self.status = status;
         }
+        self.approvals.apply(&record.event);
         match &record.event {
             Event::SessionCreated {
                 agent_name,
@@ -607,7 +611,10 @@ impl SessionState {
                     self.progress.pop_front();
                 }
             }
-            Event::MemoryWritten { .. } => {}
+            Event::MemoryWritten { .. }
+            | Event::ApprovalRequested { .. }
+            | Event::ApprovalGranted { .. }
+            | Event::ApprovalDenied { .. } => {}
             Event::ToolStarted {
                 step,
                 call_id,

@@ -5,6 +5,7 @@
 //! [`Outcome`] or an error; [`exit_code`] is the one place that maps either
 //! to an exit code. Logs go to stderr (`RUST_LOG`), data to stdout.
 
+mod approvals;
 mod memory;
 mod plan;
 mod run;
@@ -173,6 +174,12 @@ enum Command {
     Log(run::LogArgs),
     /// Show a planned session's tasks, statuses and check results.
     Plan(plan::PlanArgs),
+    /// List tool calls waiting for a person's approval, across sessions.
+    Approvals(approvals::ListArgs),
+    /// Approve a waiting call (then `resume` the session).
+    Approve(approvals::ApproveArgs),
+    /// Deny a waiting call; the model is told why (then `resume`).
+    Deny(approvals::DenyArgs),
     /// List, search, show and forget memory bank entries.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
@@ -201,6 +208,9 @@ pub fn main() -> ExitCode {
                 Command::Sessions { json } => run::sessions(json).await,
                 Command::Log(args) => run::log(args).await,
                 Command::Plan(args) => plan::plan(args).await,
+                Command::Approvals(args) => approvals::list(args).await,
+                Command::Approve(args) => approvals::approve(args).await,
+                Command::Deny(args) => approvals::deny(args).await,
                 Command::Memory(cmd) => memory::run(cmd),
             }
         }),

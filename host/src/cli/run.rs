@@ -115,7 +115,7 @@ fn hands() -> anyhow::Result<Hands> {
     Hands::new(hands_config()).context("cannot start the tool host")
 }
 
-fn owner() -> String {
+pub(super) fn owner() -> String {
     let host = std::fs::read_to_string("/etc/hostname")
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "local".to_owned());
@@ -705,6 +705,33 @@ async fn render(store: &dyn Store, r: &EventRecord) -> String {
             excerpt(store, handoff, 300).await
         ),
         Event::ProgressNoted { task, text } => format!("progress ({task}): {text}"),
+        Event::ApprovalRequested {
+            request,
+            step,
+            tool,
+            effect,
+            input,
+            ..
+        } => format!(
+            "step {step}   approval {request} requested for {tool} [{effect}]: {}",
+            excerpt(store, input, 200).await
+        ),
+        Event::ApprovalGranted {
+            request,
+            scope,
+            expires_ms,
+            by,
+        } => format!(
+            "approval {request} granted by {by} (scope {scope}{})",
+            expires_ms
+                .map(|ms| format!(", until {ms} ms"))
+                .unwrap_or_default()
+        ),
+        Event::ApprovalDenied {
+            request,
+            reason,
+            by,
+        } => format!("approval {request} denied by {by}: {reason}"),
         Event::MemoryWritten {
             id, scope, text, ..
         } => format!("memory {id} written to {scope}: {text}"),

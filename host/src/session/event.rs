@@ -522,6 +522,46 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call_id: Option<String>,
     },
+    /// A tool call waits for a person's approval; the session pauses with
+    /// it. See `brain::approvals`.
+    ApprovalRequested {
+        /// The request's id, unique in the session (`ap-<seq>`).
+        request: String,
+        /// The turn whose answer asked for the call.
+        step: u64,
+        /// The call.
+        call_id: String,
+        /// The tool, as the model named it.
+        tool: String,
+        /// `read-only`, `idempotent` or `writes`.
+        effect: String,
+        /// `sha256:` of the exact action: component digest, tool, canonical
+        /// arguments, grants, effect. An approval applies to it only.
+        fingerprint: String,
+        /// The call's arguments (blob).
+        input: BlobRef,
+    },
+    /// A person approved a request.
+    ApprovalGranted {
+        /// The request.
+        request: String,
+        /// `once` (this call) or `session` (this fingerprint, from now on).
+        scope: String,
+        /// When the approval lapses, unix ms; `None`: never.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires_ms: Option<u64>,
+        /// Who (for the record).
+        by: String,
+    },
+    /// A person denied a request; the model is told why.
+    ApprovalDenied {
+        /// The request.
+        request: String,
+        /// Why (cut to [`MAX_INLINE_TEXT`]).
+        reason: String,
+        /// Who (for the record).
+        by: String,
+    },
     /// An error or retry worth recording that is not one of the events above
     /// (e.g. a malformed model answer sent back for repair).
     Error {
@@ -561,6 +601,9 @@ impl Event {
             Event::Handoff { .. } => "handoff",
             Event::ProgressNoted { .. } => "progress_noted",
             Event::MemoryWritten { .. } => "memory_written",
+            Event::ApprovalRequested { .. } => "approval_requested",
+            Event::ApprovalGranted { .. } => "approval_granted",
+            Event::ApprovalDenied { .. } => "approval_denied",
         }
     }
 
@@ -582,7 +625,7 @@ impl Event {
             Event::ToolInDoubt { reason, .. } => cut(reason),
             Event::Paused { reason } => cut(&mut reason.detail),
             Event::Error { message, .. } => cut(message),
-            Event::PlanRevised { reason, .. } => cut(reason),
+            Event::PlanRevised { reason, .. } | Event::ApprovalDenied { reason, .. } => cut(reason),
             Event::CheckFinished { detail, .. } => cut(detail),
             Event::ProgressNoted { text, .. } | Event::MemoryWritten { text, .. } => cut(text),
             Event::Resumed {

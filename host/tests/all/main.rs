@@ -28,6 +28,7 @@
 
 mod support;
 
+mod approvals;
 mod canary;
 mod checks;
 mod config;

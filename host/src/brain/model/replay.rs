@@ -109,7 +109,7 @@ impl RequestSummary {
 
 /// Writes `v` with object keys sorted and no whitespace, so equal values
 /// hash equally whatever order their maps were built in.
-fn canonical_json(v: &Value, out: &mut String) {
+pub(crate) fn canonical_json(v: &Value, out: &mut String) {
     match v {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();

@@ -1,0 +1,440 @@
+//! Approvals bound to the action.
+//!
+//! `[approve]` names the tool calls that wait for a person (`never`,
+//! `writes`: any effect but read-only, `always`; by tool, component or
+//! `*`). Before such a call runs, the loop looks for an approval of its
+//! **fingerprint** — `sha256` of the component digest, the tool, the
+//! arguments as canonical JSON, the grants the call would run with, and
+//! the effect — and without one appends `approval_requested` and pauses: a
+//! waiting session holds no process and no memory. `longhand approve`
+//! (scope `once`, or `session`: the same fingerprint from then on;
+//! optionally expiring) or `longhand deny` (the model is told why and goes
+//! on) append their answer to the paused session; `resume` carries on.
+//!
+//! The same tool with other arguments is another fingerprint and needs its
+//! own approval; an expired approval does not apply. A crash between the
+//! approval and the call runs the call once: the approval stays until the
+//! call's `tool_started` (fsynced before a writing call runs) uses it, and
+//! a call started and not finished is never re-run blindly.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::config::{ApprovePolicy, approve_policy};
+use super::runner::{RunError, Runner, now_ms};
+use crate::hands::Effect;
+use crate::session::{
+    BlobRef, Event, PauseKind, PauseReason, SessionId, SessionStatus, Store, StoreError,
+};
+
+/// Where a request stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ApprovalStatus {
+    /// Waiting for a person.
+    Pending,
+    /// Approved.
+    Granted {
+        /// `once` or `session`.
+        scope: String,
+        /// When it lapses (unix ms).
+        expires_ms: Option<u64>,
+    },
+    /// Denied, with the reason the model is told.
+    Denied {
+        /// Why.
+        reason: String,
+    },
+    /// Approved once and used by its call.
+    Used,
+}
+
+/// One request, as the log tells it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    /// The turn that asked for the call.
+    pub step: u64,
+    /// The call.
+    pub call_id: String,
+    /// The tool as the model named it.
+    pub tool: String,
+    /// Its effect.
+    pub effect: String,
+    /// The action's fingerprint.
+    pub fingerprint: String,
+    /// The arguments (blob).
+    pub input: BlobRef,
+    /// Where it stands.
+    pub status: ApprovalStatus,
+}
+
+/// The approvals of a session, folded from its events.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Approvals {
+    /// Requests by id.
+    pub requests: BTreeMap<String, Approval>,
+    /// Fingerprints approved for the rest of the session, with their
+    /// expiry.
+    pub session: BTreeMap<String, Option<u64>>,
+}
+
+impl Approvals {
+    /// Fold one event in.
+    pub fn apply(&mut self, event: &Event) {
+        match event {
+            Event::ApprovalRequested {
+                request,
+                step,
+                call_id,
+                tool,
+                effect,
+                fingerprint,
+                input,
+            } => {
+                self.requests.insert(
+                    request.clone(),
+                    Approval {
+                        step: *step,
+                        call_id: call_id.clone(),
+                        tool: tool.clone(),
+                        effect: effect.clone(),
+                        fingerprint: fingerprint.clone(),
+                        input: input.clone(),
+                        status: ApprovalStatus::Pending,
+                    },
+                );
+            }
+            Event::ApprovalGranted {
+                request,
+                scope,
+                expires_ms,
+                ..
+            } => {
+                if let Some(a) = self.requests.get_mut(request) {
+                    a.status = ApprovalStatus::Granted {
+                        scope: scope.clone(),
+                        expires_ms: *expires_ms,
+                    };
+                    if scope == "session" {
+                        self.session.insert(a.fingerprint.clone(), *expires_ms);
+                    }
+                }
+            }
+            Event::ApprovalDenied {
+                request, reason, ..
+            } => {
+                if let Some(a) = self.requests.get_mut(request) {
+                    a.status = ApprovalStatus::Denied {
+                        reason: reason.clone(),
+                    };
+                }
+            }
+            Event::ToolStarted { call_id, .. } => {
+                for a in self.requests.values_mut() {
+                    if &a.call_id == call_id
+                        && matches!(&a.status, ApprovalStatus::Granted { scope, .. } if scope == "once")
+                    {
+                        a.status = ApprovalStatus::Used;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Requests waiting for a person, by id.
+    pub fn pending(&self) -> impl Iterator<Item = (&String, &Approval)> {
+        self.requests
+            .iter()
+            .filter(|(_, a)| a.status == ApprovalStatus::Pending)
+    }
+
+    /// The newest request for `call_id`.
+    fn of_call(&self, call_id: &str) -> Option<(&String, &Approval)> {
+        self.requests
+            .iter()
+            .filter(|(_, a)| a.call_id == call_id)
+            .max_by_key(|(id, _)| request_seq(id))
+    }
+}
+
+fn request_seq(id: &str) -> u64 {
+    id.strip_prefix("ap-")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+fn live(expires_ms: Option<u64>, now: u64) -> bool {
+    expires_ms.is_none_or(|at| now < at)
+}
+
+/// What the gate says of a call.
+pub(super) enum Gate {
+    /// Run it.
+    Run,
+    /// A person denied it: answer the model with this reason.
+    Denied(String),
+    /// It waits for a person; the session is paused (the request and the
+    /// pause are written).
+    Wait,
+}
+
+impl Runner<'_> {
+    /// Whether `[approve]` makes a call of `name` with `effect` wait for a
+    /// person.
+    pub(super) fn needs_approval(&self, name: &str, effect: Effect) -> bool {
+        match approve_policy(&self.agent.frozen.approve, name) {
+            ApprovePolicy::Never => false,
+            ApprovePolicy::Writes => effect != Effect::ReadOnly,
+            ApprovePolicy::Always => true,
+        }
+    }
+
+    /// Whether the call `call_id` of `name` may run now with `input`: run
+    /// it (no approval needed, or a live one for its fingerprint), answer
+    /// it as denied, or — asking for an approval when none is pending —
+    /// wait, the session paused.
+    pub(super) async fn gate(
+        &mut self,
+        step: u64,
+        call_id: &str,
+        name: &str,
+        effect: Effect,
+        input: &serde_json::Value,
+    ) -> Result<Gate, RunError> {
+        if !self.needs_approval(name, effect) {
+            return Ok(Gate::Run);
+        }
+        let fingerprint = self.fingerprint(name, effect, input);
+        let now = now_ms();
+        let approvals = &self.state.approvals;
+        if approvals
+            .session
+            .get(&fingerprint)
+            .is_some_and(|exp| live(*exp, now))
+        {
+            return Ok(Gate::Run);
+        }
+        let wait = |request: &str| PauseReason {
+            kind: PauseKind::Approval,
+            limit: None,
+            detail: format!(
+                "`{name}` waits for approval (request {request}); `longhand approvals` shows it, \
+                 `longhand approve <session> {request}` or `longhand deny <session> {request} \
+                 --reason …` answers it, then `longhand resume <session>`"
+            ),
+        };
+        match approvals.of_call(call_id) {
+            Some((_, a)) if a.fingerprint == fingerprint => match &a.status {
+                ApprovalStatus::Granted { expires_ms, .. } if live(*expires_ms, now) => {
+                    return Ok(Gate::Run);
+                }
+                ApprovalStatus::Denied { reason } => return Ok(Gate::Denied(reason.clone())),
+                ApprovalStatus::Pending => {
+                    // Resumed without an answer: still waiting.
+                    let (id, _) = approvals.of_call(call_id).unzip();
+                    let reason = wait(id.map_or("", String::as_str));
+                    self.write(vec![Event::Paused { reason }]).await?;
+                    return Ok(Gate::Wait);
+                }
+                // Expired (or used: a call is not dispatched twice): ask anew.
+                _ => {}
+            },
+            _ => {}
+        }
+        let request = format!("ap-{}", self.state.last_seq + 1);
+        let blob = self.put(input.to_string().into_bytes());
+        let effect_name = match effect {
+            Effect::ReadOnly => "read-only",
+            Effect::Idempotent => "idempotent",
+            Effect::Writes => "writes",
+        };
+        let reason = wait(&request);
+        self.write(vec![
+            Event::ApprovalRequested {
+                request,
+                step,
+                call_id: call_id.to_owned(),
+                tool: name.to_owned(),
+                effect: effect_name.to_owned(),
+                fingerprint,
+                input: blob,
+            },
+            Event::Paused { reason },
+        ])
+        .await?;
+        Ok(Gate::Wait)
+    }
+
+    /// The fingerprint of calling `name` with `input`: component digest,
+    /// tool, canonical arguments, the grants it runs with, effect.
+    fn fingerprint(&self, name: &str, effect: Effect, input: &serde_json::Value) -> String {
+        let (digest, grants) = match self.agent.tools.get(name) {
+            Some(tool) => {
+                let frozen = self.agent.frozen.tools.get(tool.component);
+                (
+                    self.agent.components[tool.component]
+                        .loaded
+                        .digest()
+                        .to_owned(),
+                    frozen
+                        .map(|f| serde_json::to_value(f).unwrap_or_default())
+                        .unwrap_or_default(),
+                )
+            }
+            None => (
+                super::recall::HOST_DIGEST.to_owned(),
+                serde_json::to_value(&self.agent.frozen.memory).unwrap_or_default(),
+            ),
+        };
+        let mut args = String::new();
+        super::model::replay::canonical_json(input, &mut args);
+        let mut grants_json = String::new();
+        super::model::replay::canonical_json(&grants, &mut grants_json);
+        let mut h = Sha256::new();
+        for part in [
+            "longhand.approval/1",
+            &digest,
+            name,
+            &args,
+            &grants_json,
+            &format!("{effect:?}"),
+        ] {
+            h.update(part.as_bytes());
+            h.update(b"\0");
+        }
+        format!("sha256:{}", hex::encode(h.finalize()))
+    }
+}
+
+/// A person's answer to a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Approve: `once` or for the `session`, optionally until `expires_ms`.
+    Approve {
+        /// `once` or `session`.
+        scope: String,
+        /// Unix ms.
+        expires_ms: Option<u64>,
+    },
+    /// Deny, telling the model why.
+    Deny {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Why an answer was not recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// No such request in the session.
+    #[error(
+        "session {session} has no approval request {request}; `longhand approvals` lists the pending ones"
+    )]
+    Unknown {
+        /// The session.
+        session: String,
+        /// The request named.
+        request: String,
+    },
+    /// The request was answered already.
+    #[error("request {request} is not pending (it is {status}); nothing to answer")]
+    Answered {
+        /// The request.
+        request: String,
+        /// Where it stands.
+        status: String,
+    },
+    /// The session store refused (another worker holds the session, …).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The log cannot be folded.
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+/// Record a person's `answer` to `request` in a paused `session`: lease
+/// it, append the answer at the log's end, release it. The session stays
+/// paused; `resume` carries on.
+pub async fn answer(
+    store: &dyn Store,
+    session: &SessionId,
+    request: &str,
+    answer: Answer,
+    by: &str,
+) -> Result<(), AnswerError> {
+    // Held while the log is read and the answer appended, so no worker
+    // and no other answer slips in between.
+    let lease = store
+        .acquire_lease(session, by, std::time::Duration::from_secs(30))
+        .await?;
+    let result = answer_held(store, session, &lease, request, answer, by).await;
+    let _ = store.release(&lease).await;
+    result
+}
+
+async fn answer_held(
+    store: &dyn Store,
+    session: &SessionId,
+    lease: &crate::session::Lease,
+    request: &str,
+    answer: Answer,
+    by: &str,
+) -> Result<(), AnswerError> {
+    let state = super::agent::load_state(store, session).await?;
+    let Some(found) = state.approvals.requests.get(request) else {
+        return Err(AnswerError::Unknown {
+            session: session.to_string(),
+            request: request.to_owned(),
+        });
+    };
+    if found.status != ApprovalStatus::Pending {
+        let status = match &found.status {
+            ApprovalStatus::Granted { .. } => "approved",
+            ApprovalStatus::Denied { .. } => "denied",
+            ApprovalStatus::Used => "approved and used",
+            ApprovalStatus::Pending => "pending",
+        };
+        return Err(AnswerError::Answered {
+            request: request.to_owned(),
+            status: status.to_owned(),
+        });
+    }
+    let event = match answer {
+        Answer::Approve { scope, expires_ms } => Event::ApprovalGranted {
+            request: request.to_owned(),
+            scope,
+            expires_ms,
+            by: by.to_owned(),
+        },
+        Answer::Deny { reason } => Event::ApprovalDenied {
+            request: request.to_owned(),
+            reason: crate::session::event::bounded(&reason).into_owned(),
+            by: by.to_owned(),
+        },
+    };
+    store
+        .append(session, lease, state.last_seq + 1, &[event])
+        .await?;
+    Ok(())
+}
+
+/// Pending requests of every session in `store`, with their session.
+pub async fn pending_everywhere(
+    store: &dyn Store,
+) -> Result<Vec<(SessionId, String, Approval)>, RunError> {
+    let mut out = Vec::new();
+    for summary in store.list().await? {
+        if summary.status != SessionStatus::Paused {
+            continue;
+        }
+        let state = super::agent::load_state(store, &summary.id).await?;
+        for (id, approval) in state.approvals.pending() {
+            out.push((summary.id.clone(), id.clone(), approval.clone()));
+        }
+    }
+    Ok(out)
+}
