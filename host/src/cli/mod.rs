@@ -6,6 +6,7 @@
 //! to an exit code. Logs go to stderr (`RUST_LOG`), data to stdout.
 
 mod approvals;
+mod control;
 mod memory;
 mod plan;
 mod run;
@@ -164,6 +165,13 @@ enum Command {
     Run(run::RunArgs),
     /// Continue a paused or interrupted session.
     Resume(run::ResumeArgs),
+    /// Ask a session to pause at its next safe point (it may be running
+    /// in another process).
+    Pause(control::PauseArgs),
+    /// Ask a session to end at its next safe point (`--now`: at once).
+    Cancel(control::CancelArgs),
+    /// Put a message before a session's model at its next step.
+    Send(control::SendArgs),
     /// List sessions.
     Sessions {
         /// One JSON object per session.
@@ -205,6 +213,9 @@ pub fn main() -> ExitCode {
                 Command::Tool(cmd) => tool::run(cmd).await,
                 Command::Run(args) => run::run(args).await,
                 Command::Resume(args) => run::resume(args).await,
+                Command::Pause(args) => control::pause(args).await,
+                Command::Cancel(args) => control::cancel(args).await,
+                Command::Send(args) => control::send(args).await,
                 Command::Sessions { json } => run::sessions(json).await,
                 Command::Log(args) => run::log(args).await,
                 Command::Plan(args) => plan::plan(args).await,

@@ -24,6 +24,8 @@
 //! - [`exit_codes`]: README's exit-code table, a test per row.
 //! - [`memory`]: `longhand memory` list, search, show and forget on a bank
 //!   seeded through the library.
+//! - [`control`]: `pause`, `cancel` and `send` post to a session's inbox,
+//!   never its log; unknown and ended sessions are refused.
 //! - [`stream_timeouts`]: a live stream longer than `request_timeout` finishes.
 
 mod support;
@@ -32,6 +34,7 @@ mod approvals;
 mod canary;
 mod checks;
 mod config;
+mod control;
 mod crash;
 mod defects;
 mod escapes;
