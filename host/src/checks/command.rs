@@ -47,6 +47,18 @@ pub struct CommandSpec {
     /// Bytes kept of stdout and of stderr each; the rest is counted and
     /// dropped.
     pub max_output: usize,
+    /// Confine the command with Landlock where the kernel has it. Default
+    /// true, and the only value [`resolve`](super::resolve::resolve)
+    /// gives: agent.toml has no key that turns it off. False runs the
+    /// command as a kernel without Landlock would, and the outcome says
+    /// so; it exists so that the report of an unconfined run can be
+    /// tested on any kernel, not only on one that lacks Landlock.
+    #[serde(default = "confine_default")]
+    pub confine: bool,
+}
+
+fn confine_default() -> bool {
+    true
 }
 
 /// The confinement a command actually ran under.
@@ -136,7 +148,11 @@ pub async fn run(spec: &CommandSpec) -> Result<CommandOutcome, CommandError> {
             });
         }
     }
-    let ruleset = landlock::Ruleset::build(&spec.read_only, &spec.writable)?;
+    let ruleset = if spec.confine {
+        landlock::Ruleset::build(&spec.read_only, &spec.writable)?
+    } else {
+        landlock::Ruleset::none()
+    };
     let mut command = tokio::process::Command::new(program);
     command
         .args(args)
@@ -180,8 +196,26 @@ pub async fn run(spec: &CommandSpec) -> Result<CommandOutcome, CommandError> {
         stdout,
         stderr,
         dropped_bytes: dropped_out + dropped_err,
-        confinement: landlock::confinement(),
+        confinement: if spec.confine {
+            landlock::confinement()
+        } else {
+            unconfined()
+        },
     })
+}
+
+/// What a run with `confine = false` had: nothing, whatever the kernel
+/// offered.
+fn unconfined() -> Confinement {
+    Confinement {
+        landlock_abi: landlock::confinement().landlock_abi,
+        filesystem: false,
+        network: false,
+        note: Some(
+            "confinement was not applied to this command: files and network are not confined"
+                .into(),
+        ),
+    }
 }
 
 fn allowed_env(names: &[String]) -> BTreeMap<String, String> {
@@ -318,6 +352,11 @@ mod landlock {
     pub struct Ruleset(Option<OwnedFd>);
 
     impl Ruleset {
+        /// No ruleset: the command runs unconfined.
+        pub fn none() -> Self {
+            Self(None)
+        }
+
         pub fn build(read_only: &[PathBuf], writable: &[PathBuf]) -> Result<Self, CommandError> {
             let abi = abi();
             if abi == 0 {
@@ -440,6 +479,10 @@ mod landlock {
     pub struct Ruleset;
 
     impl Ruleset {
+        pub fn none() -> Self {
+            Self
+        }
+
         pub fn build(_: &[PathBuf], _: &[PathBuf]) -> Result<Self, CommandError> {
             Ok(Self)
         }
@@ -471,6 +514,7 @@ mod tests {
             writable,
             timeout: Duration::from_secs(20),
             max_output: 4096,
+            confine: true,
         }
     }
 
@@ -527,6 +571,42 @@ mod tests {
         if read.confinement.filesystem {
             assert!(!read.passed && read.stdout.is_empty(), "{read:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_run_without_landlock_says_it_was_not_confined() {
+        let work = tempfile::TempDir::new().unwrap();
+        let outside = tempfile::TempDir::new().unwrap();
+        let script = format!("echo out > {}/out.txt", outside.path().display());
+        let mut spec = sh(&script, work.path(), vec![work.path().into()]);
+        spec.read_only.push(outside.path().into());
+        spec.confine = false;
+        let outcome = run(&spec).await.unwrap();
+        // Unconfined, the write outside the writable paths happens: the
+        // report below is about a run that really had no walls.
+        assert!(outcome.passed, "{outcome:?}");
+        assert!(outside.path().join("out.txt").exists());
+        let confinement = &outcome.confinement;
+        assert!(
+            !confinement.filesystem && !confinement.network,
+            "{outcome:?}"
+        );
+        assert_eq!(
+            confinement.landlock_abi,
+            landlock::confinement().landlock_abi
+        );
+        let note = confinement.note.as_deref().unwrap_or_default();
+        assert!(note.contains("not confined"), "{note}");
+        // What a `check_finished` event records as its `confinement`.
+        let recorded = serde_json::to_value(confinement).unwrap();
+        assert_eq!(recorded["filesystem"], false);
+        assert_eq!(recorded["network"], false);
+        assert_eq!(recorded["note"], note);
+        // The default is confined: a spec written without the field.
+        let mut json = serde_json::to_value(&spec).unwrap();
+        json.as_object_mut().unwrap().remove("confine");
+        let parsed: CommandSpec = serde_json::from_value(json).unwrap();
+        assert!(parsed.confine);
     }
 
     #[tokio::test]

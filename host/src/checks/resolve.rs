@@ -250,6 +250,7 @@ pub fn resolve(
             writable,
             timeout: config.timeout,
             max_output: config.max_output,
+            confine: true,
         },
         notes,
     })
@@ -570,6 +571,11 @@ mod tests {
         assert_eq!(r.spec.set_env["HOSTPATH"], "/usr/lib");
         assert_eq!(r.spec.timeout, Duration::from_secs(120));
         assert_eq!(r.spec.max_output, DEFAULT_MAX_OUTPUT);
+        // Always confined: agent.toml has no key that says otherwise.
+        assert!(r.spec.confine);
+        let unconfined = format!("confine = false\n{}", toml::to_string(&c).unwrap());
+        let refused = toml::from_str::<CommandCheckConfig>(&unconfined).unwrap_err();
+        assert!(refused.to_string().contains("confine"), "{refused}");
         assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
         assert!(r.notes[0].contains("/no/such/path"), "{:?}", r.notes);
         // Pure: the same inputs give the same spec.

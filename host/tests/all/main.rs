@@ -26,6 +26,8 @@
 //!   seeded through the library.
 //! - [`control`]: `pause`, `cancel` and `send` post to a session's inbox,
 //!   never its log; unknown and ended sessions are refused.
+//! - [`roles`]: a planned session's planner (bad plans sent back, three
+//!   pause), revision after a failed task, judge and handoff fallback.
 //! - [`stream_timeouts`]: a live stream longer than `request_timeout` finishes.
 
 mod support;
@@ -48,5 +50,6 @@ mod limits;
 mod memory;
 mod plan;
 mod providers;
+mod roles;
 mod script;
 mod stream_timeouts;
