@@ -48,22 +48,24 @@ pub fn system_prompt(role: Role, instructions: &str) -> String {
 }
 
 /// The instruction appended to the worker's context to get a handoff.
-pub fn handoff_instruction(problems: Option<&str>) -> String {
-    let mut text = format!(
+pub fn handoff_instruction() -> String {
+    format!(
         "[harness] Your context is nearly full and is about to be replaced. Write the handoff \
          the next context will start from: call no tool, answer with one JSON object of this \
          shape:\n{}\nBe exact: name files and what is in them, decisions and why, what is left \
          to do.",
         handoff::SCHEMA
-    );
-    if let Some(problems) = problems {
-        let _ = write!(
-            text,
-            "\nYour last handoff was refused: {}",
-            cut(problems, MAX_LINE)
-        );
-    }
-    text
+    )
+}
+
+/// What the handoff writer is told after its answer was refused (the
+/// answer itself comes just before this in the request).
+pub fn handoff_refused(problems: &str) -> String {
+    format!(
+        "[harness] That handoff was refused: {}. Write it again as one JSON object of the shape \
+         above; call no tool.",
+        cut(problems, MAX_LINE)
+    )
 }
 
 /// What a worker's briefing is made of.

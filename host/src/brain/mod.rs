@@ -17,6 +17,7 @@ mod runner;
 pub mod script;
 pub mod snapshot;
 pub mod state;
+mod steer;
 mod tasks;
 mod turn;
 

@@ -70,6 +70,10 @@ pub enum RunError {
     /// The log holds something this version cannot read. Report it.
     #[error("session log: {0}")]
     Log(#[from] LogError),
+    /// Internal to `run`: a `cancel --now` arrived and the step in flight
+    /// was dropped; `run` records it and returns the end, never this.
+    #[error("cancelled now")]
+    CancelNow(Box<crate::session::inbox::Control>),
 }
 
 /// Why an agent cannot be frozen or bound. Nothing has run.
@@ -205,6 +209,8 @@ pub struct Runner<'h> {
     pub(super) role_providers: HashMap<&'static str, Arc<dyn ModelProvider>>,
     /// The memory bank `[memory]` scopes refer to, when attached.
     pub(super) memory: Option<Arc<crate::memory::MemoryBank>>,
+    /// Controls from the session's inbox, while running (see `steer`).
+    pub(super) inbox: Option<tokio::sync::mpsc::UnboundedReceiver<crate::session::inbox::Control>>,
     pub(super) session: SessionId,
     pub(super) lease: Lease,
     pub(super) lease_ttl: Duration,
@@ -370,6 +376,7 @@ impl<'h> Runner<'h> {
             provider,
             role_providers: HashMap::new(),
             memory: None,
+            inbox: None,
             session,
             lease,
             lease_ttl,
@@ -451,6 +458,7 @@ impl<'h> Runner<'h> {
     /// Record a resume (with raised limits) if the session is paused.
     pub async fn resume(&mut self, raised: BTreeMap<String, u64>) -> Result<(), RunError> {
         if self.state.status == SessionStatus::Paused || !raised.is_empty() {
+            self.supersede_pauses().await?;
             // An operator's resume says all a recovery note would.
             self.recovered = None;
             self.write(vec![Event::Resumed {
@@ -473,10 +481,34 @@ impl<'h> Runner<'h> {
     pub async fn run(&mut self) -> Result<RunEnd, RunError> {
         let heartbeat = Heartbeat::start(self.store.clone(), self.lease.clone(), self.lease_ttl);
         let mut lost = heartbeat.lost();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (now_tx, mut now_rx) = tokio::sync::watch::channel(None);
+        let poller = super::steer::Poller::start(
+            self.store.clone(),
+            self.session.clone(),
+            self.state.last_control,
+            tx,
+            now_tx,
+        );
+        self.inbox = Some(rx);
         let end = tokio::select! {
             end = self.run_inner() => end,
             why = lost.wait() => Err(RunError::LeaseLost(why)),
+            Some(control) = super::steer::cancel_requested(&mut now_rx) => Err(
+                // `cancel --now`: the step in flight is dropped here; it
+                // is recorded below, with the step's future gone.
+                RunError::CancelNow(Box::new(control)),
+            ),
         };
+        let end = match end {
+            Err(RunError::CancelNow(control)) => match self.cancel_now(*control).await {
+                Ok(()) => self.end(self.state.status).await,
+                Err(e) => Err(e),
+            },
+            other => other,
+        };
+        poller.stop();
+        self.inbox = None;
         heartbeat.stop();
         // Appends still on their way land before the lease is given up (a
         // released lease no longer writes). After a lost lease they are
@@ -502,6 +534,7 @@ impl<'h> Runner<'h> {
             .await?;
         }
         loop {
+            self.apply_controls().await?;
             let policy = Policy {
                 limits: &self.agent.frozen.limits,
                 has_check: self.agent.frozen.completion.is_some(),

@@ -256,6 +256,9 @@ pub struct SessionState {
     pub handoff_problems: Option<String>,
     /// Handoff answers refused since the last handoff.
     pub handoff_tries: u32,
+    /// The last refused handoff answer (response blob): the next try shows
+    /// it to the model with why it was refused.
+    pub handoff_refused: Option<BlobRef>,
     /// The latest handoff (JSON blob).
     pub latest_handoff: Option<BlobRef>,
     /// The newest progress notes.
@@ -273,6 +276,8 @@ pub struct SessionState {
     pub changes: Vec<BlobRef>,
     /// Approval requests and answers.
     pub approvals: crate::brain::approvals::Approvals,
+    /// The highest id of the inbox controls acted on (`steered`).
+    pub last_control: u64,
 }
 
 /// Inputs of changing calls kept per task.
@@ -316,12 +321,14 @@ impl Default for SessionState {
             handoff_reply: None,
             handoff_problems: None,
             handoff_tries: 0,
+            handoff_refused: None,
             latest_handoff: None,
             progress: std::collections::VecDeque::new(),
             failures: Vec::new(),
             claim: None,
             changes: Vec::new(),
             approvals: Default::default(),
+            last_control: 0,
         }
     }
 }
@@ -599,6 +606,7 @@ impl SessionState {
                 self.latest_handoff = Some(handoff.clone());
                 self.handoff_reply = None;
                 self.handoff_problems = None;
+                self.handoff_refused = None;
                 self.handoff_tries = 0;
                 self.start_conversation(WORKER, task.clone(), None, briefing.clone());
             }
@@ -609,6 +617,23 @@ impl SessionState {
                 });
                 while self.progress.len() > MAX_PROGRESS_NOTES {
                     self.progress.pop_front();
+                }
+            }
+            Event::Steered {
+                control,
+                kind,
+                text,
+                by,
+            } => {
+                self.last_control = self.last_control.max(*control);
+                if kind == "send" {
+                    self.push_history(HistoryItem::Note {
+                        seq: record.seq,
+                        text: format!(
+                            "[a message from {by}, the operator] {}",
+                            text.as_deref().unwrap_or_default()
+                        ),
+                    });
                 }
             }
             Event::MemoryWritten { .. }
@@ -790,7 +815,7 @@ impl SessionState {
     /// in its history) and asked again.
     fn feedback(&mut self, seq: u64, step: u64, message: &str) {
         if self.handoff_reply.as_ref().is_some_and(|h| h.step == step) {
-            self.handoff_reply = None;
+            self.handoff_refused = self.handoff_reply.take().map(|h| h.response);
             self.handoff_problems = Some(message.to_owned());
             self.handoff_tries += 1;
             return;

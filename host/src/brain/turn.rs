@@ -91,8 +91,21 @@ impl Runner<'_> {
         if role == Role::Handoff {
             let mut request = built.request.clone();
             request.messages.push(Message::User {
-                text: super::briefing::handoff_instruction(self.state.handoff_problems.as_deref()),
+                text: super::briefing::handoff_instruction(),
             });
+            // A retry shows the refused answer and why it was refused.
+            if let (Some(refused), Some(problems)) = (
+                self.state.handoff_refused.clone(),
+                self.state.handoff_problems.clone(),
+            ) {
+                let bytes = self.get(&refused).await?;
+                let answer: ModelResponse =
+                    serde_json::from_slice(&bytes).map_err(json_error("a model response blob"))?;
+                request.messages.push(Message::from(&answer));
+                request.messages.push(Message::User {
+                    text: super::briefing::handoff_refused(&problems),
+                });
+            }
             sent = Some(request);
         }
         let request = sent.as_ref().unwrap_or(&built.request);
@@ -113,7 +126,8 @@ impl Runner<'_> {
             None => self.goal_blob(),
         };
         let mut request_digest = self.request_digest(request, [&system, &tools, &goal]);
-        if let Some(extra) = sent.as_ref().and_then(|r| r.messages.last()) {
+        if let Some(sent) = &sent {
+            let extra = &sent.messages[built.request.messages.len()..];
             request_digest = super::runner::digest_hex(
                 format!(
                     "{request_digest}\0{}",

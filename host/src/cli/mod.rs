@@ -126,7 +126,7 @@ fn code_of_cause(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
             RunError::Store(e) => store_code(e),
             RunError::LeaseLost(_) => exit::DENIED,
             RunError::Agent(_) => exit::USAGE,
-            RunError::Log(_) => exit::INTERNAL,
+            RunError::Log(_) | RunError::CancelNow(_) => exit::INTERNAL,
         });
     }
     if let Some(e) = cause.downcast_ref::<StoreError>() {

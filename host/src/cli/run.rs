@@ -732,6 +732,15 @@ async fn render(store: &dyn Store, r: &EventRecord) -> String {
             reason,
             by,
         } => format!("approval {request} denied by {by}: {reason}"),
+        Event::Steered {
+            control,
+            kind,
+            text,
+            by,
+        } => format!(
+            "steered by {by} ({kind}, control {control}){}",
+            text.as_ref().map(|t| format!(": {t}")).unwrap_or_default()
+        ),
         Event::MemoryWritten {
             id, scope, text, ..
         } => format!("memory {id} written to {scope}: {text}"),

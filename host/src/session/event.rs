@@ -562,6 +562,20 @@ pub enum Event {
         /// Who (for the record).
         by: String,
     },
+    /// A control from the session's inbox (`longhand pause`, `cancel`,
+    /// `send`) was acted on; what it causes follows (a pause, the end) or,
+    /// for `send`, is this event: the model reads the text at its next step.
+    Steered {
+        /// The control's id in the inbox (the loop asks for newer ones).
+        control: u64,
+        /// `pause`, `cancel`, `cancel_now` or `send`.
+        kind: String,
+        /// The reason or the message (cut to [`MAX_INLINE_TEXT`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        /// Who posted it.
+        by: String,
+    },
     /// An error or retry worth recording that is not one of the events above
     /// (e.g. a malformed model answer sent back for repair).
     Error {
@@ -604,6 +618,7 @@ impl Event {
             Event::ApprovalRequested { .. } => "approval_requested",
             Event::ApprovalGranted { .. } => "approval_granted",
             Event::ApprovalDenied { .. } => "approval_denied",
+            Event::Steered { .. } => "steered",
         }
     }
 
@@ -630,6 +645,9 @@ impl Event {
             Event::ProgressNoted { text, .. } | Event::MemoryWritten { text, .. } => cut(text),
             Event::Resumed {
                 note: Some(note), ..
+            }
+            | Event::Steered {
+                text: Some(note), ..
             } => cut(note),
             _ => {}
         }

@@ -52,4 +52,5 @@ mod plan;
 mod providers;
 mod roles;
 mod script;
+mod steer;
 mod stream_timeouts;

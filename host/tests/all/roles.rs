@@ -600,10 +600,6 @@ fn assert_the_harness_wrote_the_handoff(home: &Home, session: &str) {
 }
 
 #[test]
-#[ignore = "bug: `--script` cannot drive a refused handoff: the retry (brain/turn.rs, Role::Handoff) \
-            sends the worker's context plus the instruction with the problems, not the refused \
-            answer, and ScriptProvider::check_previous (brain/script.rs) requires the answer of \
-            the step before to be the request's last answer, so step 5 fails as diverged"]
 fn two_bad_handoffs_and_the_harness_writes_one_from_the_plan() {
     let home = Home::new();
     let dir = TempDir::new().expect("tempdir");

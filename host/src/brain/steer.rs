@@ -1,0 +1,219 @@
+//! Steering a running session from outside: the loop's side of the
+//! control inbox (`session::inbox`).
+//!
+//! While a runner runs, a poller reads the session's inbox every
+//! [`POLL`] and hands new controls to the loop, which acts on them at its
+//! next safe point — between actions, never inside a tool call:
+//! - `send`: the text goes into the model's context (a note it reads at its
+//!   next step);
+//! - `pause`: the session pauses as a limit would (`resume` carries on);
+//! - `cancel`: the session ends, failed, with the reason.
+//!
+//! `cancel --now` does not wait for the safe point: the step in flight is
+//! dropped (a model request abandoned, a tool call's future dropped), the
+//! calls it left started are recorded in doubt, and the session ends.
+//!
+//! Every control acted on is recorded by a `steered` event carrying its
+//! id, before (or with) what it causes; the fold keeps the highest id, so a
+//! resumed worker asks the inbox only for newer controls and none is
+//! applied twice. A pause posted before an operator's `resume` is not
+//! applied after it: the person who resumed had the last word.
+
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+
+use super::runner::{RunError, Runner};
+use crate::session::inbox::{Control, ControlKind};
+use crate::session::{Event, PauseKind, PauseReason, SessionId, Store};
+
+/// How often the inbox is read while a session runs.
+pub const POLL: Duration = Duration::from_millis(250);
+
+/// The poller of one session's inbox.
+pub(super) struct Poller {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Poller {
+    /// Poll `session`'s inbox for controls after `after`; new ones go to
+    /// `tx`, and a `cancel --now` also to `now`.
+    pub(super) fn start(
+        store: std::sync::Arc<dyn Store>,
+        session: SessionId,
+        mut after: u64,
+        tx: mpsc::UnboundedSender<Control>,
+        now: watch::Sender<Option<Control>>,
+    ) -> Self {
+        let task = tokio::spawn(async move {
+            loop {
+                match store.controls(&session, after).await {
+                    Ok(controls) => {
+                        for control in controls {
+                            after = after.max(control.id);
+                            if control.kind == (ControlKind::Cancel { now: true }) {
+                                let _ = now.send(Some(control.clone()));
+                            }
+                            if tx.send(control).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    // A store that cannot answer now may answer next time;
+                    // the loop's own appends report a broken store.
+                    Err(e) => tracing::debug!(error = %e, "reading the control inbox failed"),
+                }
+                tokio::time::sleep(POLL).await;
+            }
+        });
+        Self { task }
+    }
+
+    /// Stop polling.
+    pub(super) fn stop(self) {
+        self.task.abort();
+    }
+}
+
+/// Resolves with the `cancel --now` control once one arrives.
+pub(super) async fn cancel_requested(
+    now: &mut watch::Receiver<Option<Control>>,
+) -> Option<Control> {
+    now.wait_for(Option::is_some)
+        .await
+        .ok()
+        .and_then(|c| c.clone())
+}
+
+/// The `steered` event recording that `control` was acted on.
+fn steered(control: &Control) -> Event {
+    Event::Steered {
+        control: control.id,
+        kind: control.kind.as_str().to_owned(),
+        text: control.text.clone(),
+        by: control.by.clone(),
+    }
+}
+
+impl Runner<'_> {
+    /// Act on the controls that arrived: at a safe point, between actions.
+    pub(super) async fn apply_controls(&mut self) -> Result<(), RunError> {
+        let Some(rx) = self.inbox.as_mut() else {
+            return Ok(());
+        };
+        let mut arrived = Vec::new();
+        while let Ok(control) = rx.try_recv() {
+            arrived.push(control);
+        }
+        for control in arrived {
+            if control.id <= self.state.last_control {
+                continue;
+            }
+            let mut events = vec![steered(&control)];
+            let who = &control.by;
+            let why = control.text.clone().unwrap_or_default();
+            match control.kind {
+                ControlKind::Send => {}
+                ControlKind::Pause => events.push(Event::Paused {
+                    reason: PauseReason {
+                        kind: PauseKind::User,
+                        limit: None,
+                        detail: format!(
+                            "paused by {who}{}; `longhand resume` carries on",
+                            if why.is_empty() {
+                                String::new()
+                            } else {
+                                format!(": {why}")
+                            }
+                        ),
+                    },
+                }),
+                ControlKind::Cancel { .. } => events.push(Event::Failed {
+                    error: format!(
+                        "cancelled by {who}{}",
+                        if why.is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {why}")
+                        }
+                    ),
+                }),
+            }
+            self.write(events).await?;
+            let _ = self.store.settle_control(&self.lease, control.id).await;
+            if self.state.is_terminal() || self.state.pause.is_some() {
+                // The rest wait for the next run (a cancel after a pause is
+                // read at the resume).
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// `cancel --now`: the step in flight was dropped; record the calls it
+    /// left started as in doubt, then the end.
+    pub(super) async fn cancel_now(&mut self, control: Control) -> Result<(), RunError> {
+        if control.id <= self.state.last_control || self.state.is_terminal() {
+            return Ok(());
+        }
+        self.flush().await?;
+        let mut events = Vec::new();
+        for (call_id, call) in self.state.open_calls.clone() {
+            events.push(Event::ToolInDoubt {
+                step: call.step,
+                call_id,
+                reason: format!(
+                    "`{}` was ended by `cancel --now` while it ran; whether it took effect is \
+                     unknown",
+                    call.tool
+                ),
+            });
+        }
+        events.push(steered(&control));
+        events.push(Event::Failed {
+            error: format!(
+                "cancelled now by {}{}",
+                control.by,
+                control
+                    .text
+                    .as_ref()
+                    .map(|t| format!(": {t}"))
+                    .unwrap_or_default()
+            ),
+        });
+        self.write(events).await?;
+        let _ = self.store.settle_control(&self.lease, control.id).await;
+        Ok(())
+    }
+
+    /// Before an operator's resume: pauses posted before it are answered
+    /// by it (recorded, not applied).
+    pub(super) async fn supersede_pauses(&mut self) -> Result<(), RunError> {
+        let controls = self
+            .store
+            .controls(&self.session, self.state.last_control)
+            .await?;
+        let mut events = Vec::new();
+        for control in controls.iter().filter(|c| c.kind == ControlKind::Pause) {
+            let mut event = steered(control);
+            if let Event::Steered { text, .. } = &mut event {
+                *text = Some("superseded by the operator's resume".to_owned());
+            }
+            events.push(event);
+        }
+        // Only a prefix of the inbox may be marked applied: the fold keeps
+        // the highest id, so a later control must not be skipped.
+        let first_other = controls
+            .iter()
+            .find(|c| c.kind != ControlKind::Pause)
+            .map(|c| c.id);
+        events.retain(|e| match (e, first_other) {
+            (Event::Steered { control, .. }, Some(other)) => *control < other,
+            _ => true,
+        });
+        if !events.is_empty() {
+            self.write(events).await?;
+        }
+        Ok(())
+    }
+}
