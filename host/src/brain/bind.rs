@@ -57,6 +57,13 @@ pub struct Frozen {
     /// Approval policies (`[approve]`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub approve: BTreeMap<String, crate::brain::config::ApprovePolicy>,
+    /// `run --priority`: workers run higher first. Default 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// A planned agent's settings as frozen.
@@ -278,6 +285,7 @@ pub async fn freeze(
         checks: config.checks.clone(),
         memory: config.memory.clone(),
         approve: config.approve.clone(),
+        priority: 0,
     })
 }
 

@@ -260,6 +260,7 @@ pub fn durability_of(event: &Event) -> Durability {
     match event {
         Event::ToolStarted { effect, .. } if !repeatable(effect) => Durability::Now,
         Event::SessionCreated { .. }
+        | Event::Detached { .. }
         | Event::GoalSet { .. }
         | Event::Paused { .. }
         | Event::Resumed { .. }
@@ -338,7 +339,8 @@ impl<'h> Runner<'h> {
         if matches!(
             runner.state.status,
             SessionStatus::Created | SessionStatus::Running
-        ) {
+        ) && !runner.state.awaiting_worker
+        {
             runner.recovered = Some(match taken_from {
                 Some(holder) => (
                     ResumeCause::TakeOver,
@@ -406,6 +408,16 @@ impl<'h> Runner<'h> {
                 "the log does not start with session_created".to_owned(),
             ))),
         }
+    }
+
+    /// Leave the session to another worker: give up the lease without
+    /// running. (Everything written so far is durable.)
+    pub async fn detach(mut self) -> Result<(), RunError> {
+        let by = self.lease.owner.clone();
+        let written = self.write(vec![Event::Detached { by }]).await;
+        let _ = self.settle().await;
+        let _ = self.store.release(&self.lease).await;
+        written
     }
 
     /// Set the progress observer.

@@ -278,6 +278,8 @@ pub struct SessionState {
     pub approvals: crate::brain::approvals::Approvals,
     /// The highest id of the inbox controls acted on (`steered`).
     pub last_control: u64,
+    /// The last event is `detached`: running, left for a worker.
+    pub awaiting_worker: bool,
 }
 
 /// Inputs of changing calls kept per task.
@@ -329,6 +331,7 @@ impl Default for SessionState {
             changes: Vec::new(),
             approvals: Default::default(),
             last_control: 0,
+            awaiting_worker: false,
         }
     }
 }
@@ -393,6 +396,7 @@ impl SessionState {
             self.status = status;
         }
         self.approvals.apply(&record.event);
+        self.awaiting_worker = matches!(record.event, Event::Detached { .. });
         match &record.event {
             Event::SessionCreated {
                 agent_name,
@@ -637,6 +641,7 @@ impl SessionState {
                 }
             }
             Event::MemoryWritten { .. }
+            | Event::Detached { .. }
             | Event::ApprovalRequested { .. }
             | Event::ApprovalGranted { .. }
             | Event::ApprovalDenied { .. } => {}

@@ -13,6 +13,7 @@ mod run;
 mod settings;
 mod term;
 mod tool;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -188,6 +189,9 @@ enum Command {
     Approve(approvals::ApproveArgs),
     /// Deny a waiting call; the model is told why (then `resume`).
     Deny(approvals::DenyArgs),
+    /// Run every runnable session of the store (started or resumed with
+    /// `--detach`), picking up new ones as they come.
+    Worker(worker::WorkerArgs),
     /// List, search, show and forget memory bank entries.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
@@ -222,6 +226,7 @@ pub fn main() -> ExitCode {
                 Command::Approvals(args) => approvals::list(args).await,
                 Command::Approve(args) => approvals::approve(args).await,
                 Command::Deny(args) => approvals::deny(args).await,
+                Command::Worker(args) => worker::worker(args).await,
                 Command::Memory(cmd) => memory::run(cmd),
             }
         }),

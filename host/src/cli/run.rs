@@ -56,6 +56,13 @@ pub struct RunArgs {
     /// Print every event as one JSON object per line.
     #[arg(long)]
     pub json: bool,
+    /// Create the session and leave it to `longhand worker` processes:
+    /// print its id and exit without running it.
+    #[arg(long)]
+    pub detach: bool,
+    /// With `--detach`: workers run higher priorities first (default 0).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub priority: i64,
 }
 
 /// `longhand resume` flags.
@@ -66,6 +73,10 @@ pub struct ResumeArgs {
     /// Raise a limit before continuing, e.g. `--raise max_steps=100`.
     #[arg(long = "raise", value_name = "LIMIT=VALUE")]
     pub raise: Vec<String>,
+    /// Record the resume and leave the session to `longhand worker`
+    /// processes instead of running it here.
+    #[arg(long)]
+    pub detach: bool,
     /// Print every event as one JSON object per line.
     #[arg(long)]
     pub json: bool,
@@ -111,7 +122,7 @@ fn memory_for(frozen: &Frozen) -> anyhow::Result<Option<Arc<crate::memory::Memor
     Ok(Some(Arc::new(bank)))
 }
 
-fn hands() -> anyhow::Result<Hands> {
+pub(super) fn hands() -> anyhow::Result<Hands> {
     Hands::new(hands_config()).context("cannot start the tool host")
 }
 
@@ -187,6 +198,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         frozen.model.cassette =
             Some(std::fs::canonicalize(script).unwrap_or_else(|_| script.clone()));
     }
+    frozen.priority = args.priority;
     let provider = provider_for(&frozen.model)?;
     let overridden = args.model.is_some() || args.cassette.is_some() || args.script.is_some();
     let mut roles = role_providers(&frozen, overridden)?;
@@ -207,6 +219,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     let store = open_store().await?;
     let bound = agent::bind(&hands, frozen, env).await?;
     let mut runner = Runner::start(store, &hands, bound, provider, &goal, &owner()).await?;
+    if args.detach {
+        let session = runner.session().clone();
+        runner.detach().await?;
+        if args.json {
+            println!(
+                "{}",
+                json_line(&serde_json::json!({"session": session.as_str(), "detached": true}))
+            );
+        } else {
+            println!("session {session}");
+            println!("detached: a `longhand worker` on this store runs it");
+        }
+        return Ok(Outcome::Done);
+    }
     for (role, provider) in roles {
         runner.set_role_provider(role, provider);
     }
@@ -248,8 +274,28 @@ pub async fn resume(args: ResumeArgs) -> anyhow::Result<Outcome> {
         }
         return Ok(Outcome::Session(state.status));
     }
-    let frozen: Frozen = Runner::frozen_of(store.as_ref(), &session).await?;
     let hands = hands()?;
+    let mut runner = wake(store, &hands, session.clone(), &owner()).await?;
+    let from_seq = runner.state().last_seq + 1;
+    runner.resume(raised).await?;
+    if args.detach {
+        runner.detach().await?;
+        println!("session {session} resumed and left for a `longhand worker`");
+        return Ok(Outcome::Done);
+    }
+    drive(&mut runner, args.json, from_seq).await
+}
+
+/// Wake `session` for `owner` with everything its frozen agent names: its
+/// components bound, its model's provider (and its roles'), its memory
+/// bank. The lease is taken (refused if a live worker holds it).
+pub(super) async fn wake<'h>(
+    store: Arc<dyn Store>,
+    hands: &'h Hands,
+    session: SessionId,
+    owner: &str,
+) -> anyhow::Result<Runner<'h>> {
+    let frozen: Frozen = Runner::frozen_of(store.as_ref(), &session).await?;
     let provider = provider_for(&frozen.model)?;
     // A session started with a flag that replaced its model (a script, a
     // cassette) has that model frozen: its roles use it too.
@@ -259,17 +305,15 @@ pub async fn resume(args: ResumeArgs) -> anyhow::Result<Outcome> {
     );
     let roles = role_providers(&frozen, overridden)?;
     let memory = memory_for(&frozen)?;
-    let bound = agent::bind(&hands, frozen, env).await?;
-    let mut runner = Runner::wake(store, &hands, bound, provider, session, &owner()).await?;
+    let bound = agent::bind(hands, frozen, env).await?;
+    let mut runner = Runner::wake(store, hands, bound, provider, session, owner).await?;
     for (role, provider) in roles {
         runner.set_role_provider(role, provider);
     }
     if let Some(bank) = memory {
         runner.set_memory(bank);
     }
-    let from_seq = runner.state().last_seq + 1;
-    runner.resume(raised).await?;
-    drive(&mut runner, args.json, from_seq).await
+    Ok(runner)
 }
 
 pub(super) fn parse_session(text: &str) -> anyhow::Result<SessionId> {
@@ -732,6 +776,7 @@ async fn render(store: &dyn Store, r: &EventRecord) -> String {
             reason,
             by,
         } => format!("approval {request} denied by {by}: {reason}"),
+        Event::Detached { by } => format!("left for a worker by {by}"),
         Event::Steered {
             control,
             kind,

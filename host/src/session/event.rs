@@ -576,6 +576,13 @@ pub enum Event {
         /// Who posted it.
         by: String,
     },
+    /// The session was left for a `longhand worker` (`run --detach`,
+    /// `resume --detach`): running, with no process yet. A worker that
+    /// picks it up is not recovering from a crash.
+    Detached {
+        /// Who left it.
+        by: String,
+    },
     /// An error or retry worth recording that is not one of the events above
     /// (e.g. a malformed model answer sent back for repair).
     Error {
@@ -619,6 +626,7 @@ impl Event {
             Event::ApprovalGranted { .. } => "approval_granted",
             Event::ApprovalDenied { .. } => "approval_denied",
             Event::Steered { .. } => "steered",
+            Event::Detached { .. } => "detached",
         }
     }
 

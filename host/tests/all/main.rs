@@ -54,3 +54,4 @@ mod roles;
 mod script;
 mod steer;
 mod stream_timeouts;
+mod worker;

@@ -1,0 +1,133 @@
+//! `longhand worker [--concurrency N]`: one process running every runnable
+//! session of the store.
+//!
+//! Runnable: status `running` — started with `run --detach`, resumed with
+//! `resume --detach`, or left running by a worker that died — and not held
+//! by a live worker. The lease decides who runs a session: two workers
+//! (on one machine or many sharing the store) never run one session at
+//! once, because only one of them gets its lease; the other skips it. A
+//! worker polls the store, so sessions started, resumed or approved while
+//! it runs are picked up without a restart. Higher `--priority` first,
+//! then the longest waiting.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+
+use super::Outcome;
+use crate::brain::agent::{RunEnd, RunError, Runner};
+use crate::session::{SessionId, SessionStatus, Store, StoreError};
+
+/// How often the store is asked for runnable sessions when none ends.
+const POLL: Duration = Duration::from_millis(500);
+
+/// `longhand worker` flags.
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// Sessions run at once. Default 4.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Exit once no session is runnable (instead of waiting for more).
+    #[arg(long)]
+    pub until_idle: bool,
+}
+
+/// `longhand worker`.
+pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
+    if args.concurrency == 0 {
+        return Err(super::usage("--concurrency must be at least 1"));
+    }
+    let store = super::run::open_store().await?;
+    // The engine lives as long as the process.
+    let hands: &'static crate::hands::Hands = Box::leak(Box::new(super::run::hands()?));
+    let owner = super::run::owner();
+    let mut running: HashSet<SessionId> = HashSet::new();
+    let mut pool = FuturesUnordered::new();
+    eprintln!(
+        "worker {owner}: running up to {} sessions of this store",
+        args.concurrency
+    );
+    loop {
+        if running.len() < args.concurrency {
+            for session in runnable(store.as_ref(), &running).await? {
+                if running.len() >= args.concurrency {
+                    break;
+                }
+                match super::run::wake(store.clone(), hands, session.clone(), &owner).await {
+                    Ok(mut runner) => {
+                        running.insert(session.clone());
+                        eprintln!("worker {owner}: runs {session}");
+                        pool.push(Box::pin(async move {
+                            let end = runner.run().await;
+                            (session, end)
+                        }));
+                    }
+                    // Another worker got it first, or holds it: theirs.
+                    Err(e) if held(&e) => {}
+                    Err(e) => eprintln!("worker {owner}: cannot wake {session}: {e:#}"),
+                }
+            }
+        }
+        if pool.is_empty() && args.until_idle {
+            return Ok(Outcome::Done);
+        }
+        tokio::select! {
+            Some((session, end)) = pool.next() => {
+                running.remove(&session);
+                report(&owner, &session, end);
+            }
+            _ = tokio::time::sleep(POLL) => {}
+        }
+    }
+}
+
+/// Sessions that are running and not run by this worker, highest priority
+/// first, then the longest untouched.
+async fn runnable(
+    store: &dyn Store,
+    running: &HashSet<SessionId>,
+) -> anyhow::Result<Vec<SessionId>> {
+    let mut candidates = Vec::new();
+    for summary in store.list().await? {
+        if summary.status != SessionStatus::Running || running.contains(&summary.id) {
+            continue;
+        }
+        let priority = Runner::frozen_of(store, &summary.id)
+            .await
+            .map_or(0, |f| f.priority);
+        candidates.push((priority, summary.updated_ms, summary.id));
+    }
+    candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    Ok(candidates.into_iter().map(|(_, _, id)| id).collect())
+}
+
+/// Whether waking failed because another live worker holds the session.
+fn held(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<StoreError>(),
+            Some(StoreError::LeaseHeld { .. } | StoreError::Fenced { .. })
+        ) || matches!(
+            cause.downcast_ref::<RunError>(),
+            Some(
+                RunError::Store(StoreError::LeaseHeld { .. } | StoreError::Fenced { .. })
+                    | RunError::LeaseLost(_)
+            )
+        )
+    })
+}
+
+fn report(owner: &str, session: &SessionId, end: Result<RunEnd, RunError>) {
+    match end {
+        Ok(end) => eprintln!(
+            "worker {owner}: {session} {}{}",
+            end.status,
+            end.detail
+                .map(|d| format!(": {}", super::term::printable(&d)))
+                .unwrap_or_default()
+        ),
+        Err(e) => eprintln!("worker {owner}: {session} stopped: {e}"),
+    }
+}
