@@ -271,7 +271,12 @@ impl Runner<'_> {
 
     /// The fingerprint of calling `name` with `input`: component digest,
     /// tool, canonical arguments, the grants it runs with, effect.
-    fn fingerprint(&self, name: &str, effect: Effect, input: &serde_json::Value) -> String {
+    pub(super) fn fingerprint(
+        &self,
+        name: &str,
+        effect: Effect,
+        input: &serde_json::Value,
+    ) -> String {
         let (digest, grants) = match self.agent.tools.get(name) {
             Some(tool) => {
                 let frozen = self.agent.frozen.tools.get(tool.component);

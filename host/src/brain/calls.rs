@@ -284,14 +284,61 @@ impl Runner<'_> {
             self.flush().await?;
         }
 
-        let runs = batch.iter().map(|r| self.execute(&r.name, &r.input));
+        // `cache_read_only`: a read-only call made before (same action,
+        // nothing changed since) is answered from its recorded result.
+        let cache = self.agent.frozen.limits.cache_read_only;
+        let keys: Vec<Option<String>> = batch
+            .iter()
+            .map(|r| {
+                let effect = self
+                    .agent
+                    .tools
+                    .get(&r.name)
+                    .map(|t| t.spec.effect)
+                    .or_else(|| self.host_tool(&r.name))?;
+                (cache && effect == Effect::ReadOnly)
+                    .then(|| self.fingerprint(&r.name, effect, &r.input))
+            })
+            .collect();
+        let hits: Vec<Option<super::state::CachedResult>> = keys
+            .iter()
+            .map(|k| {
+                k.as_ref()
+                    .and_then(|k| self.state.read_cache.get(k).cloned())
+            })
+            .collect();
+        let this = &*self;
+        let runs = batch.iter().zip(&hits).map(|(r, hit)| async move {
+            match hit {
+                Some(_) => None,
+                None => Some(this.execute(&r.name, &r.input).await),
+            }
+        });
         let results = join_all(runs).await;
         let mut finished = Vec::new();
-        for (ready, (ok, result, receipt)) in batch.into_iter().zip(results) {
-            let written = (ok && ready.name == super::recall::REMEMBER)
-                .then(|| serde_json::from_slice::<serde_json::Value>(&result).ok())
-                .flatten();
-            let result = self.put(result);
+        for ((ready, run), (key, hit)) in batch
+            .into_iter()
+            .zip(results)
+            .zip(keys.into_iter().zip(hits))
+        {
+            let (ok, result, receipt, written) = match (run, hit) {
+                (_, Some(hit)) => (
+                    hit.ok,
+                    hit.result,
+                    serde_json::json!({"cache_hit": hit.call_id, "cache_key": key}),
+                    None,
+                ),
+                (Some((ok, bytes, mut receipt)), None) => {
+                    if let (Some(key), Some(object)) = (key, receipt.as_object_mut()) {
+                        object.insert("cache_key".to_owned(), key.into());
+                    }
+                    let written = (ok && ready.name == super::recall::REMEMBER)
+                        .then(|| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+                        .flatten();
+                    (ok, self.put(bytes), receipt, written)
+                }
+                (None, None) => continue,
+            };
             finished.push(Event::ToolFinished {
                 step,
                 call_id: ready.id.clone(),

@@ -470,6 +470,14 @@ pub struct SessionLimits {
     /// Bytes all tool calls together may write into granted directories
     /// (each call also has its own `max_write`). Default 1 GiB.
     pub max_write_bytes: u64,
+    /// Worker answers in a row without progress — a check that passed or a
+    /// call that changed something — before the session pauses (the
+    /// no-progress breaker). 0 turns it off. Default 0.
+    pub max_steps_without_progress: u64,
+    /// Answer a read-only call the session already made (same component,
+    /// tool, arguments and grants) from its recorded result, until a call
+    /// that changes something. Default false.
+    pub cache_read_only: bool,
 }
 
 impl Default for SessionLimits {
@@ -484,6 +492,8 @@ impl Default for SessionLimits {
             max_repeated_failure: 3,
             context_tokens: 100_000,
             max_write_bytes: 1 << 30,
+            max_steps_without_progress: 0,
+            cache_read_only: false,
         }
     }
 }
@@ -499,6 +509,7 @@ impl SessionLimits {
         "max_consecutive_failures",
         "max_repeated_failure",
         "max_write_bytes",
+        "max_steps_without_progress",
     ];
 
     /// Set limit `name` to `value`.
@@ -512,6 +523,7 @@ impl SessionLimits {
             "max_consecutive_failures" => &mut self.max_consecutive_failures,
             "max_repeated_failure" => &mut self.max_repeated_failure,
             "max_write_bytes" => &mut self.max_write_bytes,
+            "max_steps_without_progress" => &mut self.max_steps_without_progress,
             other => {
                 return Err(format!(
                     "unknown limit `{other}`; one of: {}",

@@ -485,9 +485,27 @@ fn limit_hit(state: &SessionState, limits: &SessionLimits) -> Option<PauseReason
             limits.max_write_bytes,
         ),
     ];
-    checks.into_iter().find_map(|(name, used, configured)| {
+    if let Some(reason) = checks.into_iter().find_map(|(name, used, configured)| {
         let max = limit(&state.raised, name, configured);
         (used >= max).then(|| limit_reason(name, used, max))
+    }) {
+        return Some(reason);
+    }
+    // The no-progress breaker: between turns, like the limits.
+    let max = limit(
+        &state.raised,
+        "max_steps_without_progress",
+        limits.max_steps_without_progress,
+    );
+    (max > 0 && state.steps_since_progress >= max).then(|| PauseReason {
+        kind: PauseKind::Breaker,
+        limit: Some("max_steps_without_progress".to_owned()),
+        detail: format!(
+            "{} worker answers in a row without progress (no check passed, no call changed \
+             anything); look at `longhand log`, then `longhand resume` (or --raise \
+             max_steps_without_progress=<more>)",
+            state.steps_since_progress
+        ),
     })
 }
 

@@ -280,7 +280,28 @@ pub struct SessionState {
     pub last_control: u64,
     /// The last event is `detached`: running, left for a worker.
     pub awaiting_worker: bool,
+    /// Worker answers since the last progress: a check that passed or a
+    /// call that changed something (the no-progress breaker's count).
+    pub steps_since_progress: u64,
+    /// Results of read-only calls by their key (see
+    /// `Runner::fingerprint`), for `cache_read_only`: emptied by any call
+    /// that changes something. At most [`MAX_CACHED`].
+    pub read_cache: BTreeMap<String, CachedResult>,
 }
+
+/// A read-only call's result kept for `cache_read_only`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachedResult {
+    /// The call that produced it.
+    pub call_id: String,
+    /// Whether it succeeded.
+    pub ok: bool,
+    /// The result blob.
+    pub result: BlobRef,
+}
+
+/// Read-only results kept for the cache.
+pub const MAX_CACHED: usize = 1024;
 
 /// Inputs of changing calls kept per task.
 pub const MAX_CHANGES: usize = 64;
@@ -332,6 +353,8 @@ impl Default for SessionState {
             approvals: Default::default(),
             last_control: 0,
             awaiting_worker: false,
+            steps_since_progress: 0,
+            read_cache: BTreeMap::new(),
         }
     }
 }
@@ -464,6 +487,9 @@ impl SessionState {
                     c.steps += 1;
                     c.context_tokens = input_tokens + output_tokens;
                 }
+                if self.conversation.as_ref().is_none_or(|c| c.role == WORKER) {
+                    self.steps_since_progress += 1;
+                }
                 self.answer = Some(Answer {
                     step: *step,
                     response: response.clone(),
@@ -564,6 +590,9 @@ impl SessionState {
                 ..
             } => {
                 self.keep_claim();
+                if *passed {
+                    self.steps_since_progress = 0;
+                }
                 if let Some(plan) = &mut self.plan {
                     let label = plan
                         .plan
@@ -685,6 +714,33 @@ impl SessionState {
                 self.pending_calls.retain(|c| c != call_id);
                 if call_id.starts_with(CHECK_PREFIX) {
                     self.check_passed = Some(*ok);
+                    if *ok {
+                        self.steps_since_progress = 0;
+                    }
+                }
+                match &open {
+                    // A change: progress, and what reads saw may differ now.
+                    Some(o) if o.effect != "read-only" => {
+                        self.read_cache.clear();
+                        if *ok {
+                            self.steps_since_progress = 0;
+                        }
+                    }
+                    Some(_) if *ok => {
+                        if let Some(key) = receipt.get("cache_key").and_then(|k| k.as_str())
+                            && self.read_cache.len() < MAX_CACHED
+                        {
+                            self.read_cache.insert(
+                                key.to_owned(),
+                                CachedResult {
+                                    call_id: call_id.clone(),
+                                    ok: *ok,
+                                    result: result.clone(),
+                                },
+                            );
+                        }
+                    }
+                    _ => {}
                 }
                 self.tool_calls += 1;
                 self.bytes_written += receipt
@@ -738,6 +794,7 @@ impl SessionState {
                 if *cause == ResumeCause::Operator {
                     self.consecutive_failures = 0;
                     self.repeated_failures.clear();
+                    self.steps_since_progress = 0;
                     // A failed task paused the session for a person, who
                     // has looked: it gets a fresh set of attempts.
                     if let Some(plan) = &mut self.plan {

@@ -33,6 +33,7 @@
 mod support;
 
 mod approvals;
+mod budgets;
 mod canary;
 mod checks;
 mod config;
