@@ -15,6 +15,7 @@ pub mod plan;
 pub mod recall;
 mod runner;
 pub mod script;
+pub mod skills;
 pub mod snapshot;
 pub mod state;
 mod steer;
