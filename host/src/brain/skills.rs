@@ -655,15 +655,25 @@ where
     }
     let mut items = Vec::new();
     let mut start = 0;
+    // Split at commas outside quotes. A quote opens a quoted item only at
+    // the item's start, as in YAML (`[it's, x]` is two plain items); `\"`
+    // and `''` inside quotes do not close them.
     let mut quote = None;
-    for (i, c) in inner.char_indices() {
+    let mut chars = inner.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
         match (quote, c) {
-            (None, '"' | '\'') => quote = Some(c),
-            (Some(q), c) if c == q => quote = None,
+            (None, '"' | '\'') if inner[start..i].trim().is_empty() => quote = Some(c),
             (None, ',') => {
                 items.push(&inner[start..i]);
                 start = i + 1;
             }
+            (Some('"'), '\\') => {
+                chars.next();
+            }
+            (Some('\''), '\'') if chars.peek().is_some_and(|(_, n)| *n == '\'') => {
+                chars.next();
+            }
+            (Some(q), c) if c == q => quote = None,
             _ => {}
         }
     }
@@ -1408,6 +1418,17 @@ grants:
             );
             assert_eq!(got_line, *line, "{front:?}: {message}");
         }
+    }
+
+    #[test]
+    fn inline_lists_split_as_yaml_does() {
+        let skill = needing(
+            "grants:\n  env: [A, 'B']\n  dirs: [\"/a,b:rw\", '/it''s', \"/q\\\"x\", /its'x, /y]",
+        );
+        assert_eq!(skill.grants.env, ["A", "B"]);
+        let dirs: Vec<&str> = skill.grants.dirs.iter().map(|d| d.guest.as_str()).collect();
+        assert_eq!(dirs, ["/a,b", "/it's", "/q\"x", "/its'x", "/y"]);
+        assert_eq!(skill.grants.dirs[0].access, Access::ReadWrite);
     }
 
     #[test]
