@@ -1481,6 +1481,16 @@ grants:
     }
 
     #[test]
+    fn the_fixture_skills_are_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/skills");
+        let skills = discover(&dir).unwrap();
+        let names: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["csv-report", "plain-notes"]);
+        assert_eq!(skills[0].grants.dirs.len(), 2);
+        assert!(skills[1].tools.is_empty() && skills[1].grants.is_empty());
+    }
+
+    #[test]
     fn discover_refuses_bad_directories() {
         let root = tempfile::tempdir().unwrap();
         write_skill(root.path(), "alpha", &skill_text("beta", "B."));
