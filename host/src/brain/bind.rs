@@ -60,6 +60,25 @@ pub struct Frozen {
     /// `run --priority`: workers run higher first. Default 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub priority: i64,
+    /// Child agents `delegate` may start, frozen with their slices.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub agents: BTreeMap<String, FrozenChild>,
+    /// Delegation caps.
+    #[serde(default)]
+    pub delegation: crate::brain::config::DelegationConfig,
+    /// How deep this agent runs in a tree of sub-agents (0: started by
+    /// `run`).
+    #[serde(default)]
+    pub depth: u32,
+}
+
+/// A child agent as frozen into its parent.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FrozenChild {
+    /// What it is for, for the model.
+    pub description: String,
+    /// The child agent, its limits already cut to the slice.
+    pub frozen: Box<Frozen>,
 }
 
 fn is_zero(n: &i64) -> bool {
@@ -154,9 +173,9 @@ fn prefix_of(component: &str) -> String {
     cleaned.trim_matches('_').chars().take(24).collect()
 }
 
-/// Freeze an agent file: read instructions, load every component to learn
-/// its digest, resolve paths. `lookup` reads environment variables.
-pub async fn freeze(
+/// Freeze one agent file (no children): read instructions, load every
+/// component to learn its digest, resolve paths.
+async fn freeze_one(
     hands: &Hands,
     config: &AgentConfig,
     base: &Path,
@@ -286,6 +305,79 @@ pub async fn freeze(
         memory: config.memory.clone(),
         approve: config.approve.clone(),
         priority: 0,
+        agents: BTreeMap::new(),
+        delegation: config.delegation,
+        depth: 0,
+    })
+}
+
+/// Freeze an agent file: read instructions, load every component to learn
+/// its digest, resolve paths — and, below it, its child agents down to the
+/// delegation depth, each frozen from its own file with its limits cut to
+/// its slice. `lookup` reads environment variables.
+pub async fn freeze(
+    hands: &Hands,
+    config: &AgentConfig,
+    base: &Path,
+    lookup: impl Fn(&str) -> Option<String> + Copy + Send + Sync,
+) -> Result<Frozen, RunError> {
+    freeze_at(hands, config, base, lookup, 0, config.delegation.max_depth).await
+}
+
+fn freeze_at<'a, L>(
+    hands: &'a Hands,
+    config: &'a AgentConfig,
+    base: &'a Path,
+    lookup: L,
+    depth: u32,
+    max_depth: u32,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Frozen, RunError>> + Send + 'a>>
+where
+    L: Fn(&str) -> Option<String> + Copy + Send + Sync + 'a,
+{
+    Box::pin(async move {
+        let mut frozen = freeze_one(hands, config, base, lookup).await?;
+        frozen.depth = depth;
+        frozen.delegation.max_depth = max_depth;
+        if depth >= max_depth {
+            return Ok(frozen);
+        }
+        for (name, child) in &config.agents {
+            let (child_config, child_base) = AgentConfig::load(&frozen.base_dir.join(&child.path))
+                .map_err(|e| AgentError::Instructions(format!("[agents.{name}]: {e}")))?;
+            let mut child_frozen = freeze_at(
+                hands,
+                &child_config,
+                &child_base,
+                lookup,
+                depth + 1,
+                max_depth,
+            )
+            .await?;
+            let limits = &mut child_frozen.limits;
+            limits.max_steps = limits.max_steps.min(child.max_steps);
+            limits.max_tool_calls = limits.max_tool_calls.min(child.max_tool_calls);
+            limits.max_input_tokens = limits.max_input_tokens.min(child.max_input_tokens);
+            limits.max_output_tokens = limits.max_output_tokens.min(child.max_output_tokens);
+            let description = child.description.clone().unwrap_or_else(|| {
+                child_frozen
+                    .instructions
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(200)
+                    .collect()
+            });
+            frozen.agents.insert(
+                name.clone(),
+                FrozenChild {
+                    description,
+                    frozen: Box::new(child_frozen),
+                },
+            );
+        }
+        Ok(frozen)
     })
 }
 

@@ -67,6 +67,15 @@ impl Runner<'_> {
             let Some(call) = self.state.open_calls.get(&call_id).cloned() else {
                 continue;
             };
+            if call.component == "agents" && call.tool == super::delegate::DELEGATE {
+                // Never in doubt: its child is found by the record, or was
+                // never named and never ran (see `delegate`).
+                let bytes = self.get(&call.input).await?;
+                let input: serde_json::Value =
+                    serde_json::from_slice(&bytes).map_err(json_error("a tool input blob"))?;
+                self.finish_delegation(call.step, call_id, input).await?;
+                continue;
+            }
             let event = self.recover_one(call_id, call).await?;
             self.write(vec![event]).await?;
         }
@@ -153,6 +162,13 @@ impl Runner<'_> {
                             // a person answers.
                             Gate::Wait => return Ok(()),
                         }
+                    }
+                    if call.name == super::delegate::DELEGATE {
+                        // A child session: run on its own, after what came
+                        // before it.
+                        self.run_batch(step, std::mem::take(&mut batch)).await?;
+                        self.delegate_call(step, call.id, input).await?;
+                        continue;
                     }
                     let ready = Ready {
                         id: call.id,
@@ -413,6 +429,9 @@ impl Runner<'_> {
     /// The effect of a host tool (`memory__*`) this worker may call: only
     /// when `[memory]` grants it and a bank is attached.
     fn host_tool(&self, name: &str) -> Option<Effect> {
+        if name == super::delegate::DELEGATE {
+            return super::delegate::def(&self.agent.frozen).map(|_| Effect::Writes);
+        }
         self.memory.as_ref()?;
         super::recall::effect(&self.agent.frozen.memory, name)
     }

@@ -74,6 +74,69 @@ pub struct AgentConfig {
     /// `always`.
     #[serde(default)]
     pub approve: std::collections::BTreeMap<String, ApprovePolicy>,
+    /// Named child agents the worker may start with the `delegate` tool
+    /// (`[agents.<name>]`). Default none.
+    #[serde(default)]
+    pub agents: std::collections::BTreeMap<String, ChildAgentConfig>,
+    /// Caps on delegation.
+    #[serde(default)]
+    pub delegation: DelegationConfig,
+}
+
+/// `[agents.<name>]`: a child agent and the budget slice each child
+/// session gets out of what the parent has left.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChildAgentConfig {
+    /// Its agent file or directory, relative to this file.
+    pub path: PathBuf,
+    /// What it is for, shown to the model. Default: its instructions' first line.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Model turns per child session. Default 10.
+    #[serde(default = "ten")]
+    pub max_steps: u64,
+    /// Tool calls per child session. Default 20.
+    #[serde(default = "twenty")]
+    pub max_tool_calls: u64,
+    /// Input tokens per child session. Default 200,000.
+    #[serde(default = "input_slice")]
+    pub max_input_tokens: u64,
+    /// Output tokens per child session. Default 20,000.
+    #[serde(default = "output_slice")]
+    pub max_output_tokens: u64,
+}
+
+fn ten() -> u64 {
+    10
+}
+fn twenty() -> u64 {
+    20
+}
+fn input_slice() -> u64 {
+    200_000
+}
+fn output_slice() -> u64 {
+    20_000
+}
+
+/// `[delegation]`: how deep and how wide a tree of sub-agents may grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DelegationConfig {
+    /// Levels of children below the session started by `run`. Default 2.
+    pub max_depth: u32,
+    /// Children one session may start, in all. Default 8.
+    pub max_children: u32,
+}
+
+impl Default for DelegationConfig {
+    fn default() -> Self {
+        Self {
+            max_depth: 2,
+            max_children: 8,
+        }
+    }
 }
 
 /// When a tool call waits for a person; see [`AgentConfig::approve`].

@@ -487,6 +487,8 @@ fn limit_hit(state: &SessionState, limits: &SessionLimits) -> Option<PauseReason
     ];
     if let Some(reason) = checks.into_iter().find_map(|(name, used, configured)| {
         let max = limit(&state.raised, name, configured);
+        // What children were given counts as spent.
+        let used = used + state.reserved.get(name).copied().unwrap_or(0);
         (used >= max).then(|| limit_reason(name, used, max))
     }) {
         return Some(reason);

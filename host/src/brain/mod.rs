@@ -7,6 +7,7 @@ pub mod briefing;
 mod calls;
 pub mod config;
 pub mod decide;
+pub mod delegate;
 pub mod handoff;
 mod lanes;
 mod lease;

@@ -209,6 +209,8 @@ pub struct Runner<'h> {
     pub(super) role_providers: HashMap<&'static str, Arc<dyn ModelProvider>>,
     /// The memory bank `[memory]` scopes refer to, when attached.
     pub(super) memory: Option<Arc<crate::memory::MemoryBank>>,
+    /// Answers children's model calls when set (see `delegate`).
+    pub(super) child_provider: Option<Arc<dyn ModelProvider>>,
     /// Controls from the session's inbox, while running (see `steer`).
     pub(super) inbox: Option<tokio::sync::mpsc::UnboundedReceiver<crate::session::inbox::Control>>,
     pub(super) session: SessionId,
@@ -379,6 +381,7 @@ impl<'h> Runner<'h> {
             role_providers: HashMap::new(),
             memory: None,
             inbox: None,
+            child_provider: None,
             session,
             lease,
             lease_ttl,

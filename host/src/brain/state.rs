@@ -287,6 +287,12 @@ pub struct SessionState {
     /// `Runner::fingerprint`), for `cache_read_only`: emptied by any call
     /// that changes something. At most [`MAX_CACHED`].
     pub read_cache: BTreeMap<String, CachedResult>,
+    /// Child sessions started by `delegate`, by call id.
+    pub children: BTreeMap<String, String>,
+    /// Budget handed to children, by limit name: counted as spent.
+    pub reserved: BTreeMap<String, u64>,
+    /// The parent session, for a child.
+    pub parent: Option<String>,
 }
 
 /// A read-only call's result kept for `cache_read_only`.
@@ -355,6 +361,9 @@ impl Default for SessionState {
             awaiting_worker: false,
             steps_since_progress: 0,
             read_cache: BTreeMap::new(),
+            children: BTreeMap::new(),
+            reserved: BTreeMap::new(),
+            parent: None,
         }
     }
 }
@@ -669,6 +678,18 @@ impl SessionState {
                     });
                 }
             }
+            Event::ChildStarted {
+                call_id,
+                child,
+                slice,
+                ..
+            } => {
+                self.children.insert(call_id.clone(), child.clone());
+                for (name, amount) in slice {
+                    *self.reserved.entry(name.clone()).or_default() += amount;
+                }
+            }
+            Event::Delegated { parent, .. } => self.parent = Some(parent.clone()),
             Event::MemoryWritten { .. }
             | Event::Detached { .. }
             | Event::ApprovalRequested { .. }

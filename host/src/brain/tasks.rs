@@ -84,6 +84,7 @@ impl Runner<'_> {
                 if self.memory.is_some() {
                     defs.extend(super::recall::defs(&self.agent.frozen.memory));
                 }
+                defs.extend(super::delegate::def(&self.agent.frozen));
                 defs
             }
             Role::Judge => self

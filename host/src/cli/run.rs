@@ -777,6 +777,18 @@ async fn render(store: &dyn Store, r: &EventRecord) -> String {
             by,
         } => format!("approval {request} denied by {by}: {reason}"),
         Event::Detached { by } => format!("left for a worker by {by}"),
+        Event::ChildStarted {
+            call_id,
+            child,
+            agent,
+            slice,
+        } => format!("child {child} ({agent}) started by {call_id} with {slice:?}"),
+        Event::Delegated {
+            parent,
+            call_id,
+            agent,
+            depth,
+        } => format!("started by {parent} ({call_id}) as {agent}, depth {depth}"),
         Event::Steered {
             control,
             kind,

@@ -583,6 +583,30 @@ pub enum Event {
         /// Who left it.
         by: String,
     },
+    /// A `delegate` call started a child session (written after the child
+    /// exists, before it runs: a crash before this leaves a child nobody
+    /// names, which never runs; after it, recovery waits for this child).
+    ChildStarted {
+        /// The `delegate` call.
+        call_id: String,
+        /// The child session.
+        child: String,
+        /// The `[agents.<name>]` it runs.
+        agent: String,
+        /// The budget it was given, by limit name, out of this session's.
+        slice: BTreeMap<String, u64>,
+    },
+    /// This session is a child: who started it (the parent link).
+    Delegated {
+        /// The parent session.
+        parent: String,
+        /// The parent's `delegate` call.
+        call_id: String,
+        /// The `[agents.<name>]` it runs.
+        agent: String,
+        /// Depth in the tree (1 for a child of a session started by `run`).
+        depth: u32,
+    },
     /// An error or retry worth recording that is not one of the events above
     /// (e.g. a malformed model answer sent back for repair).
     Error {
@@ -627,6 +651,8 @@ impl Event {
             Event::ApprovalDenied { .. } => "approval_denied",
             Event::Steered { .. } => "steered",
             Event::Detached { .. } => "detached",
+            Event::ChildStarted { .. } => "child_started",
+            Event::Delegated { .. } => "delegated",
         }
     }
 

@@ -40,6 +40,7 @@ mod config;
 mod control;
 mod crash;
 mod defects;
+mod delegate;
 mod escapes;
 mod example;
 mod exit_codes;

@@ -1,0 +1,448 @@
+//! Sub-agents: the host tool `delegate` starts a child session of a named
+//! `[agents.<name>]` agent, runs it, and returns its answer as the tool's
+//! result.
+//!
+//! **Attenuation.** A child never holds more than its parent: each of its
+//! directory grants must lie inside one of the parent's (equal or
+//! narrower) with a mode no wider (read-write only under read-write); its
+//! hosts, environment names and secrets must be ones the parent holds. It
+//! is checked at spawn, on the grants each would run with; anything more
+//! is refused with an error the model reads, and no child starts.
+//!
+//! **Budget.** A child's limits are its slice (`[agents.<name>]`
+//! `max_steps`, `max_tool_calls`, token caps), and the slice is taken out
+//! of what the parent has left: counted as spent by the parent from the
+//! start (`child_started.slice`), so children together can never spend more
+//! than the parent had. A slice that does not fit is refused.
+//!
+//! **Crash safety.** The call is announced (`tool_started`, fsynced) before
+//! the child is created; the child's id is recorded (`child_started`)
+//! before it runs. A crash before that record leaves, at most, a child
+//! nobody names, which never runs: recovery starts a new one. After it,
+//! recovery wakes that child and waits for it. A child is never run twice
+//! and never lost. Depth and fan-out are capped by `[delegation]`.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::model::{ModelProvider, ToolDef};
+use super::runner::{RunError, Runner};
+use crate::hands::{Access, Grants};
+use crate::session::{Event, SessionId, SessionStatus};
+
+/// The tool's name.
+pub const DELEGATE: &str = "delegate";
+/// Longest goal given to a child, in bytes.
+pub const MAX_CHILD_GOAL: usize = 16 * 1024;
+
+/// The `delegate` tool, when the agent has children and may still start
+/// them at its depth.
+pub fn def(frozen: &super::bind::Frozen) -> Option<ToolDef> {
+    if frozen.agents.is_empty() || frozen.depth >= frozen.delegation.max_depth {
+        return None;
+    }
+    let names: Vec<&String> = frozen.agents.keys().collect();
+    let listing: Vec<String> = frozen
+        .agents
+        .iter()
+        .map(|(name, child)| format!("`{name}`: {}", child.description))
+        .collect();
+    Some(ToolDef {
+        name: DELEGATE.to_owned(),
+        description: format!(
+            "Hand a self-contained piece of work to a sub-agent, which runs in its own session \
+             with its own tools (never more than yours) and budget, and returns its final \
+             answer. Agents: {}",
+            listing.join("; ")
+        ),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "agent": {"type": "string", "enum": names},
+                "goal": {"type": "string", "maxLength": MAX_CHILD_GOAL,
+                          "description": "what the sub-agent must do, fully stated"}
+            },
+            "required": ["agent", "goal"],
+            "additionalProperties": false
+        }),
+    })
+}
+
+/// Why a child's grants exceed its parent's, one sentence each.
+pub fn attenuation_errors(parent: &[&Grants], child: &[&Grants]) -> Vec<String> {
+    let mut errors = Vec::new();
+    let parent_dirs: Vec<_> = parent.iter().flat_map(|g| &g.dirs).collect();
+    for dir in child.iter().flat_map(|g| &g.dirs) {
+        let inside = parent_dirs.iter().find(|p| {
+            dir.host_path().starts_with(p.host_path())
+                && (dir.access() == Access::ReadOnly || p.access() == Access::ReadWrite)
+        });
+        if inside.is_none() {
+            let wider_mode = parent_dirs
+                .iter()
+                .any(|p| dir.host_path().starts_with(p.host_path()));
+            errors.push(if wider_mode {
+                format!(
+                    "directory {} is granted read-write to the child but only read-only here",
+                    dir.guest_path()
+                )
+            } else {
+                format!(
+                    "directory {} is outside every directory granted here",
+                    dir.guest_path()
+                )
+            });
+        }
+    }
+    let hosts: Vec<_> = parent.iter().flat_map(|g| &g.hosts).collect();
+    for host in child.iter().flat_map(|g| &g.hosts) {
+        if !hosts.contains(&host) {
+            errors.push(format!("host {host:?} is not granted here"));
+        }
+    }
+    for name in child.iter().flat_map(|g| g.env.keys()) {
+        if !parent.iter().any(|g| g.env.contains_key(name)) {
+            errors.push(format!("environment variable {name} is not granted here"));
+        }
+    }
+    let secrets: Vec<_> = parent.iter().flat_map(|g| &g.secrets).collect();
+    for secret in child.iter().flat_map(|g| &g.secrets) {
+        if !secrets.contains(&secret) {
+            errors.push("a secret is granted to the child that is not held here".to_owned());
+        }
+    }
+    errors
+}
+
+fn error(kind: &str, message: impl Into<String>) -> Value {
+    json!({"error": {"kind": kind, "message": message.into()}})
+}
+
+/// The limits a slice covers, as `child_started.slice` names them.
+fn slice_of(frozen: &super::bind::Frozen) -> BTreeMap<String, u64> {
+    let l = &frozen.limits;
+    BTreeMap::from([
+        ("max_steps".to_owned(), l.max_steps),
+        ("max_tool_calls".to_owned(), l.max_tool_calls),
+        ("max_input_tokens".to_owned(), l.max_input_tokens),
+        ("max_output_tokens".to_owned(), l.max_output_tokens),
+    ])
+}
+
+impl<'h> Runner<'h> {
+    /// Answer children's model calls with `provider` instead of the one
+    /// their own `[model]` names (tests, replays).
+    pub fn set_child_provider(&mut self, provider: Arc<dyn ModelProvider>) {
+        self.child_provider = Some(provider);
+    }
+
+    /// Run a `delegate` call of turn `step`: checks, the announcement, the
+    /// child, its result. Recorded as a tool call like any other.
+    pub(super) async fn delegate_call(
+        &mut self,
+        step: u64,
+        call_id: String,
+        input: Value,
+    ) -> Result<(), RunError> {
+        let input_blob = self.put(input.to_string().into_bytes());
+        let mut refused = self.check_delegation(&input).err();
+        if refused.is_none() {
+            refused = self.check_attenuation(&input).await.err();
+        }
+        if refused.is_none() {
+            refused = self.check_budget(&input).err();
+        }
+        if let Some(value) = refused {
+            let result = self.put(value.to_string().into_bytes());
+            self.stage(vec![Event::ToolFinished {
+                step,
+                call_id,
+                ok: false,
+                result,
+                receipt: Value::Null,
+            }]);
+            return Ok(());
+        }
+        self.write(vec![Event::ToolStarted {
+            step,
+            call_id: call_id.clone(),
+            component: "agents".to_owned(),
+            component_digest: "host:delegate".to_owned(),
+            tool: DELEGATE.to_owned(),
+            effect: "writes".to_owned(),
+            input: input_blob,
+        }])
+        .await?;
+        self.finish_delegation(step, call_id, input).await
+    }
+
+    /// Start (or, after a crash, find) the child of `call_id`, run it to
+    /// its end and record the result.
+    ///
+    /// Boxed as a `Send` future: a child's run is a run, whose future
+    /// holds this one, and a type cannot contain itself.
+    pub(super) fn finish_delegation(
+        &mut self,
+        step: u64,
+        call_id: String,
+        input: Value,
+    ) -> Pin<Box<dyn Future<Output = Result<(), RunError>> + Send + '_>> {
+        Box::pin(self.finish_delegation_inner(step, call_id, input))
+    }
+
+    async fn finish_delegation_inner(
+        &mut self,
+        step: u64,
+        call_id: String,
+        input: Value,
+    ) -> Result<(), RunError> {
+        let (ok, value) = match self.run_child(&call_id, &input).await? {
+            Ok(value) => (true, value),
+            Err(value) => (false, value),
+        };
+        let result = self.put(value.to_string().into_bytes());
+        self.write(vec![Event::ToolFinished {
+            step,
+            call_id,
+            ok,
+            result,
+            receipt: Value::Null,
+        }])
+        .await
+    }
+
+    /// The child agent named by `input`, after its name, goal, depth and
+    /// fan-out are checked; an error value for the model otherwise.
+    fn check_delegation(&self, input: &Value) -> Result<(), Value> {
+        let frozen = &self.agent.frozen;
+        let name = input
+            .get("agent")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let goal = input
+            .get("goal")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !frozen.agents.contains_key(name) {
+            return Err(error(
+                "invalid-input",
+                format!(
+                    "no agent {:?}; the agents are: {}",
+                    name.chars().take(64).collect::<String>(),
+                    frozen.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        };
+        if goal.trim().is_empty() || goal.len() > MAX_CHILD_GOAL {
+            return Err(error(
+                "invalid-input",
+                format!("`goal` must be 1 to {MAX_CHILD_GOAL} bytes of text"),
+            ));
+        }
+        if frozen.depth >= frozen.delegation.max_depth {
+            return Err(error(
+                "denied",
+                format!(
+                    "delegation is at most {} levels deep",
+                    frozen.delegation.max_depth
+                ),
+            ));
+        }
+        if self.state.children.len() as u32 >= frozen.delegation.max_children {
+            return Err(error(
+                "denied",
+                format!(
+                    "this session may start at most {} children",
+                    frozen.delegation.max_children
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether the child's grants fit within this agent's; an error value
+    /// for the model otherwise.
+    async fn check_attenuation(&self, input: &Value) -> Result<(), Value> {
+        let name = input
+            .get("agent")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let Some(child) = self.agent.frozen.agents.get(name) else {
+            return Err(error("invalid-input", format!("no agent {name:?}")));
+        };
+        let agent = super::bind::bind(self.hands, (*child.frozen).clone(), |v| {
+            std::env::var(v).ok()
+        })
+        .await
+        .map_err(|e| error("failed", format!("agent {name}: {e}")))?;
+        let parent: Vec<&Grants> = self.agent.components.iter().map(|c| &c.grants).collect();
+        let wanted: Vec<&Grants> = agent.components.iter().map(|c| &c.grants).collect();
+        let errors = attenuation_errors(&parent, &wanted);
+        if errors.is_empty() {
+            return Ok(());
+        }
+        Err(error(
+            "denied",
+            format!(
+                "agent {name} would hold more than this agent does: {}",
+                errors.join("; ")
+            ),
+        ))
+    }
+
+    /// Whether the child's slice fits in what this session has left.
+    fn check_budget(&self, input: &Value) -> Result<(), Value> {
+        let frozen = &self.agent.frozen;
+        let name = input
+            .get("agent")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let Some(child) = frozen.agents.get(name) else {
+            return Err(error("invalid-input", format!("no agent {name:?}")));
+        };
+        // The slice must fit in what is left.
+        let limits = &frozen.limits;
+        let used = |name: &str| -> u64 {
+            let spent = match name {
+                "max_steps" => self.state.steps,
+                "max_tool_calls" => self.state.tool_calls,
+                "max_input_tokens" => self.state.input_tokens,
+                "max_output_tokens" => self.state.output_tokens,
+                _ => 0,
+            };
+            spent + self.state.reserved.get(name).copied().unwrap_or(0)
+        };
+        for (limit_name, wanted) in slice_of(&child.frozen) {
+            let configured = match limit_name.as_str() {
+                "max_steps" => limits.max_steps,
+                "max_tool_calls" => limits.max_tool_calls,
+                "max_input_tokens" => limits.max_input_tokens,
+                _ => limits.max_output_tokens,
+            };
+            let max = super::decide::limit(&self.state.raised, &limit_name, configured);
+            let left = max.saturating_sub(used(&limit_name));
+            if wanted > left {
+                return Err(error(
+                    "limit",
+                    format!(
+                        "agent {name} needs {wanted} of {limit_name} and this session has {left} \
+                         left; do the work here or ask for less"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The child session's end as the tool's result: its answer, or why
+    /// it did not finish.
+    async fn run_child(
+        &mut self,
+        call_id: &str,
+        input: &Value,
+    ) -> Result<Result<Value, Value>, RunError> {
+        let name = input
+            .get("agent")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let goal = input
+            .get("goal")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let Some(child) = self
+            .agent
+            .frozen
+            .agents
+            .get(&name)
+            .map(|c| c.frozen.clone())
+        else {
+            return Ok(Err(error("invalid-input", format!("no agent {name:?}"))));
+        };
+        let hands = self.hands;
+        let agent = match super::bind::bind(hands, *child, |v| std::env::var(v).ok()).await {
+            Ok(agent) => agent,
+            Err(e) => return Ok(Err(error("failed", format!("agent {name}: {e}")))),
+        };
+        // Attenuation, on the grants each side runs with.
+        let parent: Vec<&Grants> = self.agent.components.iter().map(|c| &c.grants).collect();
+        let wanted: Vec<&Grants> = agent.components.iter().map(|c| &c.grants).collect();
+        let errors = attenuation_errors(&parent, &wanted);
+        if !errors.is_empty() {
+            return Ok(Err(error(
+                "denied",
+                format!(
+                    "agent {name} would hold more than this agent does: {}",
+                    errors.join("; ")
+                ),
+            )));
+        }
+        let provider = match &self.child_provider {
+            Some(p) => p.clone(),
+            None => {
+                match super::model::build_provider(&agent.frozen.model, |v| std::env::var(v).ok()) {
+                    Ok(p) => p,
+                    Err(e) => return Ok(Err(error("failed", format!("agent {name}: {e}")))),
+                }
+            }
+        };
+        let owner = self.lease.owner.clone();
+        let mut runner = match self.state.children.get(call_id).cloned() {
+            // Recorded before: this child, woken from its log.
+            Some(child_id) => {
+                let id: SessionId = child_id.parse().map_err(|_| {
+                    RunError::Log(super::runner::LogError::Inconsistent(format!(
+                        "child id {child_id} does not parse"
+                    )))
+                })?;
+                let mut agent = agent;
+                agent.frozen = Runner::frozen_of(self.store.as_ref(), &id).await?;
+                Runner::wake(self.store.clone(), hands, agent, provider, id, &owner).await?
+            }
+            None => {
+                let slice = slice_of(&agent.frozen);
+                let mut runner =
+                    Runner::start(self.store.clone(), hands, agent, provider, &goal, &owner)
+                        .await?;
+                runner
+                    .write(vec![Event::Delegated {
+                        parent: self.session.as_str().to_owned(),
+                        call_id: call_id.to_owned(),
+                        agent: name.clone(),
+                        depth: self.agent.frozen.depth + 1,
+                    }])
+                    .await?;
+                self.write(vec![Event::ChildStarted {
+                    call_id: call_id.to_owned(),
+                    child: runner.session().as_str().to_owned(),
+                    agent: name.clone(),
+                    slice,
+                }])
+                .await?;
+                runner
+            }
+        };
+        runner.child_provider = self.child_provider.clone();
+        runner.memory = self.memory.clone();
+        let child_id = runner.session().as_str().to_owned();
+        let end = runner.run().await?;
+        Ok(match end.status {
+            SessionStatus::Finished => Ok(json!({
+                "agent": name, "session": child_id,
+                "answer": end.detail.unwrap_or_default(),
+            })),
+            status => Err(error(
+                "child",
+                format!(
+                    "agent {name} (session {child_id}) ended {status}: {}",
+                    end.detail.unwrap_or_default()
+                ),
+            )),
+        })
+    }
+}

@@ -1,0 +1,224 @@
+//! Issue 9, sub-agents: `delegate` starts a named child agent in its own
+//! session and returns its answer; a child that would hold more than its
+//! parent (a wider directory, a wider mode, another host) is refused with
+//! an error the model reads; a slice that does not fit what the parent has
+//! left is refused, so children never spend more than the parent had.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use longhand_host::brain::agent::{Runner, bind, freeze};
+use longhand_host::brain::config::AgentConfig;
+use longhand_host::brain::model::{
+    Message, ModelError, ModelProvider, ModelRequest, ModelResponse, ToolCall,
+};
+use longhand_host::hands::{Hands, HandsConfig};
+use longhand_host::session::{Event, SessionId, SqliteStore, Store};
+use serde_json::json;
+use tempfile::TempDir;
+
+use crate::support::{block_on, write};
+
+/// Answers by conversation: the parent delegates, the reader reads.
+struct Model;
+
+fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.to_string(),
+    }
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for Model {
+    fn name(&self) -> &str {
+        "model"
+    }
+    fn model(&self) -> &str {
+        "model"
+    }
+    async fn complete(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let goal = match req.messages.first() {
+            Some(Message::User { text }) => text.clone(),
+            _ => String::new(),
+        };
+        let answered = req
+            .messages
+            .iter()
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count();
+        let mut r = ModelResponse::default();
+        match (goal.starts_with("PARENT"), answered) {
+            (true, 0) => {
+                let d = |id: &str, agent: &str| {
+                    call(
+                        id,
+                        "delegate",
+                        json!({"agent": agent, "goal": "read /w/x.txt and say what it holds"}),
+                    )
+                };
+                r.tool_calls = vec![
+                    d("d-wide", "wide"),
+                    d("d-rw", "rw_docs"),
+                    d("d-host", "hosty"),
+                    d("d-reader", "reader"),
+                    d("d-again", "reader"),
+                ];
+            }
+            (true, _) => r.text = Some("done".into()),
+            (false, 0) => {
+                r.tool_calls = vec![call("r", "fs__read", json!({"path": "/w/x.txt"}))];
+            }
+            (false, _) => r.text = Some("it holds: forty-two".into()),
+        }
+        Ok(r)
+    }
+}
+
+fn child(dir: &Path, name: &str, tools: &str) {
+    write(
+        &dir.join(name).join("agent.toml"),
+        &format!(
+            "name = \"{name}\"\ninstructions = \"Read what you are told.\"\n\
+             [model]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+             {tools}"
+        ),
+    );
+}
+
+#[test]
+fn children_never_hold_or_spend_more_than_their_parent() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path();
+    write(&root.join("work/sub/x.txt"), "forty-two");
+    write(&root.join("docs/readme.txt"), "docs");
+    write(&root.join("other/secret.txt"), "no");
+    write(
+        &root.join("agent.toml"),
+        r#"name = "parent"
+instructions = "Delegate."
+[model]
+provider = "openai"
+model = "m"
+base_url = "http://127.0.0.1:9/v1"
+[limits]
+max_steps = 5
+[[tools]]
+component = "fs"
+dirs = ["work:/w:rw", "docs:/docs:ro"]
+[agents.reader]
+path = "reader"
+max_steps = 3
+[agents.wide]
+path = "wide"
+[agents.rw_docs]
+path = "rw_docs"
+[agents.hosty]
+path = "hosty"
+"#,
+    );
+    child(
+        root,
+        "reader",
+        "[[tools]]\ncomponent = \"fs\"\ndirs = [\"../work/sub:/w:ro\"]\n",
+    );
+    child(
+        root,
+        "wide",
+        "[[tools]]\ncomponent = \"fs\"\ndirs = [\"../other:/w:ro\"]\n",
+    );
+    child(
+        root,
+        "rw_docs",
+        "[[tools]]\ncomponent = \"fs\"\ndirs = [\"../docs:/w:rw\"]\n",
+    );
+    child(
+        root,
+        "hosty",
+        "[[tools]]\ncomponent = \"http\"\nallow_hosts = [\"example.com\"]\n",
+    );
+    let (config, base) = AgentConfig::load(root).expect("agent.toml");
+    let store_dir = TempDir::new().expect("tempdir");
+    let (log, children) = block_on(async {
+        let hands = Hands::new(HandsConfig::default()).expect("hands");
+        let frozen = freeze(&hands, &config, &base, |_| None)
+            .await
+            .expect("freeze");
+        assert_eq!(frozen.agents.len(), 4);
+        assert_eq!(frozen.agents["reader"].frozen.limits.max_steps, 3);
+        let agent = bind(&hands, frozen, |_| None).await.expect("bind");
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(store_dir.path()).await.expect("store"));
+        let model: Arc<dyn ModelProvider> = Arc::new(Model);
+        let mut runner = Runner::start(store.clone(), &hands, agent, model.clone(), "PARENT", "me")
+            .await
+            .expect("start");
+        runner.set_child_provider(model);
+        let end = runner.run().await.expect("run");
+        assert_eq!(end.status.as_str(), "finished", "{:?}", end.detail);
+        let session = runner.session().clone();
+        drop(runner);
+        let log = store.read(&session, 1).await.expect("log");
+        let mut children = Vec::new();
+        for r in &log {
+            if let Event::ChildStarted { child, .. } = &r.event {
+                let id: SessionId = child.parse().expect("id");
+                children.push((
+                    store.read(&id, 1).await.expect("child log"),
+                    longhand_host::brain::agent::load_state(store.as_ref(), &id)
+                        .await
+                        .expect("child state"),
+                ));
+            }
+        }
+        let mut results = std::collections::BTreeMap::new();
+        for r in &log {
+            if let Event::ToolFinished {
+                call_id,
+                ok,
+                result,
+                ..
+            } = &r.event
+            {
+                let text = String::from_utf8(store.get_blob(result).await.expect("blob").to_vec())
+                    .expect("utf-8");
+                results.insert(call_id.clone(), (*ok, text));
+            }
+        }
+        ((log, results), children)
+    });
+    let (log, results) = log;
+    // Refused, each saying why; nothing started for them.
+    let refused = |id: &str, words: &str| {
+        let (ok, text) = &results[id];
+        assert!(!ok, "{id} ran: {text}");
+        assert!(text.contains(words), "{id}: {text}");
+    };
+    refused("d-wide", "outside every directory granted here");
+    refused("d-rw", "read-write to the child but only read-only here");
+    refused("d-host", "host");
+    // The reader ran in its own session and answered.
+    let (ok, text) = &results["d-reader"];
+    assert!(ok, "{text}");
+    assert!(text.contains("forty-two"), "{text}");
+    // A second reader does not fit: 5 steps, 1 spent, 3 given away.
+    refused("d-again", "needs 3 of max_steps");
+    assert_eq!(children.len(), 1);
+    let (child_log, child_state) = &children[0];
+    assert!(child_state.steps <= 3);
+    assert!(
+        child_log
+            .iter()
+            .any(|r| matches!(&r.event, Event::Delegated { depth: 1, .. }))
+    );
+    let started = log
+        .iter()
+        .find_map(|r| match &r.event {
+            Event::ChildStarted { slice, agent, .. } => Some((agent.clone(), slice.clone())),
+            _ => None,
+        })
+        .expect("child_started");
+    assert_eq!(started.0, "reader");
+    assert_eq!(started.1["max_steps"], 3);
+}
