@@ -13,6 +13,7 @@ mod lanes;
 mod lease;
 pub mod model;
 pub mod plan;
+pub mod pricing;
 pub mod recall;
 mod runner;
 pub mod script;
