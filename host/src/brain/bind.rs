@@ -70,6 +70,9 @@ pub struct Frozen {
     /// `run`).
     #[serde(default)]
     pub depth: u32,
+    /// Skills, read and checked at start (bodies included).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<super::skills::Skill>,
 }
 
 /// A child agent as frozen into its parent.
@@ -197,6 +200,8 @@ async fn freeze_one(
         std::process::id()
     );
     let mut tools = Vec::new();
+    // What a skill may ask for: the agent's tools and grants.
+    let mut view = super::skills::AgentView::default();
     for tool in &config.tools {
         let mut tool = tool.clone();
         for dir in &mut tool.dirs {
@@ -242,12 +247,41 @@ async fn freeze_one(
                 component: tool.component.clone(),
                 source,
             })?;
+        let prefix = prefix_of(&tool.component);
+        for spec in &loaded.info().tools {
+            if tool.only.as_ref().is_none_or(|o| o.contains(&spec.name)) {
+                view.tools
+                    .push(format!("{prefix}{NAME_SEPARATOR}{}", spec.name));
+            }
+        }
+        if let Ok(spec) = tool.grant_spec(&base_dir) {
+            view.add_grants(&spec);
+        }
         tools.push(FrozenTool {
             prefix: prefix_of(&tool.component),
             digest: loaded.digest().to_owned(),
             config: tool.clone(),
             dirs: Some(grants.dirs),
         });
+    }
+    let skills_dir = base_dir.join(config.skills_dir.as_deref().unwrap_or(Path::new("skills")));
+    if config.skills_dir.is_some() && !skills_dir.is_dir() {
+        return Err(AgentError::Instructions(format!(
+            "skills_dir {} is not a directory",
+            skills_dir.display()
+        ))
+        .into());
+    }
+    let skills = super::skills::discover(&skills_dir)
+        .map_err(|e| AgentError::Instructions(format!("skills: {e}")))?;
+    for skill in &skills {
+        super::skills::check_against(skill, &view).map_err(|errors| {
+            AgentError::Instructions(format!(
+                "skill {} asks for more than this agent holds: {}",
+                skill.name,
+                errors.join("; ")
+            ))
+        })?;
     }
     let mut roles = config.roles.clone();
     for model in [&mut roles.planner, &mut roles.judge].into_iter().flatten() {
@@ -308,6 +342,7 @@ async fn freeze_one(
         agents: BTreeMap::new(),
         delegation: config.delegation,
         depth: 0,
+        skills,
     })
 }
 

@@ -256,11 +256,18 @@ impl Runner<'_> {
         let mut started = Vec::new();
         for ready in &batch {
             if let Some(effect) = self.host_tool(&ready.name) {
+                // Host tools are named `<component>__<tool>` too
+                // (`memory__search`, `skill__load`): recovery rebuilds the
+                // name from the two.
+                let component = ready
+                    .name
+                    .split_once(NAME_SEPARATOR)
+                    .map_or(ready.name.as_str(), |(c, _)| c);
                 started.push(Event::ToolStarted {
                     step,
                     call_id: ready.id.clone(),
-                    component: super::recall::COMPONENT.to_owned(),
-                    component_digest: super::recall::HOST_DIGEST.to_owned(),
+                    component: component.to_owned(),
+                    component_digest: format!("host:{component}"),
                     tool: ready
                         .name
                         .split_once(NAME_SEPARATOR)
@@ -390,6 +397,13 @@ impl Runner<'_> {
         name: &str,
         input: &serde_json::Value,
     ) -> (bool, Vec<u8>, serde_json::Value) {
+        if name == super::skills::LOAD && self.host_tool(name).is_some() {
+            let (ok, value) = match super::skills::load(&self.agent.frozen.skills, input) {
+                Ok(value) => (true, value),
+                Err(value) => (false, value),
+            };
+            return (ok, value.to_string().into_bytes(), serde_json::json!({}));
+        }
         if self.host_tool(name).is_some() {
             let started = std::time::Instant::now();
             let (ok, value) = self.memory_call(name, input).await;
@@ -431,6 +445,9 @@ impl Runner<'_> {
     fn host_tool(&self, name: &str) -> Option<Effect> {
         if name == super::delegate::DELEGATE {
             return super::delegate::def(&self.agent.frozen).map(|_| Effect::Writes);
+        }
+        if name == super::skills::LOAD {
+            return (!self.agent.frozen.skills.is_empty()).then_some(Effect::ReadOnly);
         }
         self.memory.as_ref()?;
         super::recall::effect(&self.agent.frozen.memory, name)

@@ -81,6 +81,10 @@ pub struct AgentConfig {
     /// Caps on delegation.
     #[serde(default)]
     pub delegation: DelegationConfig,
+    /// Skills: one directory per skill with a `SKILL.md` (see
+    /// `brain::skills`). Default `skills/` beside this file, when present.
+    #[serde(default)]
+    pub skills_dir: Option<PathBuf>,
 }
 
 /// `[agents.<name>]`: a child agent and the budget slice each child

@@ -85,6 +85,9 @@ impl Runner<'_> {
                     defs.extend(super::recall::defs(&self.agent.frozen.memory));
                 }
                 defs.extend(super::delegate::def(&self.agent.frozen));
+                if !self.agent.frozen.skills.is_empty() {
+                    defs.push(super::skills::load_tool_def(&self.agent.frozen.skills));
+                }
                 defs
             }
             Role::Judge => self

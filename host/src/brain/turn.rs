@@ -404,7 +404,16 @@ impl Runner<'_> {
                 Built {
                     role,
                     request: ModelRequest {
-                        system: super::briefing::system_prompt(role, &frozen.instructions),
+                        system: {
+                            let mut system =
+                                super::briefing::system_prompt(role, &frozen.instructions);
+                            let skills = super::skills::catalogue(&frozen.skills);
+                            if matches!(role, Role::Worker | Role::Handoff) && !skills.is_empty() {
+                                system.push_str("\n\n");
+                                system.push_str(&skills);
+                            }
+                            system
+                        },
                         messages: vec![Message::User { text: first }],
                         tools: self.tools_for(role),
                         max_tokens: model.max_tokens,

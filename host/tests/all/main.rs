@@ -54,6 +54,7 @@ mod plan;
 mod providers;
 mod roles;
 mod script;
+mod skills;
 mod steer;
 mod stream_timeouts;
 mod worker;
