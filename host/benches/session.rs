@@ -1196,6 +1196,7 @@ async fn build_log(
                 stop_reason: "tool_use".to_owned(),
                 calls: Some(vec![format!("c-{step}")]),
                 cached_input_tokens: 0,
+                cost_micros: None,
             },
             Event::ToolStarted {
                 step,

@@ -73,6 +73,30 @@ pub struct Frozen {
     /// Skills, read and checked at start (bodies included).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<super::skills::Skill>,
+    /// Prices of the models it calls, by `provider/model`, frozen at start
+    /// (see `brain::pricing`): a later price file does not change what a
+    /// session's past cost. Empty when none is known.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prices: BTreeMap<String, super::pricing::ModelPrice>,
+}
+
+impl Frozen {
+    /// Freeze the prices of the models this agent (and its roles) call.
+    pub fn freeze_prices(&mut self, prices: &super::pricing::Prices) {
+        let mut models = vec![&self.model];
+        models.extend(self.roles.planner.iter());
+        models.extend(self.roles.judge.iter());
+        let found: Vec<(String, super::pricing::ModelPrice)> = models
+            .into_iter()
+            .filter_map(|m| {
+                let provider = m.provider.as_str();
+                prices
+                    .freeze_for(provider, &m.model)
+                    .map(|p| (format!("{provider}/{}", m.model), p))
+            })
+            .collect();
+        self.prices.extend(found);
+    }
 }
 
 /// A child agent as frozen into its parent.
@@ -343,6 +367,7 @@ async fn freeze_one(
         delegation: config.delegation,
         depth: 0,
         skills,
+        prices: BTreeMap::new(),
     })
 }
 

@@ -545,6 +545,9 @@ pub struct SessionLimits {
     /// tool, arguments and grants) from its recorded result, until a call
     /// that changes something. Default false.
     pub cache_read_only: bool,
+    /// Money the model answers may cost, in micro-dollars (1,000,000 =
+    /// 1 USD), by the prices frozen at start. 0: no limit. Default 0.
+    pub max_cost_micros: u64,
 }
 
 impl Default for SessionLimits {
@@ -561,6 +564,7 @@ impl Default for SessionLimits {
             max_write_bytes: 1 << 30,
             max_steps_without_progress: 0,
             cache_read_only: false,
+            max_cost_micros: 0,
         }
     }
 }
@@ -577,6 +581,7 @@ impl SessionLimits {
         "max_repeated_failure",
         "max_write_bytes",
         "max_steps_without_progress",
+        "max_cost_micros",
     ];
 
     /// Set limit `name` to `value`.
@@ -591,6 +596,7 @@ impl SessionLimits {
             "max_repeated_failure" => &mut self.max_repeated_failure,
             "max_write_bytes" => &mut self.max_write_bytes,
             "max_steps_without_progress" => &mut self.max_steps_without_progress,
+            "max_cost_micros" => &mut self.max_cost_micros,
             other => {
                 return Err(format!(
                     "unknown limit `{other}`; one of: {}",

@@ -493,6 +493,18 @@ fn limit_hit(state: &SessionState, limits: &SessionLimits) -> Option<PauseReason
     }) {
         return Some(reason);
     }
+    // Money: 0 is no limit.
+    let max_cost = limit(&state.raised, "max_cost_micros", limits.max_cost_micros);
+    if max_cost > 0 && state.cost_micros >= max_cost {
+        let mut reason = limit_reason("max_cost_micros", state.cost_micros, max_cost);
+        if state.cost_unknown > 0 {
+            reason.detail.push_str(&format!(
+                " ({} answers had no known price and are not counted)",
+                state.cost_unknown
+            ));
+        }
+        return Some(reason);
+    }
     // The no-progress breaker: between turns, like the limits.
     let max = limit(
         &state.raised,
@@ -607,6 +619,7 @@ mod tests {
                 stop_reason: "end_turn".into(),
                 calls: Some(calls.iter().map(|c| (*c).to_owned()).collect()),
                 cached_input_tokens: 0,
+                cost_micros: None,
             })
         }
 
@@ -867,6 +880,7 @@ mod tests {
             stop_reason: "tool_use".into(),
             calls: None,
             cached_input_tokens: 0,
+            cost_micros: None,
         });
         log.started(1, "a", "read-only").finished(1, "a", true);
         assert_eq!(decide(&log, false), Action::LearnCalls);

@@ -293,6 +293,11 @@ pub struct SessionState {
     pub reserved: BTreeMap<String, u64>,
     /// The parent session, for a child.
     pub parent: Option<String>,
+    /// What the model answers cost, micro-dollars, by the frozen prices.
+    pub cost_micros: u64,
+    /// Answers whose cost is unknown (no price for their model): the cost
+    /// above is then a lower bound.
+    pub cost_unknown: u64,
 }
 
 /// A read-only call's result kept for `cache_read_only`.
@@ -364,6 +369,8 @@ impl Default for SessionState {
             children: BTreeMap::new(),
             reserved: BTreeMap::new(),
             parent: None,
+            cost_micros: 0,
+            cost_unknown: 0,
         }
     }
 }
@@ -476,8 +483,13 @@ impl SessionState {
                 output_tokens,
                 latency_ms,
                 calls,
+                cost_micros,
                 ..
             } => {
+                match cost_micros {
+                    Some(c) => self.cost_micros = self.cost_micros.saturating_add(*c),
+                    None => self.cost_unknown += 1,
+                }
                 let role = self.pending_request.take().map(|p| p.role);
                 self.steps = self.steps.max(*step);
                 self.input_tokens += input_tokens;

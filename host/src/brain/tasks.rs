@@ -55,6 +55,24 @@ impl Runner<'_> {
         })
     }
 
+    /// What `usage` of the current request's provider and model cost, by
+    /// the frozen price; `None` when no price is known.
+    pub(super) fn cost_of(&self, usage: &super::model::Usage) -> Option<u64> {
+        let role = self
+            .state
+            .pending_request
+            .as_ref()
+            .map_or("worker", |p| p.role.as_str());
+        let model = match role {
+            "planner" => self.model_config(Role::Planner),
+            "judge" => self.model_config(Role::Judge),
+            _ => self.model_config(Role::Worker),
+        };
+        let key = format!("{}/{}", model.provider.as_str(), model.model);
+        let price = self.agent.frozen.prices.get(&key)?;
+        Some(price.cost_micros(&super::pricing::UsageLike::from(usage)))
+    }
+
     /// The model settings of `role`.
     pub(super) fn model_config(&self, role: Role) -> &ModelConfig {
         let frozen = &self.agent.frozen;

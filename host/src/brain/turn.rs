@@ -269,6 +269,7 @@ impl Runner<'_> {
                 .unwrap_or_else(|| "other".to_owned()),
             calls: Some(calls),
             cached_input_tokens: response.usage.cached_input_tokens,
+            cost_micros: self.cost_of(&response.usage),
         }])
         .await
     }

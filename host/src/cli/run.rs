@@ -199,6 +199,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
             Some(std::fs::canonicalize(script).unwrap_or_else(|_| script.clone()));
     }
     frozen.priority = args.priority;
+    let prices = crate::brain::pricing::resolve_default(data_dir().as_deref())
+        .map_err(|e| usage(format!("prices: {e}")))?;
+    frozen.freeze_prices(&prices);
     let provider = provider_for(&frozen.model)?;
     let overridden = args.model.is_some() || args.cassette.is_some() || args.script.is_some();
     let mut roles = role_providers(&frozen, overridden)?;
@@ -461,14 +464,47 @@ pub async fn sessions(json: bool) -> anyhow::Result<Outcome> {
     let list = store.list().await?;
     let mut out = std::io::stdout().lock();
     for s in &list {
-        let line = if json {
-            json_line(s)
+        // Spend comes from the fold (a snapshot and its tail: cheap).
+        let state = agent::load_state(store.as_ref(), &s.id).await?;
+        let cost = if state.cost_unknown > 0 && state.cost_micros == 0 {
+            "cost ?".to_owned()
         } else {
             format!(
-                "{}  {:<9} {:>6} events  {}",
+                "${:.4}{}",
+                state.cost_micros as f64 / 1e6,
+                if state.cost_unknown > 0 { "+" } else { "" }
+            )
+        };
+        let line = if json {
+            let mut value = serde_json::to_value(s)?;
+            if let Some(object) = value.as_object_mut() {
+                object.insert(
+                    "spend".to_owned(),
+                    serde_json::json!({
+                        "steps": state.steps,
+                        "input_tokens": state.input_tokens,
+                        "output_tokens": state.output_tokens,
+                        "tool_calls": state.tool_calls,
+                        "cost_micros": state.cost_micros,
+                        "answers_without_price": state.cost_unknown,
+                    }),
+                );
+                if let Some(parent) = &state.parent {
+                    object.insert("parent".to_owned(), parent.clone().into());
+                }
+            }
+            json_line(&value)
+        } else {
+            format!(
+                "{}{}  {:<9} {:>6} events  {:>5} steps  {:>8}/{:<7} tokens  {:>10}  {}",
+                if state.parent.is_some() { "  └ " } else { "" },
                 s.id,
                 s.status,
                 s.last_seq,
+                state.steps,
+                state.input_tokens,
+                state.output_tokens,
+                cost,
                 one_line(&s.agent_name)
             )
         };

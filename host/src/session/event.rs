@@ -275,6 +275,11 @@ pub enum Event {
         /// cache (0 when it reports none).
         #[serde(default, skip_serializing_if = "is_zero")]
         cached_input_tokens: u64,
+        /// What the answer cost in micro-dollars (1e-6 USD), by the price
+        /// frozen into the session; `None` when no price is known for the
+        /// model (tokens are still counted) or in older logs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_micros: Option<u64>,
     },
     /// A model request failed. Consecutive failures feed the circuit breaker.
     ModelFailed {
@@ -735,6 +740,7 @@ pub(crate) mod tests {
                 stop_reason: "end_turn".into(),
                 calls: Some(vec!["c1".into()]),
                 cached_input_tokens: 4,
+                cost_micros: None,
             },
             Event::ModelFailed {
                 step: 1,
@@ -1046,6 +1052,7 @@ mod fuzz {
                             stop_reason,
                             calls,
                             cached_input_tokens,
+                            cost_micros: (cached_input_tokens % 3 == 0).then_some(input_tokens / 7),
                         }
                     }
                 ),

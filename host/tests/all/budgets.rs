@@ -154,3 +154,48 @@ fn read_only_results_are_reused_until_something_changes() {
     assert_eq!(result_of("r1"), result_of("r2"));
     assert_ne!(result_of("r1"), result_of("r3"));
 }
+
+#[test]
+fn cost_is_counted_by_the_frozen_price_and_caps_the_session() {
+    let home = Home::new();
+    // The operator's prices: this script's "model" at $1,000 per million
+    // tokens, i.e. 1,000 micro-dollars a token.
+    std::fs::write(
+        home.path().join("prices.toml"),
+        "as_of = \"2026-11-30\"\n[script.\"*\"]\ninput = 1000.0\noutput = 1000.0\n",
+    )
+    .expect("prices.toml");
+    let dir = TempDir::new().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("work")).expect("mkdir");
+    std::fs::write(dir.path().join("work/a.txt"), "a").expect("write");
+    // Each answer: 10 in + 1 out = 11,000 micro-dollars; the cap is 30,000.
+    let script = scripted_agent(
+        dir.path(),
+        "costly",
+        "max_cost_micros = 30000",
+        &[
+            stat("s1"),
+            stat("s2"),
+            stat("s3"),
+            stat("s4"),
+            text_turn("done", 10, 1),
+        ],
+    );
+    let (code, session) = run(&home, dir.path(), &script);
+    assert_eq!(code, 3);
+    let state = home.state(&session);
+    assert_eq!(state.cost_micros, 33_000);
+    assert_eq!(state.cost_unknown, 0);
+    assert_eq!(
+        state.pause.expect("paused").limit.as_deref(),
+        Some("max_cost_micros")
+    );
+    let listed = home.run(&["sessions", "--json"]);
+    listed.expect_code(0);
+    let line: serde_json::Value = serde_json::from_str(&listed.stdout[0]).expect("json");
+    assert_eq!(line["spend"]["cost_micros"], 33_000);
+    assert_eq!(line["spend"]["steps"], 3);
+    // Raising the cap lets it go on.
+    let resumed = home.run(&["resume", &session, "--raise", "max_cost_micros=100000"]);
+    resumed.expect_code(0);
+}
