@@ -1552,6 +1552,7 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
         max_tokens: 4096,
         temperature: None,
         step: 0,
+        agent: String::new(),
     };
     let mut followup = request.clone();
     followup.messages.push(Message::Assistant {

@@ -96,6 +96,9 @@ impl Frozen {
             })
             .collect();
         self.prices.extend(found);
+        for child in self.agents.values_mut() {
+            child.frozen.freeze_prices(prices);
+        }
     }
 }
 
@@ -207,6 +210,7 @@ async fn freeze_one(
     config: &AgentConfig,
     base: &Path,
     lookup: impl Fn(&str) -> Option<String> + Copy,
+    run_dir: &str,
 ) -> Result<Frozen, RunError> {
     let base_dir = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_owned());
     let instructions = config
@@ -216,13 +220,6 @@ async fn freeze_one(
     if let Some(c) = &model.cassette {
         model.cassette = Some(base_dir.join(c));
     }
-    let run_dir = format!(
-        "{}-{}",
-        humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-            .to_string()
-            .replace(':', "-"),
-        std::process::id()
-    );
     let mut tools = Vec::new();
     // What a skill may ask for: the agent's tools and grants.
     let mut view = super::skills::AgentView::default();
@@ -230,7 +227,7 @@ async fn freeze_one(
         let mut tool = tool.clone();
         for dir in &mut tool.dirs {
             if dir.host_text().contains(RUN_PLACEHOLDER) {
-                *dir = dir.with_run(&run_dir);
+                *dir = dir.with_run(run_dir);
                 let host = dir.host_text();
                 std::fs::create_dir_all(base_dir.join(&host))
                     .map_err(|source| AgentError::RunDir { path: host, source })?;
@@ -381,7 +378,25 @@ pub async fn freeze(
     base: &Path,
     lookup: impl Fn(&str) -> Option<String> + Copy + Send + Sync,
 ) -> Result<Frozen, RunError> {
-    freeze_at(hands, config, base, lookup, 0, config.delegation.max_depth).await
+    // One `{run}` name for the whole tree: a child's `out/{run}` is its
+    // parent's, so a narrower grant of it can pass attenuation.
+    let run_dir = format!(
+        "{}-{}",
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+            .to_string()
+            .replace(':', "-"),
+        std::process::id()
+    );
+    freeze_at(
+        hands,
+        config,
+        base,
+        lookup,
+        0,
+        config.delegation.max_depth,
+        &run_dir,
+    )
+    .await
 }
 
 fn freeze_at<'a, L>(
@@ -391,12 +406,13 @@ fn freeze_at<'a, L>(
     lookup: L,
     depth: u32,
     max_depth: u32,
+    run_dir: &'a str,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Frozen, RunError>> + Send + 'a>>
 where
     L: Fn(&str) -> Option<String> + Copy + Send + Sync + 'a,
 {
     Box::pin(async move {
-        let mut frozen = freeze_one(hands, config, base, lookup).await?;
+        let mut frozen = freeze_one(hands, config, base, lookup, run_dir).await?;
         frozen.depth = depth;
         frozen.delegation.max_depth = max_depth;
         if depth >= max_depth {
@@ -412,6 +428,7 @@ where
                 lookup,
                 depth + 1,
                 max_depth,
+                run_dir,
             )
             .await?;
             let limits = &mut child_frozen.limits;

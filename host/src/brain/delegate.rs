@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 use super::model::{ModelProvider, ToolDef};
 use super::runner::{RunError, Runner};
 use crate::hands::{Access, Grants};
-use crate::session::{Event, SessionId, SessionStatus};
+use crate::session::{Event, PauseKind, PauseReason, SessionId, SessionStatus};
 
 /// The tool's name.
 pub const DELEGATE: &str = "delegate";
@@ -118,6 +118,16 @@ pub fn attenuation_errors(parent: &[&Grants], child: &[&Grants]) -> Vec<String> 
     errors
 }
 
+/// How a child ended, for its `delegate` call.
+enum ChildEnd {
+    /// It finished: its answer.
+    Answered(Value),
+    /// It did not start or did not finish: why, for the model.
+    Refused(Value),
+    /// It paused: this session pauses too, the call left open.
+    Paused(PauseReason),
+}
+
 fn error(kind: &str, message: impl Into<String>) -> Value {
     json!({"error": {"kind": kind, "message": message.into()}})
 }
@@ -201,8 +211,13 @@ impl<'h> Runner<'h> {
         input: Value,
     ) -> Result<(), RunError> {
         let (ok, value) = match self.run_child(&call_id, &input).await? {
-            Ok(value) => (true, value),
-            Err(value) => (false, value),
+            ChildEnd::Answered(value) => (true, value),
+            ChildEnd::Refused(value) => (false, value),
+            ChildEnd::Paused(reason) => {
+                // The call stays open: resuming this session wakes the
+                // child (resumed with it) and waits for it again.
+                return self.write(vec![Event::Paused { reason }]).await;
+            }
         };
         let result = self.put(value.to_string().into_bytes());
         self.write(vec![Event::ToolFinished {
@@ -340,11 +355,7 @@ impl<'h> Runner<'h> {
 
     /// The child session's end as the tool's result: its answer, or why
     /// it did not finish.
-    async fn run_child(
-        &mut self,
-        call_id: &str,
-        input: &Value,
-    ) -> Result<Result<Value, Value>, RunError> {
+    async fn run_child(&mut self, call_id: &str, input: &Value) -> Result<ChildEnd, RunError> {
         let name = input
             .get("agent")
             .and_then(Value::as_str)
@@ -362,19 +373,27 @@ impl<'h> Runner<'h> {
             .get(&name)
             .map(|c| c.frozen.clone())
         else {
-            return Ok(Err(error("invalid-input", format!("no agent {name:?}"))));
+            return Ok(ChildEnd::Refused(error(
+                "invalid-input",
+                format!("no agent {name:?}"),
+            )));
         };
         let hands = self.hands;
         let agent = match super::bind::bind(hands, *child, |v| std::env::var(v).ok()).await {
             Ok(agent) => agent,
-            Err(e) => return Ok(Err(error("failed", format!("agent {name}: {e}")))),
+            Err(e) => {
+                return Ok(ChildEnd::Refused(error(
+                    "failed",
+                    format!("agent {name}: {e}"),
+                )));
+            }
         };
         // Attenuation, on the grants each side runs with.
         let parent: Vec<&Grants> = self.agent.components.iter().map(|c| &c.grants).collect();
         let wanted: Vec<&Grants> = agent.components.iter().map(|c| &c.grants).collect();
         let errors = attenuation_errors(&parent, &wanted);
         if !errors.is_empty() {
-            return Ok(Err(error(
+            return Ok(ChildEnd::Refused(error(
                 "denied",
                 format!(
                     "agent {name} would hold more than this agent does: {}",
@@ -387,7 +406,12 @@ impl<'h> Runner<'h> {
             None => {
                 match super::model::build_provider(&agent.frozen.model, |v| std::env::var(v).ok()) {
                     Ok(p) => p,
-                    Err(e) => return Ok(Err(error("failed", format!("agent {name}: {e}")))),
+                    Err(e) => {
+                        return Ok(ChildEnd::Refused(error(
+                            "failed",
+                            format!("agent {name}: {e}"),
+                        )));
+                    }
                 }
             }
         };
@@ -429,14 +453,38 @@ impl<'h> Runner<'h> {
         };
         runner.child_provider = self.child_provider.clone();
         runner.memory = self.memory.clone();
+        // This session runs because someone let it go on: a child that
+        // paused (and paused it) goes on with it.
+        if runner.state.status == SessionStatus::Paused {
+            runner.resume(BTreeMap::new()).await?;
+        }
         let child_id = runner.session().as_str().to_owned();
         let end = runner.run().await?;
         Ok(match end.status {
-            SessionStatus::Finished => Ok(json!({
-                "agent": name, "session": child_id,
+            // The child's session id is in `child_started`, not here: the
+            // model needs the answer, and a replayed run the same bytes.
+            SessionStatus::Finished => ChildEnd::Answered(json!({
+                "agent": name,
                 "answer": end.detail.unwrap_or_default(),
             })),
-            status => Err(error(
+            SessionStatus::Paused => {
+                let kind = runner
+                    .state
+                    .pause
+                    .as_ref()
+                    .map_or(PauseKind::Plan, |p| p.kind);
+                ChildEnd::Paused(PauseReason {
+                    kind,
+                    limit: None,
+                    detail: format!(
+                        "sub-agent {name} (session {child_id}) paused: {}; act on it there \
+                         (e.g. `longhand approvals`), then `longhand resume {}`",
+                        end.detail.unwrap_or_default(),
+                        self.session
+                    ),
+                })
+            }
+            status => ChildEnd::Refused(error(
                 "child",
                 format!(
                     "agent {name} (session {child_id}) ended {status}: {}",

@@ -443,6 +443,16 @@ impl<'h> Runner<'h> {
         Ok(())
     }
 
+    /// The worker's model provider.
+    pub fn provider(&self) -> Arc<dyn ModelProvider> {
+        self.provider.clone()
+    }
+
+    /// Answer the worker (and every role without its own) with `provider`.
+    pub fn set_provider(&mut self, provider: Arc<dyn ModelProvider>) {
+        self.provider = provider;
+    }
+
     /// Answer `role` with `provider` (its `[roles.*]` model) instead of
     /// the worker's.
     pub fn set_role_provider(&mut self, role: decide::Role, provider: Arc<dyn ModelProvider>) {

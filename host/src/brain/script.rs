@@ -21,23 +21,38 @@ use serde::Deserialize;
 use super::model::{Message, ModelError, ModelProvider, ModelRequest, ModelResponse};
 use super::turn::MAX_CALLS_PER_ANSWER;
 
-/// A script file: `{"responses": [ModelResponse, …]}`.
+/// A script file: `{"responses": [ModelResponse, …]}`, and for a tree of
+/// sub-agents `"agents": {"<agent name>": [ModelResponse, …], …}`: each
+/// agent's sessions answered by their own turns from their own list.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ScriptFile {
     responses: Vec<ModelResponse>,
+    #[serde(default)]
+    agents: std::collections::BTreeMap<String, Vec<ModelResponse>>,
 }
 
 /// Plays a script of responses by turn.
 #[derive(Debug, Clone)]
 pub struct ScriptProvider {
     responses: Vec<ModelResponse>,
+    agents: std::collections::BTreeMap<String, Vec<ModelResponse>>,
 }
 
 impl ScriptProvider {
     /// A script from responses in memory.
     pub fn new(responses: Vec<ModelResponse>) -> Self {
-        Self { responses }
+        Self {
+            responses,
+            agents: Default::default(),
+        }
+    }
+
+    /// The responses for the agent asking: its own list, or the main one.
+    fn responses_for(&self, req: &ModelRequest) -> &[ModelResponse] {
+        self.agents
+            .get(&req.agent)
+            .map_or(self.responses.as_slice(), Vec::as_slice)
     }
 
     /// Read a script file.
@@ -46,7 +61,10 @@ impl ScriptProvider {
             .map_err(|e| format!("cannot read script {}: {e}", path.display()))?;
         let file: ScriptFile = serde_json::from_str(&text)
             .map_err(|e| format!("script {} is not valid: {e}", path.display()))?;
-        Ok(Self::new(file.responses))
+        Ok(Self {
+            responses: file.responses,
+            agents: file.agents,
+        })
     }
 }
 
@@ -76,14 +94,15 @@ impl ModelProvider for ScriptProvider {
         }
         // Past its end a script has nothing to say; asking again will not
         // change that, so the run fails rather than retrying.
-        self.responses
+        let responses = self.responses_for(req);
+        responses
             .get(turn)
             .cloned()
             .ok_or_else(|| ModelError::Diverged {
                 turn,
                 expected_excerpt: format!(
                     "script exhausted: it has {} responses and turn {} was asked for",
-                    self.responses.len(),
+                    responses.len(),
                     turn + 1
                 ),
                 got_excerpt: last_answer(req).map(excerpt).unwrap_or_default(),
@@ -98,7 +117,7 @@ impl ScriptProvider {
     /// means the run is not where the script thinks it is, and every later
     /// answer would be played into the wrong conversation silently.
     fn check_previous(&self, req: &ModelRequest, turn: usize) -> Result<(), ModelError> {
-        let Some(expected) = self.responses.get(turn - 1) else {
+        let Some(expected) = self.responses_for(req).get(turn - 1) else {
             return Ok(());
         };
         let got = last_answer(req);

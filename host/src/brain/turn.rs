@@ -420,6 +420,7 @@ impl Runner<'_> {
                         max_tokens: model.max_tokens,
                         temperature: model.temperature,
                         step,
+                        agent: frozen.name.clone(),
                     },
                     prefix: 1,
                     seqs: VecDeque::new(),

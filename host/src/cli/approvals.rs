@@ -99,7 +99,10 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<Outcome> {
     record(&args.session, &args.request, answer).await?;
     println!(
         "approved {} of session {} (scope {}); `longhand resume {}` carries on",
-        args.request, args.session, args.scope, args.session
+        args.request,
+        args.session,
+        args.scope,
+        resume_target(&args.session).await
     );
     Ok(Outcome::Done)
 }
@@ -115,9 +118,33 @@ pub async fn deny(args: DenyArgs) -> anyhow::Result<Outcome> {
     record(&args.session, &args.request, answer).await?;
     println!(
         "denied {} of session {}; `longhand resume {}` tells the model and carries on",
-        args.request, args.session, args.session
+        args.request,
+        args.session,
+        resume_target(&args.session).await
     );
     Ok(Outcome::Done)
+}
+
+/// The session to resume after answering one of `session`'s requests: its
+/// root, since a sub-agent is run by its parent.
+async fn resume_target(session: &str) -> String {
+    let mut current = session.to_owned();
+    let Ok(store) = super::run::open_store().await else {
+        return current;
+    };
+    for _ in 0..8 {
+        let Ok(id) = super::run::parse_session(&current) else {
+            break;
+        };
+        match crate::brain::agent::load_state(store.as_ref(), &id).await {
+            Ok(state) => match state.parent {
+                Some(parent) => current = parent,
+                None => break,
+            },
+            Err(_) => break,
+        }
+    }
+    current
 }
 
 async fn record(session: &str, request: &str, answer: Answer) -> anyhow::Result<()> {

@@ -77,6 +77,10 @@ pub struct ResumeArgs {
     /// processes instead of running it here.
     #[arg(long)]
     pub detach: bool,
+    /// Record the model's answers (every role's and sub-agent's) into this
+    /// cassette file, extending it (as `run --record` does).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
     /// Print every event as one JSON object per line.
     #[arg(long)]
     pub json: bool,
@@ -218,6 +222,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
             Arc::new(recorder)
         }
     };
+    let child_provider = provider.clone();
     let memory = memory_for(&frozen)?;
     let store = open_store().await?;
     let bound = agent::bind(&hands, frozen, env).await?;
@@ -241,6 +246,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     }
     if let Some(bank) = memory {
         runner.set_memory(bank);
+    }
+    if overridden {
+        // A flag replaced the model (a script, a cassette, another model):
+        // sub-agents are answered by it too.
+        runner.set_child_provider(child_provider);
     }
     drive(&mut runner, args.json, 1).await
 }
@@ -279,6 +289,14 @@ pub async fn resume(args: ResumeArgs) -> anyhow::Result<Outcome> {
     }
     let hands = hands()?;
     let mut runner = wake(store, &hands, session.clone(), &owner()).await?;
+    if let Some(path) = &args.record {
+        let recorder = Arc::new(
+            RecordingProvider::open(runner.provider(), path)
+                .map_err(|e| usage(format!("--record {}: {e}", path.display())))?,
+        );
+        runner.set_provider(recorder.clone());
+        runner.set_child_provider(recorder);
+    }
     let from_seq = runner.state().last_seq + 1;
     runner.resume(raised).await?;
     if args.detach {
@@ -309,9 +327,12 @@ pub(super) async fn wake<'h>(
     let roles = role_providers(&frozen, overridden)?;
     let memory = memory_for(&frozen)?;
     let bound = agent::bind(hands, frozen, env).await?;
-    let mut runner = Runner::wake(store, hands, bound, provider, session, owner).await?;
+    let mut runner = Runner::wake(store, hands, bound, provider.clone(), session, owner).await?;
     for (role, provider) in roles {
         runner.set_role_provider(role, provider);
+    }
+    if overridden {
+        runner.set_child_provider(provider);
     }
     if let Some(bank) = memory {
         runner.set_memory(bank);

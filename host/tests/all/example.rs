@@ -196,3 +196,158 @@ fn ralph_fix_runs_offline_and_leaves_the_fixed_crate() {
     assert!(text.contains("- /out/FIX.md"), "{text}");
     assert!(text.contains("# Rubric"), "{text}");
 }
+
+/// Runs `cmd` with the caller's PATH and HOME (the examples' command
+/// checks and toolchains need them).
+fn with_env(mut cmd: std::process::Command) -> std::process::Command {
+    for name in ["PATH", "HOME"] {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    cmd
+}
+
+/// The pending approval, if any: (session, request).
+fn pending_approval(home: &Home) -> Option<(String, String)> {
+    let out = home.run(&["approvals", "--json"]);
+    out.expect_code(0);
+    let line: Value = serde_json::from_str(out.stdout.first()?).expect("json");
+    Some((
+        line["session"].as_str()?.to_owned(),
+        line["request"].as_str()?.to_owned(),
+    ))
+}
+
+/// Approve and resume `lead` until it ends; returns its final status.
+fn carry_on(home: &Home, lead: &str) -> String {
+    for _ in 0..6 {
+        let state = home.state(lead);
+        if state.is_terminal() {
+            return state.status.as_str().to_owned();
+        }
+        if let Some((session, request)) = pending_approval(home) {
+            home.run(&["approve", &session, &request]).expect_code(0);
+        }
+        home.run(&["resume", lead]);
+    }
+    home.state(lead).status.as_str().to_owned()
+}
+
+/// `examples/research-team` (issue 9): a lead delegates to a reader and a
+/// writer; the writer's write waits for approval. Offline: run pauses
+/// (exit 3), `approvals` lists the request, `approve` then `resume`
+/// finishes — and killed after any event of the run or of the resume, it
+/// still reaches the same end with the write done once.
+#[test]
+fn research_team_pauses_for_approval_and_survives_a_kill_at_every_event() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/research-team");
+    let example = std::fs::canonicalize(&example).expect("examples/research-team exists");
+    let summary = |dir: &Path| std::fs::read_to_string(dir.join("summary.md")).ok();
+    let check_end = |home: &Home, lead: &str, guard: &RunDirGuard| {
+        assert_eq!(home.state(lead).status.as_str(), "finished", "{lead}");
+        let dirs = guard.dirs();
+        assert_eq!(dirs.len(), 1, "{dirs:?}");
+        let text = summary(&dirs[0]).expect("summary.md");
+        assert!(text.contains("(solar.md)"), "{text}");
+        // The writer's approved write ran once, in one writer session.
+        let listed = home.run(&["sessions", "--json"]);
+        let mut writes = 0;
+        for line in &listed.stdout {
+            let s: Value = serde_json::from_str(line).expect("json");
+            if s["agent_name"] == "writer" {
+                writes += home
+                    .log(s["id"].as_str().expect("id"))
+                    .iter()
+                    .filter(|r| {
+                        matches!(&r.event, longhand_host::session::Event::ToolStarted { tool, .. } if tool == "write")
+                    })
+                    .count();
+            }
+        }
+        assert_eq!(writes, 1, "{lead}: the write started {writes} times");
+    };
+
+    // The documented flow, uninterrupted.
+    let home = Home::new();
+    let mut proc = Proc::spawn(with_env(home.cmd(&[
+        "run",
+        example.to_str().expect("utf-8"),
+        "--json",
+    ])));
+    let guard = RunDirGuard {
+        out: example.join("out"),
+        pid: proc.pid(),
+    };
+    let run = proc.finish();
+    run.expect_code(3);
+    let lead = crate::support::session_of_json(&run.stdout[0]);
+    let (session, request) = pending_approval(&home).expect("a pending approval");
+    assert_ne!(session, lead, "the writer's own session asks");
+    home.run(&["approve", &session, &request]).expect_code(0);
+    home.run(&["resume", &lead]).expect_code(0);
+    check_end(&home, &lead, &guard);
+    let events = home.log(&lead).len();
+    drop(guard);
+
+    // Killed after each event of `run`, then carried on.
+    for k in 1..events {
+        let home = Home::new();
+        let mut proc = Proc::spawn(with_env(home.cmd(&[
+            "run",
+            example.to_str().expect("utf-8"),
+            "--json",
+        ])));
+        let guard = RunDirGuard {
+            out: example.join("out"),
+            pid: proc.pid(),
+        };
+        let lead = crate::support::session_of_json(&proc.next_line().expect("first line"));
+        let mut seen = 0;
+        while seen < k {
+            match proc.next_line() {
+                Some(line) if line.contains("\"seq\"") => seen += 1,
+                Some(_) => {}
+                None => break,
+            }
+        }
+        proc.kill();
+        assert_eq!(carry_on(&home, &lead), "finished", "killed after {k}");
+        check_end(&home, &lead, &guard);
+    }
+
+    // Killed after each event of the `resume` that follows the approval.
+    for k in 1..events {
+        let home = Home::new();
+        let mut proc = Proc::spawn(with_env(home.cmd(&[
+            "run",
+            example.to_str().expect("utf-8"),
+            "--json",
+        ])));
+        let guard = RunDirGuard {
+            out: example.join("out"),
+            pid: proc.pid(),
+        };
+        let run = proc.finish();
+        run.expect_code(3);
+        let lead = crate::support::session_of_json(&run.stdout[0]);
+        let (session, request) = pending_approval(&home).expect("a pending approval");
+        home.run(&["approve", &session, &request]).expect_code(0);
+        let mut resumed = Proc::spawn(home.cmd(&["resume", &lead, "--json"]));
+        let mut seen = 0;
+        while seen < k {
+            match resumed.next_line() {
+                Some(line) if line.contains("\"seq\"") => seen += 1,
+                Some(_) => {}
+                None => break,
+            }
+        }
+        resumed.kill();
+        assert_eq!(
+            carry_on(&home, &lead),
+            "finished",
+            "resume killed after {k}"
+        );
+        check_end(&home, &lead, &guard);
+    }
+}

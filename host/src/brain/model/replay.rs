@@ -498,6 +498,7 @@ mod tests {
             max_tokens: 100,
             temperature: None,
             step: 0,
+            agent: String::new(),
         }
     }
 

@@ -183,6 +183,7 @@ mod tests {
             max_tokens: 1,
             temperature: None,
             step: 0,
+            agent: String::new(),
         }
     }
 

@@ -291,6 +291,7 @@ pub fn sample_request() -> crate::brain::model::ModelRequest {
         max_tokens: 256,
         temperature: Some(0.5),
         step: 0,
+        agent: String::new(),
     }
 }
 
@@ -304,5 +305,6 @@ pub fn text_only() -> crate::brain::model::ModelRequest {
         max_tokens: 100,
         temperature: None,
         step: 0,
+        agent: String::new(),
     }
 }

@@ -28,6 +28,10 @@ pub struct ModelRequest {
     /// `messages` to fit the context window.
     #[serde(skip)]
     pub step: u64,
+    /// The agent asking (its name), for a script that answers several
+    /// agents of a tree by name. Never sent, not part of the digest.
+    #[serde(skip)]
+    pub agent: String,
 }
 
 /// A tool the model may call.
