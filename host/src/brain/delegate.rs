@@ -118,6 +118,71 @@ pub fn attenuation_errors(parent: &[&Grants], child: &[&Grants]) -> Vec<String> 
     errors
 }
 
+/// The same check on frozen agents, before anything is bound: directory
+/// grants as pinned at start, hosts, environment names and secrets as
+/// configured (`ENV@HOST[:HEADER]`, compared whole). No secret value is
+/// needed to refuse a child that asks for a secret the parent lacks.
+pub fn frozen_attenuation_errors(
+    parent: &super::bind::Frozen,
+    child: &super::bind::Frozen,
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    let parent_dirs: Vec<_> = parent
+        .tools
+        .iter()
+        .flat_map(|t| t.dirs.iter().flatten())
+        .collect();
+    for dir in child.tools.iter().flat_map(|t| t.dirs.iter().flatten()) {
+        let inside = parent_dirs.iter().find(|p| {
+            dir.host_path().starts_with(p.host_path())
+                && (dir.access() == Access::ReadOnly || p.access() == Access::ReadWrite)
+        });
+        if inside.is_none() {
+            let wider_mode = parent_dirs
+                .iter()
+                .any(|p| dir.host_path().starts_with(p.host_path()));
+            errors.push(if wider_mode {
+                format!(
+                    "directory {} is granted read-write to the child but only read-only here",
+                    dir.guest_path()
+                )
+            } else {
+                format!(
+                    "directory {} is outside every directory granted here",
+                    dir.guest_path()
+                )
+            });
+        }
+    }
+    let held = |pick: fn(&super::config::ToolConfig) -> &Vec<String>| -> Vec<&String> {
+        parent.tools.iter().flat_map(|t| pick(&t.config)).collect()
+    };
+    let (hosts, env, secrets) = (
+        held(|c| &c.allow_hosts),
+        held(|c| &c.env),
+        held(|c| &c.secrets),
+    );
+    for tool in &child.tools {
+        for host in &tool.config.allow_hosts {
+            if !hosts.contains(&host) {
+                errors.push(format!("host {host:?} is not granted here"));
+            }
+        }
+        for name in &tool.config.env {
+            if !env.contains(&name) {
+                errors.push(format!("environment variable {name} is not granted here"));
+            }
+        }
+        for secret in &tool.config.secrets {
+            if !secrets.contains(&secret) {
+                let shown = secret.split('@').next().unwrap_or_default();
+                errors.push(format!("secret {shown} is not held here"));
+            }
+        }
+    }
+    errors
+}
+
 /// How a child ended, for its `delegate` call.
 enum ChildEnd {
     /// It finished: its answer.
@@ -289,14 +354,7 @@ impl<'h> Runner<'h> {
         let Some(child) = self.agent.frozen.agents.get(name) else {
             return Err(error("invalid-input", format!("no agent {name:?}")));
         };
-        let agent = super::bind::bind(self.hands, (*child.frozen).clone(), |v| {
-            std::env::var(v).ok()
-        })
-        .await
-        .map_err(|e| error("failed", format!("agent {name}: {e}")))?;
-        let parent: Vec<&Grants> = self.agent.components.iter().map(|c| &c.grants).collect();
-        let wanted: Vec<&Grants> = agent.components.iter().map(|c| &c.grants).collect();
-        let errors = attenuation_errors(&parent, &wanted);
+        let errors = frozen_attenuation_errors(&self.agent.frozen, &child.frozen);
         if errors.is_empty() {
             return Ok(());
         }

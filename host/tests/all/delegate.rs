@@ -62,6 +62,7 @@ impl ModelProvider for Model {
                     d("d-wide", "wide"),
                     d("d-rw", "rw_docs"),
                     d("d-host", "hosty"),
+                    d("d-secret", "secretive"),
                     d("d-reader", "reader"),
                     d("d-again", "reader"),
                 ];
@@ -116,6 +117,8 @@ path = "wide"
 path = "rw_docs"
 [agents.hosty]
 path = "hosty"
+[agents.secretive]
+path = "secretive"
 "#,
     );
     child(
@@ -138,14 +141,21 @@ path = "hosty"
         "hosty",
         "[[tools]]\ncomponent = \"http\"\nallow_hosts = [\"example.com\"]\n",
     );
+    child(
+        root,
+        "secretive",
+        "[[tools]]\ncomponent = \"fs\"\ndirs = [\"../work/sub:/w:ro\"]\nsecrets = [\"TOKEN@127.0.0.1\"]\n",
+    );
     let (config, base) = AgentConfig::load(root).expect("agent.toml");
     let store_dir = TempDir::new().expect("tempdir");
     let (log, children) = block_on(async {
         let hands = Hands::new(HandsConfig::default()).expect("hands");
-        let frozen = freeze(&hands, &config, &base, |_| None)
+        // TOKEN is set for the child's freeze; the parent holds no secret.
+        let lookup = |name: &str| (name == "TOKEN").then(|| "t".to_owned());
+        let frozen = freeze(&hands, &config, &base, lookup)
             .await
             .expect("freeze");
-        assert_eq!(frozen.agents.len(), 4);
+        assert_eq!(frozen.agents.len(), 5);
         assert_eq!(frozen.agents["reader"].frozen.limits.max_steps, 3);
         let agent = bind(&hands, frozen, |_| None).await.expect("bind");
         let store: Arc<dyn Store> =
@@ -198,6 +208,7 @@ path = "hosty"
     refused("d-wide", "outside every directory granted here");
     refused("d-rw", "read-write to the child but only read-only here");
     refused("d-host", "host");
+    refused("d-secret", "secret TOKEN is not held here");
     // The reader ran in its own session and answered.
     let (ok, text) = &results["d-reader"];
     assert!(ok, "{text}");
