@@ -448,6 +448,21 @@ impl<'h> Runner<'h> {
         self.provider.clone()
     }
 
+    /// Wrap every provider this runner calls (the worker's, the roles',
+    /// the children's), e.g. with a rate limit a worker shares.
+    pub fn wrap_providers(
+        &mut self,
+        wrap: impl Fn(Arc<dyn ModelProvider>) -> Arc<dyn ModelProvider>,
+    ) {
+        self.provider = wrap(self.provider.clone());
+        for provider in self.role_providers.values_mut() {
+            *provider = wrap(provider.clone());
+        }
+        if let Some(child) = self.child_provider.take() {
+            self.child_provider = Some(wrap(child));
+        }
+    }
+
     /// Answer the worker (and every role without its own) with `provider`.
     pub fn set_provider(&mut self, provider: Arc<dyn ModelProvider>) {
         self.provider = provider;

@@ -16,8 +16,11 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 
+use std::sync::Arc;
+
 use super::Outcome;
 use crate::brain::agent::{RunEnd, RunError, Runner};
+use crate::brain::model::ratelimit::RateLimited;
 use crate::session::{SessionId, SessionStatus, Store, StoreError};
 
 /// How often the store is asked for runnable sessions when none ends.
@@ -32,12 +35,26 @@ pub struct WorkerArgs {
     /// Exit once no session is runnable (instead of waiting for more).
     #[arg(long)]
     pub until_idle: bool,
+    /// A rate limit shared by all the sessions this worker runs, per
+    /// provider: `PROVIDER=RPM[:TPM]` (requests, tokens per minute), e.g.
+    /// `--rate openai=500:200000 --rate anthropic=50`. Repeatable.
+    #[arg(long = "rate", value_name = "PROVIDER=RPM[:TPM]")]
+    pub rates: Vec<String>,
 }
 
 /// `longhand worker`.
 pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
     if args.concurrency == 0 {
         return Err(super::usage("--concurrency must be at least 1"));
+    }
+    let mut limits = std::collections::BTreeMap::new();
+    for spec in &args.rates {
+        let (provider, limit) = spec
+            .split_once('=')
+            .ok_or_else(|| super::usage(format!("--rate `{spec}`: give PROVIDER=RPM[:TPM]")))?;
+        let limit = crate::brain::model::ratelimit::RateLimit::parse(limit)
+            .map_err(|e| super::usage(format!("--rate `{spec}`: {e}")))?;
+        limits.insert(provider.to_owned(), limit);
     }
     let store = super::run::open_store().await?;
     // The engine lives as long as the process.
@@ -57,6 +74,11 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
                 }
                 match super::run::wake(store.clone(), hands, session.clone(), &owner).await {
                     Ok(mut runner) => {
+                        // One limit per provider, shared by every session.
+                        runner.wrap_providers(|p| match limits.get(p.name()) {
+                            Some(limit) => Arc::new(RateLimited::new(p, limit.clone())),
+                            None => p,
+                        });
                         running.insert(session.clone());
                         eprintln!("worker {owner}: runs {session}");
                         pool.push(Box::pin(async move {

@@ -127,3 +127,16 @@ fn an_approved_session_is_picked_up_by_a_worker_after_resume_detach() {
     assert_eq!(home.state(&session).status.as_str(), "finished");
     assert!(dir.path().join("work/2.txt").is_file());
 }
+
+#[test]
+fn a_bad_rate_limit_is_refused_before_anything_runs() {
+    let home = Home::new();
+    for bad in ["openai", "openai=0", "openai=x:1", "openai=:"] {
+        let out = home.run(&["worker", "--until-idle", "--rate", bad]);
+        out.expect_code(2);
+        assert!(out.stderr.contains("--rate"), "{bad}: {}", out.stderr);
+    }
+    // A good one is accepted (and there is nothing to run).
+    home.run(&["worker", "--until-idle", "--rate", "script=600:100000"])
+        .expect_code(0);
+}

@@ -39,6 +39,7 @@ mod error;
 mod http;
 pub mod openai;
 pub mod provider;
+pub mod ratelimit;
 pub mod replay;
 pub mod responses;
 pub mod retry;
