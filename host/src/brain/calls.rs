@@ -113,7 +113,17 @@ impl Runner<'_> {
     /// side, the rest one by one.
     async fn dispatch(&mut self, step: u64, calls: Vec<ToolCall>) -> Result<(), RunError> {
         let mut batch: Vec<Ready> = Vec::new();
+        // `delegate` calls in a row: their children run side by side.
+        let mut delegations: Vec<(String, serde_json::Value)> = Vec::new();
         for call in calls {
+            if call.name != super::delegate::DELEGATE && !delegations.is_empty() {
+                self.delegate_group(step, std::mem::take(&mut delegations))
+                    .await?;
+                if self.state.pause.is_some() {
+                    // A child paused: the rest wait, pending, for resume.
+                    return Ok(());
+                }
+            }
             match self.prepare(&call) {
                 Err(message) => {
                     self.run_batch(step, std::mem::take(&mut batch)).await?;
@@ -164,10 +174,10 @@ impl Runner<'_> {
                         }
                     }
                     if call.name == super::delegate::DELEGATE {
-                        // A child session: run on its own, after what came
-                        // before it.
+                        // Child sessions: gathered, then run side by side
+                        // after what came before them.
                         self.run_batch(step, std::mem::take(&mut batch)).await?;
-                        self.delegate_call(step, call.id, input).await?;
+                        delegations.push((call.id, input));
                         continue;
                     }
                     let ready = Ready {
@@ -184,7 +194,11 @@ impl Runner<'_> {
                 }
             }
         }
-        self.run_batch(step, batch).await
+        self.run_batch(step, batch).await?;
+        if !delegations.is_empty() {
+            self.delegate_group(step, delegations).await?;
+        }
+        Ok(())
     }
 
     /// Check a call before running it: known tool, JSON object arguments.

@@ -132,6 +132,9 @@ pub struct DelegationConfig {
     pub max_depth: u32,
     /// Children one session may start, in all. Default 8.
     pub max_children: u32,
+    /// Children of one answer run side by side, this many at a time.
+    /// Default 4.
+    pub max_concurrent: u32,
 }
 
 impl Default for DelegationConfig {
@@ -139,6 +142,7 @@ impl Default for DelegationConfig {
         Self {
             max_depth: 2,
             max_children: 8,
+            max_concurrent: 4,
         }
     }
 }

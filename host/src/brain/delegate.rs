@@ -183,6 +183,14 @@ pub fn frozen_attenuation_errors(
     errors
 }
 
+/// A child ready to run, or why it will not.
+enum Prepared<'h> {
+    /// Its agent's name and its runner.
+    Ready(String, Runner<'h>),
+    /// Refused before it ran.
+    Done(ChildEnd),
+}
+
 /// How a child ended, for its `delegate` call.
 enum ChildEnd {
     /// It finished: its answer.
@@ -215,44 +223,107 @@ impl<'h> Runner<'h> {
         self.child_provider = Some(provider);
     }
 
-    /// Run a `delegate` call of turn `step`: checks, the announcement, the
-    /// child, its result. Recorded as a tool call like any other.
-    pub(super) async fn delegate_call(
+    /// Run the `delegate` calls of one answer (ids and inputs, in order):
+    /// each checked and announced in turn, then their children run side by
+    /// side (`[delegation] max_concurrent` at a time), then each recorded in
+    /// order. A child that paused leaves its call open and pauses this
+    /// session once its siblings ended.
+    ///
+    /// Boxed as a `Send` future: a child's run is a run, whose future
+    /// holds this one, and a type cannot contain itself.
+    pub(super) fn delegate_group(
         &mut self,
         step: u64,
-        call_id: String,
-        input: Value,
+        calls: Vec<(String, Value)>,
+    ) -> Pin<Box<dyn Future<Output = Result<(), RunError>> + Send + '_>> {
+        Box::pin(self.delegate_group_inner(step, calls))
+    }
+
+    async fn delegate_group_inner(
+        &mut self,
+        step: u64,
+        calls: Vec<(String, Value)>,
     ) -> Result<(), RunError> {
-        let input_blob = self.put(input.to_string().into_bytes());
-        let mut refused = self.check_delegation(&input).err();
-        if refused.is_none() {
-            refused = self.check_attenuation(&input).await.err();
+        type Run<'r> = Pin<
+            Box<
+                dyn Future<
+                        Output = (
+                            usize,
+                            String,
+                            Runner<'r>,
+                            Result<super::runner::RunEnd, RunError>,
+                        ),
+                    > + Send
+                    + 'r,
+            >,
+        >;
+        let at_once = self.agent.frozen.delegation.max_concurrent.max(1) as usize;
+        for chunk in calls.chunks(at_once) {
+            let mut ends: Vec<(usize, ChildEnd)> = Vec::new();
+            let mut runs: Vec<Run<'h>> = Vec::new();
+            for (index, (call_id, input)) in chunk.iter().enumerate() {
+                let input_blob = self.put(input.to_string().into_bytes());
+                let mut refused = self.check_delegation(input).err();
+                if refused.is_none() {
+                    refused = self.check_attenuation(input).await.err();
+                }
+                if refused.is_none() {
+                    refused = self.check_budget(input).err();
+                }
+                if let Some(value) = refused {
+                    ends.push((index, ChildEnd::Refused(value)));
+                    continue;
+                }
+                self.write(vec![Event::ToolStarted {
+                    step,
+                    call_id: call_id.clone(),
+                    component: "agents".to_owned(),
+                    component_digest: "host:delegate".to_owned(),
+                    tool: DELEGATE.to_owned(),
+                    effect: "writes".to_owned(),
+                    input: input_blob,
+                }])
+                .await?;
+                match self.prepare_child(call_id, input).await? {
+                    Prepared::Done(end) => ends.push((index, end)),
+                    Prepared::Ready(name, mut runner) => runs.push(Box::pin(async move {
+                        let end = runner.run().await;
+                        (index, name, runner, end)
+                    })),
+                }
+            }
+            for (index, name, runner, end) in futures_util::future::join_all(runs).await {
+                ends.push((index, self.child_end(&name, &runner, end?)));
+            }
+            ends.sort_by_key(|(index, _)| *index);
+            let mut finished = Vec::new();
+            let mut paused = None;
+            for (index, end) in ends {
+                let call_id = chunk[index].0.clone();
+                let (ok, value) = match end {
+                    ChildEnd::Answered(value) => (true, value),
+                    ChildEnd::Refused(value) => (false, value),
+                    ChildEnd::Paused(reason) => {
+                        // The call stays open; the session pauses below.
+                        paused.get_or_insert(reason);
+                        continue;
+                    }
+                };
+                let result = self.put(value.to_string().into_bytes());
+                finished.push(Event::ToolFinished {
+                    step,
+                    call_id,
+                    ok,
+                    result,
+                    receipt: Value::Null,
+                });
+            }
+            self.write(finished).await?;
+            if let Some(reason) = paused {
+                return self.write(vec![Event::Paused { reason }]).await;
+            }
         }
-        if refused.is_none() {
-            refused = self.check_budget(&input).err();
-        }
-        if let Some(value) = refused {
-            let result = self.put(value.to_string().into_bytes());
-            self.stage(vec![Event::ToolFinished {
-                step,
-                call_id,
-                ok: false,
-                result,
-                receipt: Value::Null,
-            }]);
-            return Ok(());
-        }
-        self.write(vec![Event::ToolStarted {
-            step,
-            call_id: call_id.clone(),
-            component: "agents".to_owned(),
-            component_digest: "host:delegate".to_owned(),
-            tool: DELEGATE.to_owned(),
-            effect: "writes".to_owned(),
-            input: input_blob,
-        }])
-        .await?;
-        self.finish_delegation(step, call_id, input).await
+        Ok(())
     }
 
     /// Start (or, after a crash, find) the child of `call_id`, run it to
@@ -414,6 +485,22 @@ impl<'h> Runner<'h> {
     /// The child session's end as the tool's result: its answer, or why
     /// it did not finish.
     async fn run_child(&mut self, call_id: &str, input: &Value) -> Result<ChildEnd, RunError> {
+        match self.prepare_child(call_id, input).await? {
+            Prepared::Done(end) => Ok(end),
+            Prepared::Ready(name, mut runner) => {
+                let end = runner.run().await?;
+                Ok(self.child_end(&name, &runner, end))
+            }
+        }
+    }
+
+    /// The child of `call_id`, ready to run: created (and recorded) or,
+    /// after a crash, woken; or why it cannot run.
+    async fn prepare_child(
+        &mut self,
+        call_id: &str,
+        input: &Value,
+    ) -> Result<Prepared<'h>, RunError> {
         let name = input
             .get("agent")
             .and_then(Value::as_str)
@@ -431,19 +518,19 @@ impl<'h> Runner<'h> {
             .get(&name)
             .map(|c| c.frozen.clone())
         else {
-            return Ok(ChildEnd::Refused(error(
+            return Ok(Prepared::Done(ChildEnd::Refused(error(
                 "invalid-input",
                 format!("no agent {name:?}"),
-            )));
+            ))));
         };
         let hands = self.hands;
         let agent = match super::bind::bind(hands, *child, |v| std::env::var(v).ok()).await {
             Ok(agent) => agent,
             Err(e) => {
-                return Ok(ChildEnd::Refused(error(
+                return Ok(Prepared::Done(ChildEnd::Refused(error(
                     "failed",
                     format!("agent {name}: {e}"),
-                )));
+                ))));
             }
         };
         // Attenuation, on the grants each side runs with.
@@ -451,13 +538,13 @@ impl<'h> Runner<'h> {
         let wanted: Vec<&Grants> = agent.components.iter().map(|c| &c.grants).collect();
         let errors = attenuation_errors(&parent, &wanted);
         if !errors.is_empty() {
-            return Ok(ChildEnd::Refused(error(
+            return Ok(Prepared::Done(ChildEnd::Refused(error(
                 "denied",
                 format!(
                     "agent {name} would hold more than this agent does: {}",
                     errors.join("; ")
                 ),
-            )));
+            ))));
         }
         let provider = match &self.child_provider {
             Some(p) => p.clone(),
@@ -465,10 +552,10 @@ impl<'h> Runner<'h> {
                 match super::model::build_provider(&agent.frozen.model, |v| std::env::var(v).ok()) {
                     Ok(p) => p,
                     Err(e) => {
-                        return Ok(ChildEnd::Refused(error(
+                        return Ok(Prepared::Done(ChildEnd::Refused(error(
                             "failed",
                             format!("agent {name}: {e}"),
-                        )));
+                        ))));
                     }
                 }
             }
@@ -516,9 +603,13 @@ impl<'h> Runner<'h> {
         if runner.state.status == SessionStatus::Paused {
             runner.resume(BTreeMap::new()).await?;
         }
+        Ok(Prepared::Ready(name, runner))
+    }
+
+    /// How a child's run ended, for its `delegate` call.
+    fn child_end(&self, name: &str, runner: &Runner<'h>, end: super::runner::RunEnd) -> ChildEnd {
         let child_id = runner.session().as_str().to_owned();
-        let end = runner.run().await?;
-        Ok(match end.status {
+        match end.status {
             // The child's session id is in `child_started`, not here: the
             // model needs the answer, and a replayed run the same bytes.
             SessionStatus::Finished => ChildEnd::Answered(json!({
@@ -549,6 +640,6 @@ impl<'h> Runner<'h> {
                     end.detail.unwrap_or_default()
                 ),
             )),
-        })
+        }
     }
 }

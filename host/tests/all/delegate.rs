@@ -233,3 +233,130 @@ path = "secretive"
     assert_eq!(started.0, "reader");
     assert_eq!(started.1["max_steps"], 3);
 }
+
+/// Children of one answer run side by side: every child answer takes
+/// 200 ms, and the calls in flight are counted.
+struct Slow {
+    in_flight: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for Slow {
+    fn name(&self) -> &str {
+        "slow"
+    }
+    fn model(&self) -> &str {
+        "slow"
+    }
+    async fn complete(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        use std::sync::atomic::Ordering;
+        let goal = match req.messages.first() {
+            Some(Message::User { text }) => text.clone(),
+            _ => String::new(),
+        };
+        let answered = req
+            .messages
+            .iter()
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count();
+        let mut r = ModelResponse::default();
+        if goal.starts_with("PARENT") {
+            if answered == 0 {
+                r.tool_calls = (0..3)
+                    .map(|i| {
+                        call(
+                            &format!("d{i}"),
+                            "delegate",
+                            json!({"agent": "reader", "goal": format!("part {i}")}),
+                        )
+                    })
+                    .collect();
+            } else {
+                r.text = Some("all parts done".into());
+            }
+            return Ok(r);
+        }
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        r.text = Some(format!("{goal}: done"));
+        Ok(r)
+    }
+}
+
+#[test]
+fn the_children_of_one_answer_run_side_by_side_up_to_the_cap() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path();
+    write(
+        &root.join("agent.toml"),
+        r#"name = "parent"
+instructions = "Delegate."
+[model]
+provider = "openai"
+model = "m"
+base_url = "http://127.0.0.1:9/v1"
+[agents.reader]
+path = "reader"
+max_steps = 2
+[delegation]
+max_concurrent = 2
+"#,
+    );
+    child(root, "reader", "");
+    let (config, base) = AgentConfig::load(root).expect("agent.toml");
+    let store_dir = TempDir::new().expect("tempdir");
+    let model = Arc::new(Slow {
+        in_flight: Default::default(),
+        most: Default::default(),
+    });
+    let results = block_on(async {
+        let hands = Hands::new(HandsConfig::default()).expect("hands");
+        let frozen = freeze(&hands, &config, &base, |_| None)
+            .await
+            .expect("freeze");
+        let agent = bind(&hands, frozen, |_| None).await.expect("bind");
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(store_dir.path()).await.expect("store"));
+        let provider: Arc<dyn ModelProvider> = model.clone();
+        let mut runner = Runner::start(
+            store.clone(),
+            &hands,
+            agent,
+            provider.clone(),
+            "PARENT",
+            "me",
+        )
+        .await
+        .expect("start");
+        runner.set_child_provider(provider);
+        let end = runner.run().await.expect("run");
+        assert_eq!(end.status.as_str(), "finished", "{:?}", end.detail);
+        let log = store.read(runner.session(), 1).await.expect("log");
+        let mut results = Vec::new();
+        for r in &log {
+            if let Event::ToolFinished {
+                call_id,
+                ok,
+                result,
+                ..
+            } = &r.event
+            {
+                let text = String::from_utf8(store.get_blob(result).await.expect("blob").to_vec())
+                    .expect("utf-8");
+                results.push((call_id.clone(), *ok, text));
+            }
+        }
+        results
+    });
+    // Two at a time, never three; every part answered, in call order.
+    assert_eq!(model.most.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let ids: Vec<&str> = results.iter().map(|(id, _, _)| id.as_str()).collect();
+    assert_eq!(ids, ["d0", "d1", "d2"]);
+    for (i, (_, ok, text)) in results.iter().enumerate() {
+        assert!(ok, "{text}");
+        assert!(text.contains(&format!("part {i}: done")), "{text}");
+    }
+}
