@@ -185,8 +185,8 @@ pub fn frozen_attenuation_errors(
 
 /// A child ready to run, or why it will not.
 enum Prepared<'h> {
-    /// Its agent's name and its runner.
-    Ready(String, Runner<'h>),
+    /// Its agent's name and its runner (boxed: a runner is large).
+    Ready(String, Box<Runner<'h>>),
     /// Refused before it ran.
     Done(ChildEnd),
 }
@@ -250,7 +250,7 @@ impl<'h> Runner<'h> {
                         Output = (
                             usize,
                             String,
-                            Runner<'r>,
+                            Box<Runner<'r>>,
                             Result<super::runner::RunEnd, RunError>,
                         ),
                     > + Send
@@ -603,7 +603,7 @@ impl<'h> Runner<'h> {
         if runner.state.status == SessionStatus::Paused {
             runner.resume(BTreeMap::new()).await?;
         }
-        Ok(Prepared::Ready(name, runner))
+        Ok(Prepared::Ready(name, Box::new(runner)))
     }
 
     /// How a child's run ended, for its `delegate` call.
