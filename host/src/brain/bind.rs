@@ -107,6 +107,9 @@ impl Frozen {
 pub struct FrozenChild {
     /// What it is for, for the model.
     pub description: String,
+    /// The JSON Schema its answer must match (text), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_schema: Option<String>,
     /// The child agent, its limits already cut to the slice.
     pub frozen: Box<Frozen>,
 }
@@ -446,10 +449,32 @@ where
                     .take(200)
                     .collect()
             });
+            let result_schema = match &child.result_schema {
+                None => None,
+                Some(file) => {
+                    let path = frozen.base_dir.join(file);
+                    let text = std::fs::read_to_string(&path).map_err(|e| {
+                        AgentError::Instructions(format!(
+                            "[agents.{name}] result_schema {}: {e}",
+                            path.display()
+                        ))
+                    })?;
+                    crate::hands::schema::SchemaLoader::new()
+                        .compile(&text)
+                        .map_err(|e| {
+                            AgentError::Instructions(format!(
+                                "[agents.{name}] result_schema {}: {e}",
+                                path.display()
+                            ))
+                        })?;
+                    Some(text)
+                }
+            };
             frozen.agents.insert(
                 name.clone(),
                 FrozenChild {
                     description,
+                    result_schema,
                     frozen: Box::new(child_frozen),
                 },
             );

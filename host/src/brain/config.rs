@@ -109,6 +109,12 @@ pub struct ChildAgentConfig {
     /// Output tokens per child session. Default 20,000.
     #[serde(default = "output_slice")]
     pub max_output_tokens: u64,
+    /// A JSON Schema file (relative to this file) the child's answer must
+    /// match: its answer is read as JSON and checked, and one that does
+    /// not match is returned to the parent as an error. Default none: the
+    /// answer's text is returned as is.
+    #[serde(default)]
+    pub result_schema: Option<PathBuf>,
 }
 
 fn ten() -> u64 {

@@ -183,6 +183,21 @@ pub fn frozen_attenuation_errors(
     errors
 }
 
+/// `answer` read as JSON (the object in it) and checked against `schema`.
+fn checked_result(schema: &str, answer: &str) -> Result<Value, String> {
+    let compiled = crate::hands::schema::SchemaLoader::new()
+        .compile(schema)
+        .map_err(|e| e.to_string())?;
+    let json = super::plan::json_in(answer).unwrap_or(answer);
+    let value: Value =
+        serde_json::from_str(json).map_err(|e| format!("the answer is not JSON ({e})"))?;
+    compiled.validate(&value).map_err(|r| match r {
+        crate::hands::schema::Rejection::Invalid(errors) => errors.join("; "),
+        crate::hands::schema::Rejection::Limit(why) => why,
+    })?;
+    Ok(value)
+}
+
 /// A child ready to run, or why it will not.
 enum Prepared<'h> {
     /// Its agent's name and its runner (boxed: a runner is large).
@@ -612,10 +627,27 @@ impl<'h> Runner<'h> {
         match end.status {
             // The child's session id is in `child_started`, not here: the
             // model needs the answer, and a replayed run the same bytes.
-            SessionStatus::Finished => ChildEnd::Answered(json!({
-                "agent": name,
-                "answer": end.detail.unwrap_or_default(),
-            })),
+            SessionStatus::Finished => {
+                let answer = end.detail.unwrap_or_default();
+                let schema = self
+                    .agent
+                    .frozen
+                    .agents
+                    .get(name)
+                    .and_then(|c| c.result_schema.as_deref());
+                match schema {
+                    None => ChildEnd::Answered(json!({"agent": name, "answer": answer})),
+                    Some(schema) => match checked_result(schema, &answer) {
+                        Ok(result) => ChildEnd::Answered(json!({"agent": name, "result": result})),
+                        Err(why) => ChildEnd::Refused(error(
+                            "invalid-result",
+                            format!(
+                                "agent {name}'s answer does not match its result schema: {why}"
+                            ),
+                        )),
+                    },
+                }
+            }
             SessionStatus::Paused => {
                 let kind = runner
                     .state

@@ -360,3 +360,113 @@ max_concurrent = 2
         assert!(text.contains(&format!("part {i}: done")), "{text}");
     }
 }
+
+/// The parent asks two children; one answers the schema's JSON, one prose.
+struct Shaped;
+
+#[async_trait::async_trait]
+impl ModelProvider for Shaped {
+    fn name(&self) -> &str {
+        "shaped"
+    }
+    fn model(&self) -> &str {
+        "shaped"
+    }
+    async fn complete(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let goal = match req.messages.first() {
+            Some(Message::User { text }) => text.clone(),
+            _ => String::new(),
+        };
+        let answered = req
+            .messages
+            .iter()
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count();
+        let mut r = ModelResponse::default();
+        r.text = Some(match (goal.as_str(), answered) {
+            ("PARENT", 0) => {
+                r.tool_calls = ["good", "bad"]
+                    .iter()
+                    .map(|g| call(g, "delegate", json!({"agent": "counter", "goal": g})))
+                    .collect();
+                return Ok(r);
+            }
+            ("PARENT", _) => "done".into(),
+            ("good", _) => "Here: ```json\n{\"count\": 3}\n```".into(),
+            _ => "three, I think".into(),
+        });
+        Ok(r)
+    }
+}
+
+#[test]
+fn a_child_answer_is_checked_against_its_result_schema() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path();
+    write(
+        &root.join("agent.toml"),
+        r#"name = "parent"
+instructions = "Delegate."
+[model]
+provider = "openai"
+model = "m"
+base_url = "http://127.0.0.1:9/v1"
+[agents.counter]
+path = "counter"
+max_steps = 2
+result_schema = "count.schema.json"
+"#,
+    );
+    write(
+        &root.join("count.schema.json"),
+        r#"{"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"], "additionalProperties": false}"#,
+    );
+    child(root, "counter", "");
+    let (config, base) = AgentConfig::load(root).expect("agent.toml");
+    let store_dir = TempDir::new().expect("tempdir");
+    let results = block_on(async {
+        let hands = Hands::new(HandsConfig::default()).expect("hands");
+        let frozen = freeze(&hands, &config, &base, |_| None)
+            .await
+            .expect("freeze");
+        let agent = bind(&hands, frozen, |_| None).await.expect("bind");
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(store_dir.path()).await.expect("store"));
+        let provider: Arc<dyn ModelProvider> = Arc::new(Shaped);
+        let mut runner = Runner::start(
+            store.clone(),
+            &hands,
+            agent,
+            provider.clone(),
+            "PARENT",
+            "me",
+        )
+        .await
+        .expect("start");
+        runner.set_child_provider(provider);
+        runner.run().await.expect("run");
+        let log = store.read(runner.session(), 1).await.expect("log");
+        let mut results = std::collections::BTreeMap::new();
+        for r in &log {
+            if let Event::ToolFinished {
+                call_id,
+                ok,
+                result,
+                ..
+            } = &r.event
+            {
+                let text = String::from_utf8(store.get_blob(result).await.expect("blob").to_vec())
+                    .expect("utf-8");
+                results.insert(call_id.clone(), (*ok, text));
+            }
+        }
+        results
+    });
+    let (ok, text) = &results["good"];
+    assert!(ok, "{text}");
+    let value: serde_json::Value = serde_json::from_str(text).expect("json");
+    assert_eq!(value["result"]["count"], 3);
+    let (ok, text) = &results["bad"];
+    assert!(!ok, "{text}");
+    assert!(text.contains("does not match its result schema"), "{text}");
+}
