@@ -72,32 +72,47 @@ pub fn def(frozen: &super::bind::Frozen) -> Option<ToolDef> {
     })
 }
 
+/// Each child directory must lie inside a parent directory with a mode no
+/// wider; one sentence per one that does not.
+fn dir_errors<'a>(
+    parent: &[&crate::hands::DirGrant],
+    child: impl Iterator<Item = &'a crate::hands::DirGrant>,
+    errors: &mut Vec<String>,
+) {
+    for dir in child {
+        let inside = parent.iter().any(|p| {
+            dir.host_path().starts_with(p.host_path())
+                && (dir.access() == Access::ReadOnly || p.access() == Access::ReadWrite)
+        });
+        if inside {
+            continue;
+        }
+        let wider_mode = parent
+            .iter()
+            .any(|p| dir.host_path().starts_with(p.host_path()));
+        errors.push(if wider_mode {
+            format!(
+                "directory {} is granted read-write to the child but only read-only here",
+                dir.guest_path()
+            )
+        } else {
+            format!(
+                "directory {} is outside every directory granted here",
+                dir.guest_path()
+            )
+        });
+    }
+}
+
 /// Why a child's grants exceed its parent's, one sentence each.
 pub fn attenuation_errors(parent: &[&Grants], child: &[&Grants]) -> Vec<String> {
     let mut errors = Vec::new();
     let parent_dirs: Vec<_> = parent.iter().flat_map(|g| &g.dirs).collect();
-    for dir in child.iter().flat_map(|g| &g.dirs) {
-        let inside = parent_dirs.iter().find(|p| {
-            dir.host_path().starts_with(p.host_path())
-                && (dir.access() == Access::ReadOnly || p.access() == Access::ReadWrite)
-        });
-        if inside.is_none() {
-            let wider_mode = parent_dirs
-                .iter()
-                .any(|p| dir.host_path().starts_with(p.host_path()));
-            errors.push(if wider_mode {
-                format!(
-                    "directory {} is granted read-write to the child but only read-only here",
-                    dir.guest_path()
-                )
-            } else {
-                format!(
-                    "directory {} is outside every directory granted here",
-                    dir.guest_path()
-                )
-            });
-        }
-    }
+    dir_errors(
+        &parent_dirs,
+        child.iter().flat_map(|g| &g.dirs),
+        &mut errors,
+    );
     let hosts: Vec<_> = parent.iter().flat_map(|g| &g.hosts).collect();
     for host in child.iter().flat_map(|g| &g.hosts) {
         if !hosts.contains(&host) {
@@ -132,28 +147,11 @@ pub fn frozen_attenuation_errors(
         .iter()
         .flat_map(|t| t.dirs.iter().flatten())
         .collect();
-    for dir in child.tools.iter().flat_map(|t| t.dirs.iter().flatten()) {
-        let inside = parent_dirs.iter().find(|p| {
-            dir.host_path().starts_with(p.host_path())
-                && (dir.access() == Access::ReadOnly || p.access() == Access::ReadWrite)
-        });
-        if inside.is_none() {
-            let wider_mode = parent_dirs
-                .iter()
-                .any(|p| dir.host_path().starts_with(p.host_path()));
-            errors.push(if wider_mode {
-                format!(
-                    "directory {} is granted read-write to the child but only read-only here",
-                    dir.guest_path()
-                )
-            } else {
-                format!(
-                    "directory {} is outside every directory granted here",
-                    dir.guest_path()
-                )
-            });
-        }
-    }
+    dir_errors(
+        &parent_dirs,
+        child.tools.iter().flat_map(|t| t.dirs.iter().flatten()),
+        &mut errors,
+    );
     let held = |pick: fn(&super::config::ToolConfig) -> &Vec<String>| -> Vec<&String> {
         parent.tools.iter().flat_map(|t| pick(&t.config)).collect()
     };
