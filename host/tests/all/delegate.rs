@@ -88,6 +88,81 @@ fn child(dir: &Path, name: &str, tools: &str) {
     );
 }
 
+/// What a parent's run left: its log, each call's result (ok, text), and
+/// each child's log and state.
+struct Ran {
+    end: longhand_host::brain::agent::RunEnd,
+    log: Vec<longhand_host::session::EventRecord>,
+    results: std::collections::BTreeMap<String, (bool, String)>,
+    children: Vec<(
+        Vec<longhand_host::session::EventRecord>,
+        longhand_host::brain::state::SessionState,
+    )>,
+}
+
+/// Freeze the agent in `root` (`lookup` for its variables), run it with
+/// goal `PARENT`, `model` answering it and its children.
+fn run_parent(
+    root: &Path,
+    model: Arc<dyn ModelProvider>,
+    lookup: fn(&str) -> Option<String>,
+    check: impl FnOnce(&longhand_host::brain::agent::Frozen),
+) -> Ran {
+    let (config, base) = AgentConfig::load(root).expect("agent.toml");
+    let store_dir = TempDir::new().expect("tempdir");
+    block_on(async {
+        let hands = Hands::new(HandsConfig::default()).expect("hands");
+        let frozen = freeze(&hands, &config, &base, lookup)
+            .await
+            .expect("freeze");
+        check(&frozen);
+        let agent = bind(&hands, frozen, |_| None).await.expect("bind");
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(store_dir.path()).await.expect("store"));
+        let mut runner = Runner::start(store.clone(), &hands, agent, model.clone(), "PARENT", "me")
+            .await
+            .expect("start");
+        runner.set_child_provider(model);
+        let end = runner.run().await.expect("run");
+        let session = runner.session().clone();
+        drop(runner);
+        let log = store.read(&session, 1).await.expect("log");
+        let mut children = Vec::new();
+        let mut results = std::collections::BTreeMap::new();
+        for r in &log {
+            match &r.event {
+                Event::ChildStarted { child, .. } => {
+                    let id: SessionId = child.parse().expect("id");
+                    children.push((
+                        store.read(&id, 1).await.expect("child log"),
+                        longhand_host::brain::agent::load_state(store.as_ref(), &id)
+                            .await
+                            .expect("child state"),
+                    ));
+                }
+                Event::ToolFinished {
+                    call_id,
+                    ok,
+                    result,
+                    ..
+                } => {
+                    let text =
+                        String::from_utf8(store.get_blob(result).await.expect("blob").to_vec())
+                            .expect("utf-8");
+                    results.insert(call_id.clone(), (*ok, text));
+                }
+                _ => {}
+            }
+        }
+        Ran {
+            end,
+            log,
+            results,
+            children,
+        }
+    })
+}
+
 #[test]
 fn children_never_hold_or_spend_more_than_their_parent() {
     let dir = TempDir::new().expect("tempdir");
@@ -146,59 +221,18 @@ path = "secretive"
         "secretive",
         "[[tools]]\ncomponent = \"fs\"\ndirs = [\"../work/sub:/w:ro\"]\nsecrets = [\"TOKEN@127.0.0.1\"]\n",
     );
-    let (config, base) = AgentConfig::load(root).expect("agent.toml");
-    let store_dir = TempDir::new().expect("tempdir");
-    let (log, children) = block_on(async {
-        let hands = Hands::new(HandsConfig::default()).expect("hands");
-        // TOKEN is set for the child's freeze; the parent holds no secret.
-        let lookup = |name: &str| (name == "TOKEN").then(|| "t".to_owned());
-        let frozen = freeze(&hands, &config, &base, lookup)
-            .await
-            .expect("freeze");
-        assert_eq!(frozen.agents.len(), 5);
-        assert_eq!(frozen.agents["reader"].frozen.limits.max_steps, 3);
-        let agent = bind(&hands, frozen, |_| None).await.expect("bind");
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(store_dir.path()).await.expect("store"));
-        let model: Arc<dyn ModelProvider> = Arc::new(Model);
-        let mut runner = Runner::start(store.clone(), &hands, agent, model.clone(), "PARENT", "me")
-            .await
-            .expect("start");
-        runner.set_child_provider(model);
-        let end = runner.run().await.expect("run");
-        assert_eq!(end.status.as_str(), "finished", "{:?}", end.detail);
-        let session = runner.session().clone();
-        drop(runner);
-        let log = store.read(&session, 1).await.expect("log");
-        let mut children = Vec::new();
-        for r in &log {
-            if let Event::ChildStarted { child, .. } = &r.event {
-                let id: SessionId = child.parse().expect("id");
-                children.push((
-                    store.read(&id, 1).await.expect("child log"),
-                    longhand_host::brain::agent::load_state(store.as_ref(), &id)
-                        .await
-                        .expect("child state"),
-                ));
-            }
-        }
-        let mut results = std::collections::BTreeMap::new();
-        for r in &log {
-            if let Event::ToolFinished {
-                call_id,
-                ok,
-                result,
-                ..
-            } = &r.event
-            {
-                let text = String::from_utf8(store.get_blob(result).await.expect("blob").to_vec())
-                    .expect("utf-8");
-                results.insert(call_id.clone(), (*ok, text));
-            }
-        }
-        ((log, results), children)
-    });
-    let (log, results) = log;
+    // TOKEN is set for the child's freeze; the parent holds no secret.
+    let ran = run_parent(
+        root,
+        Arc::new(Model),
+        |name| (name == "TOKEN").then(|| "t".to_owned()),
+        |frozen| {
+            assert_eq!(frozen.agents.len(), 5);
+            assert_eq!(frozen.agents["reader"].frozen.limits.max_steps, 3);
+        },
+    );
+    assert_eq!(ran.end.status.as_str(), "finished", "{:?}", ran.end.detail);
+    let (log, results, children) = (ran.log, ran.results, ran.children);
     // Refused, each saying why; nothing started for them.
     let refused = |id: &str, words: &str| {
         let (ok, text) = &results[id];
@@ -306,51 +340,23 @@ max_concurrent = 2
 "#,
     );
     child(root, "reader", "");
-    let (config, base) = AgentConfig::load(root).expect("agent.toml");
-    let store_dir = TempDir::new().expect("tempdir");
     let model = Arc::new(Slow {
         in_flight: Default::default(),
         most: Default::default(),
     });
-    let results = block_on(async {
-        let hands = Hands::new(HandsConfig::default()).expect("hands");
-        let frozen = freeze(&hands, &config, &base, |_| None)
-            .await
-            .expect("freeze");
-        let agent = bind(&hands, frozen, |_| None).await.expect("bind");
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(store_dir.path()).await.expect("store"));
-        let provider: Arc<dyn ModelProvider> = model.clone();
-        let mut runner = Runner::start(
-            store.clone(),
-            &hands,
-            agent,
-            provider.clone(),
-            "PARENT",
-            "me",
-        )
-        .await
-        .expect("start");
-        runner.set_child_provider(provider);
-        let end = runner.run().await.expect("run");
-        assert_eq!(end.status.as_str(), "finished", "{:?}", end.detail);
-        let log = store.read(runner.session(), 1).await.expect("log");
-        let mut results = Vec::new();
-        for r in &log {
-            if let Event::ToolFinished {
-                call_id,
-                ok,
-                result,
-                ..
-            } = &r.event
-            {
-                let text = String::from_utf8(store.get_blob(result).await.expect("blob").to_vec())
-                    .expect("utf-8");
-                results.push((call_id.clone(), *ok, text));
+    let ran = run_parent(root, model.clone(), |_| None, |_| {});
+    assert_eq!(ran.end.status.as_str(), "finished", "{:?}", ran.end.detail);
+    let results: Vec<(String, bool, String)> = ran
+        .log
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::ToolFinished { call_id, .. } => {
+                let (ok, text) = ran.results[call_id].clone();
+                Some((call_id.clone(), ok, text))
             }
-        }
-        results
-    });
+            _ => None,
+        })
+        .collect();
     // Two at a time, never three; every part answered, in call order.
     assert_eq!(model.most.load(std::sync::atomic::Ordering::SeqCst), 2);
     let ids: Vec<&str> = results.iter().map(|(id, _, _)| id.as_str()).collect();
@@ -422,46 +428,7 @@ result_schema = "count.schema.json"
         r#"{"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"], "additionalProperties": false}"#,
     );
     child(root, "counter", "");
-    let (config, base) = AgentConfig::load(root).expect("agent.toml");
-    let store_dir = TempDir::new().expect("tempdir");
-    let results = block_on(async {
-        let hands = Hands::new(HandsConfig::default()).expect("hands");
-        let frozen = freeze(&hands, &config, &base, |_| None)
-            .await
-            .expect("freeze");
-        let agent = bind(&hands, frozen, |_| None).await.expect("bind");
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(store_dir.path()).await.expect("store"));
-        let provider: Arc<dyn ModelProvider> = Arc::new(Shaped);
-        let mut runner = Runner::start(
-            store.clone(),
-            &hands,
-            agent,
-            provider.clone(),
-            "PARENT",
-            "me",
-        )
-        .await
-        .expect("start");
-        runner.set_child_provider(provider);
-        runner.run().await.expect("run");
-        let log = store.read(runner.session(), 1).await.expect("log");
-        let mut results = std::collections::BTreeMap::new();
-        for r in &log {
-            if let Event::ToolFinished {
-                call_id,
-                ok,
-                result,
-                ..
-            } = &r.event
-            {
-                let text = String::from_utf8(store.get_blob(result).await.expect("blob").to_vec())
-                    .expect("utf-8");
-                results.insert(call_id.clone(), (*ok, text));
-            }
-        }
-        results
-    });
+    let results = run_parent(root, Arc::new(Shaped), |_| None, |_| {}).results;
     let (ok, text) = &results["good"];
     assert!(ok, "{text}");
     let value: serde_json::Value = serde_json::from_str(text).expect("json");
