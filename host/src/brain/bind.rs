@@ -439,6 +439,22 @@ where
             limits.max_tool_calls = limits.max_tool_calls.min(child.max_tool_calls);
             limits.max_input_tokens = limits.max_input_tokens.min(child.max_input_tokens);
             limits.max_output_tokens = limits.max_output_tokens.min(child.max_output_tokens);
+            // Money: a parent with a cost limit hands each child a slice of
+            // it (0 is "no limit", so the smaller non-zero one wins).
+            if config.limits.max_cost_micros > 0 && child.max_cost_micros == 0 {
+                return Err(AgentError::Instructions(format!(
+                    "[agents.{name}]: this agent has max_cost_micros = {}, so each child needs \
+                     its slice: set max_cost_micros in [agents.{name}]",
+                    config.limits.max_cost_micros
+                ))
+                .into());
+            }
+            if child.max_cost_micros > 0 {
+                limits.max_cost_micros = match limits.max_cost_micros {
+                    0 => child.max_cost_micros,
+                    own => own.min(child.max_cost_micros),
+                };
+            }
             let description = child.description.clone().unwrap_or_else(|| {
                 child_frozen
                     .instructions

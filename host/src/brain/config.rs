@@ -109,6 +109,11 @@ pub struct ChildAgentConfig {
     /// Output tokens per child session. Default 20,000.
     #[serde(default = "output_slice")]
     pub max_output_tokens: u64,
+    /// Money per child session, micro-dollars. Required (above 0) when the
+    /// parent has a `max_cost_micros`: its children's costs are then slices
+    /// of it. Default 0: none given.
+    #[serde(default)]
+    pub max_cost_micros: u64,
     /// A JSON Schema file (relative to this file) the child's answer must
     /// match: its answer is read as JSON and checked, and one that does
     /// not match is returned to the parent as an error. Default none: the

@@ -495,8 +495,10 @@ fn limit_hit(state: &SessionState, limits: &SessionLimits) -> Option<PauseReason
     }
     // Money: 0 is no limit.
     let max_cost = limit(&state.raised, "max_cost_micros", limits.max_cost_micros);
-    if max_cost > 0 && state.cost_micros >= max_cost {
-        let mut reason = limit_reason("max_cost_micros", state.cost_micros, max_cost);
+    // Slices handed to children count as spent.
+    let spent = state.cost_micros + state.reserved.get("max_cost_micros").copied().unwrap_or(0);
+    if max_cost > 0 && spent >= max_cost {
+        let mut reason = limit_reason("max_cost_micros", spent, max_cost);
         if state.cost_unknown > 0 {
             reason.detail.push_str(&format!(
                 " ({} answers had no known price and are not counted)",

@@ -221,12 +221,16 @@ fn error(kind: &str, message: impl Into<String>) -> Value {
 /// The limits a slice covers, as `child_started.slice` names them.
 fn slice_of(frozen: &super::bind::Frozen) -> BTreeMap<String, u64> {
     let l = &frozen.limits;
-    BTreeMap::from([
+    let mut slice = BTreeMap::from([
         ("max_steps".to_owned(), l.max_steps),
         ("max_tool_calls".to_owned(), l.max_tool_calls),
         ("max_input_tokens".to_owned(), l.max_input_tokens),
         ("max_output_tokens".to_owned(), l.max_output_tokens),
-    ])
+    ]);
+    if l.max_cost_micros > 0 {
+        slice.insert("max_cost_micros".to_owned(), l.max_cost_micros);
+    }
+    slice
 }
 
 impl<'h> Runner<'h> {
@@ -469,6 +473,7 @@ impl<'h> Runner<'h> {
                 "max_tool_calls" => self.state.tool_calls,
                 "max_input_tokens" => self.state.input_tokens,
                 "max_output_tokens" => self.state.output_tokens,
+                "max_cost_micros" => self.state.cost_micros,
                 _ => 0,
             };
             spent + self.state.reserved.get(name).copied().unwrap_or(0)
@@ -478,9 +483,14 @@ impl<'h> Runner<'h> {
                 "max_steps" => limits.max_steps,
                 "max_tool_calls" => limits.max_tool_calls,
                 "max_input_tokens" => limits.max_input_tokens,
+                "max_cost_micros" => limits.max_cost_micros,
                 _ => limits.max_output_tokens,
             };
             let max = super::decide::limit(&self.state.raised, &limit_name, configured);
+            if limit_name == "max_cost_micros" && max == 0 {
+                // No money limit here: nothing to slice.
+                continue;
+            }
             let left = max.saturating_sub(used(&limit_name));
             if wanted > left {
                 return Err(error(

@@ -437,3 +437,61 @@ result_schema = "count.schema.json"
     assert!(!ok, "{text}");
     assert!(text.contains("does not match its result schema"), "{text}");
 }
+
+#[test]
+fn money_is_sliced_down_the_tree_and_a_child_without_a_slice_is_refused() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path();
+    let agent = |slice: &str| {
+        format!(
+            r#"name = "parent"
+instructions = "Delegate."
+[model]
+provider = "openai"
+model = "m"
+base_url = "http://127.0.0.1:9/v1"
+[limits]
+max_cost_micros = 30000
+[agents.reader]
+path = "reader"
+max_steps = 2
+{slice}
+"#
+        )
+    };
+    child(root, "reader", "");
+    // A child of a cost-limited parent must be given its slice.
+    write(&root.join("agent.toml"), &agent(""));
+    let (config, base) = AgentConfig::load(root).expect("agent.toml");
+    let refused = block_on(async {
+        let hands = Hands::new(HandsConfig::default()).expect("hands");
+        freeze(&hands, &config, &base, |_| None).await.err()
+    })
+    .expect("refused");
+    assert!(refused.to_string().contains("max_cost_micros"), "{refused}");
+    // $0.02 of $0.03 each: the first fits, the others do not.
+    write(&root.join("agent.toml"), &agent("max_cost_micros = 20000"));
+    let model = Arc::new(Slow {
+        in_flight: Default::default(),
+        most: Default::default(),
+    });
+    let ran = run_parent(
+        root,
+        model,
+        |_| None,
+        |frozen| {
+            assert_eq!(frozen.agents["reader"].frozen.limits.max_cost_micros, 20000);
+        },
+    );
+    let (ok, text) = &ran.results["d0"];
+    assert!(ok, "{text}");
+    for id in ["d1", "d2"] {
+        let (ok, text) = &ran.results[id];
+        assert!(!ok, "{id}: {text}");
+        assert!(
+            text.contains("needs 20000 of max_cost_micros"),
+            "{id}: {text}"
+        );
+    }
+    assert_eq!(ran.children.len(), 1);
+}
