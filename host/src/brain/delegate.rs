@@ -386,6 +386,19 @@ impl<'h> Runner<'h> {
     /// The child agent named by `input`, after its name, goal, depth and
     /// fan-out are checked; an error value for the model otherwise.
     fn check_delegation(&self, input: &Value) -> Result<(), Value> {
+        // Exactly the schema: `agent` and `goal`, both text, nothing else
+        // (the model's input reaches no further than these two fields).
+        let fields_ok = input.as_object().is_some_and(|o| {
+            o.keys().all(|k| k == "agent" || k == "goal")
+                && o.get("agent").is_some_and(Value::is_string)
+                && o.get("goal").is_some_and(Value::is_string)
+        });
+        if !fields_ok {
+            return Err(error(
+                "invalid-input",
+                "give exactly {\"agent\": <name>, \"goal\": <text>}",
+            ));
+        }
         let frozen = &self.agent.frozen;
         let name = input
             .get("agent")

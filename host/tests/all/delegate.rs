@@ -495,3 +495,84 @@ max_steps = 2
     }
     assert_eq!(ran.children.len(), 1);
 }
+
+/// A parent that asks for children the hostile way.
+struct Hostile;
+
+#[async_trait::async_trait]
+impl ModelProvider for Hostile {
+    fn name(&self) -> &str {
+        "hostile"
+    }
+    fn model(&self) -> &str {
+        "hostile"
+    }
+    async fn complete(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let answered = req
+            .messages
+            .iter()
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count();
+        let mut r = ModelResponse::default();
+        if answered > 0 {
+            r.text = Some("done".into());
+            return Ok(r);
+        }
+        let long = "x".repeat(100 * 1024);
+        r.tool_calls = vec![
+            call("long", "delegate", json!({"agent": "reader", "goal": long})),
+            call(
+                "empty",
+                "delegate",
+                json!({"agent": "reader", "goal": "  "}),
+            ),
+            call(
+                "unknown",
+                "delegate",
+                json!({"agent": "y".repeat(10_000), "goal": "g"}),
+            ),
+            call("typed", "delegate", json!({"agent": 7, "goal": ["g"]})),
+            call(
+                "extra",
+                "delegate",
+                json!({"agent": "reader", "goal": "g", "grants": "all"}),
+            ),
+        ];
+        Ok(r)
+    }
+}
+
+#[test]
+fn hostile_delegate_inputs_start_no_child_and_say_why() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path();
+    write(
+        &root.join("agent.toml"),
+        r#"name = "parent"
+instructions = "Delegate."
+[model]
+provider = "openai"
+model = "m"
+base_url = "http://127.0.0.1:9/v1"
+[limits]
+max_consecutive_failures = 10
+[agents.reader]
+path = "reader"
+max_steps = 2
+"#,
+    );
+    child(root, "reader", "");
+    let ran = run_parent(root, Arc::new(Hostile), |_| None, |_| {});
+    assert_eq!(ran.end.status.as_str(), "finished", "{:?}", ran.end.detail);
+    assert!(ran.children.is_empty(), "a child started");
+    for id in ["long", "empty", "unknown", "typed", "extra"] {
+        let (ok, text) = &ran.results[id];
+        assert!(!ok, "{id}: {text}");
+        // Nothing the model sent is echoed back at length.
+        assert!(text.len() < 2048, "{id}: {} bytes", text.len());
+    }
+    assert!(ran.results["long"].1.contains("bytes of text"));
+    assert!(ran.results["unknown"].1.contains("no agent"));
+    assert!(ran.results["extra"].1.contains("give exactly"));
+    assert!(ran.results["typed"].1.contains("give exactly"));
+}
