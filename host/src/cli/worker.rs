@@ -10,7 +10,7 @@
 //! it runs are picked up without a restart. Higher `--priority` first,
 //! then the longest waiting.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -61,6 +61,8 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
     let hands: &'static crate::hands::Hands = Box::leak(Box::new(super::run::hands()?));
     let owner = super::run::owner();
     let mut running: HashSet<SessionId> = HashSet::new();
+    // A session's priority is frozen at its start: read once, not per poll.
+    let mut priorities: HashMap<SessionId, i64> = HashMap::new();
     let mut pool = FuturesUnordered::new();
     eprintln!(
         "worker {owner}: running up to {} sessions of this store",
@@ -68,7 +70,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
     );
     loop {
         if running.len() < args.concurrency {
-            for session in runnable(store.as_ref(), &running).await? {
+            for session in runnable(store.as_ref(), &running, &mut priorities).await? {
                 if running.len() >= args.concurrency {
                     break;
                 }
@@ -110,15 +112,23 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
 async fn runnable(
     store: &dyn Store,
     running: &HashSet<SessionId>,
+    priorities: &mut HashMap<SessionId, i64>,
 ) -> anyhow::Result<Vec<SessionId>> {
     let mut candidates = Vec::new();
     for summary in store.list().await? {
         if summary.status != SessionStatus::Running || running.contains(&summary.id) {
             continue;
         }
-        let priority = Runner::frozen_of(store, &summary.id)
-            .await
-            .map_or(0, |f| f.priority);
+        let priority = match priorities.get(&summary.id) {
+            Some(p) => *p,
+            None => {
+                let p = Runner::frozen_of(store, &summary.id)
+                    .await
+                    .map_or(0, |f| f.priority);
+                priorities.insert(summary.id.clone(), p);
+                p
+            }
+        };
         candidates.push((priority, summary.updated_ms, summary.id));
     }
     candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
