@@ -6,11 +6,13 @@
 
 use std::path::{Path, PathBuf};
 
-use longhand_host::session::{Event, EventRecord};
+use longhand_host::session::Event;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::support::{Home, Proc, call, scripted_agent, session_of_json, text_turn, tool_turn};
+use crate::support::{
+    Home, Proc, call, of_kind, scripted_agent, session_of_json, text_turn, tool_turn,
+};
 
 /// A scripted agent whose fs writes wait for approval.
 fn agent(dir: &Path, responses: &[Value]) -> PathBuf {
@@ -55,10 +57,6 @@ fn pending(home: &Home) -> Vec<Value> {
         .iter()
         .map(|l| serde_json::from_str(l).expect("json"))
         .collect()
-}
-
-fn of_kind<'a>(log: &'a [EventRecord], kind: &str) -> Vec<&'a EventRecord> {
-    log.iter().filter(|r| r.event.kind() == kind).collect()
 }
 
 fn file(dir: &Path) -> Option<String> {

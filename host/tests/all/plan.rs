@@ -7,11 +7,14 @@
 
 use std::path::{Path, PathBuf};
 
-use longhand_host::session::{BlobRef, Event, EventRecord, SessionId, SqliteStore, Store};
+use longhand_host::session::{Event, EventRecord, SessionId, SqliteStore, Store};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::support::{Home, Proc, block_on, call, session_of_json, text_turn, tool_turn, write};
+use crate::support::{
+    Home, Proc, blob, block_on, call, of_kind, plan_json, run_script, session_of_json, text_turn,
+    tool_turn, write,
+};
 
 /// A planned agent in `dir`: fs over `work/` (rw), the plan `plan_toml`,
 /// `[plan]` settings `plan_section`, and a script of `responses`.
@@ -65,37 +68,6 @@ fn file_task(id: &str, file: &str, depends_on: &[&str]) -> String {
          expect = \".kind == \\\"file\\\"\"\n\n",
         deps = json!(depends_on)
     )
-}
-
-fn run_script(home: &Home, dir: &Path, script: &Path) -> (crate::support::Ended, String) {
-    let run = home.run(&[
-        "run",
-        dir.to_str().expect("utf-8"),
-        "--script",
-        script.to_str().expect("utf-8"),
-        "--json",
-    ]);
-    let session = session_of_json(&run.stdout[0]);
-    (run, session)
-}
-
-fn plan_json(home: &Home, session: &str) -> Value {
-    let out = home.run(&["plan", session, "--json"]);
-    out.expect_code(0);
-    serde_json::from_str(&out.stdout[0]).expect("plan --json is one JSON object")
-}
-
-fn of_kind<'a>(log: &'a [EventRecord], kind: &str) -> Vec<&'a EventRecord> {
-    log.iter().filter(|r| r.event.kind() == kind).collect()
-}
-
-fn blob(home: &Home, blob: &BlobRef) -> Vec<u8> {
-    let home = home.path().to_owned();
-    let blob = blob.clone();
-    block_on(async move {
-        let store = SqliteStore::open(&home).await.expect("open the store");
-        store.get_blob(&blob).await.expect("blob").to_vec()
-    })
 }
 
 #[test]

@@ -14,7 +14,9 @@ use longhand_host::session::{BlobRef, Event, EventRecord, PauseKind, SqliteStore
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::support::{Ended, Home, block_on, call, session_of_json, text_turn, tool_turn, write};
+use crate::support::{
+    Home, blob, block_on, call, of_kind, plan_json, run_script, text_turn, tool_turn, write,
+};
 
 /// A planned agent in `dir`: fs over `work/` (rw), `[plan]` settings
 /// `plan_section`, the operator's plan `plan_toml` when there is one (no
@@ -99,37 +101,6 @@ fn write_turn(id: &str, file: &str) -> Value {
         10,
         1,
     )
-}
-
-fn run_script(home: &Home, dir: &Path, script: &Path) -> (Ended, String) {
-    let run = home.run(&[
-        "run",
-        dir.to_str().expect("utf-8"),
-        "--script",
-        script.to_str().expect("utf-8"),
-        "--json",
-    ]);
-    let session = session_of_json(&run.stdout[0]);
-    (run, session)
-}
-
-fn plan_json(home: &Home, session: &str) -> Value {
-    let out = home.run(&["plan", session, "--json"]);
-    out.expect_code(0);
-    serde_json::from_str(&out.stdout[0]).expect("plan --json is one JSON object")
-}
-
-fn of_kind<'a>(log: &'a [EventRecord], kind: &str) -> Vec<&'a EventRecord> {
-    log.iter().filter(|r| r.event.kind() == kind).collect()
-}
-
-fn blob(home: &Home, blob: &BlobRef) -> Vec<u8> {
-    let home = home.path().to_owned();
-    let blob = blob.clone();
-    block_on(async move {
-        let store = SqliteStore::open(&home).await.expect("open the store");
-        store.get_blob(&blob).await.expect("blob").to_vec()
-    })
 }
 
 fn blob_json(home: &Home, blob_ref: &BlobRef) -> Value {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use longhand_host::brain::agent::load_state;
 use longhand_host::brain::state::SessionState;
-use longhand_host::session::{EventRecord, SessionId, SqliteStore};
+use longhand_host::session::{BlobRef, EventRecord, SessionId, SqliteStore, Store};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -413,4 +413,40 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// `longhand run <dir> --script <script> --json`: what it printed and the
+/// session id.
+pub fn run_script(home: &Home, dir: &Path, script: &Path) -> (Ended, String) {
+    let run = home.run(&[
+        "run",
+        dir.to_str().expect("utf-8"),
+        "--script",
+        script.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    let session = session_of_json(&run.stdout[0]);
+    (run, session)
+}
+
+/// `longhand plan <session> --json`.
+pub fn plan_json(home: &Home, session: &str) -> Value {
+    let out = home.run(&["plan", session, "--json"]);
+    out.expect_code(0);
+    serde_json::from_str(&out.stdout[0]).expect("plan --json is one JSON object")
+}
+
+/// The events of `log` of this kind (`"task_started"`, …).
+pub fn of_kind<'a>(log: &'a [EventRecord], kind: &str) -> Vec<&'a EventRecord> {
+    log.iter().filter(|r| r.event.kind() == kind).collect()
+}
+
+/// A blob of the store in `home`.
+pub fn blob(home: &Home, blob: &BlobRef) -> Vec<u8> {
+    let home = home.path().to_owned();
+    let blob = blob.clone();
+    block_on(async move {
+        let store = SqliteStore::open(&home).await.expect("open the store");
+        store.get_blob(&blob).await.expect("blob").to_vec()
+    })
 }
