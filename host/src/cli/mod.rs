@@ -179,7 +179,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Show a session's trajectory.
+    /// Show a session's trajectory, with its child sessions' events nested
+    /// under the events that started them.
     Log(run::LogArgs),
     /// Show a planned session's tasks, statuses and check results.
     Plan(plan::PlanArgs),

@@ -91,10 +91,12 @@ pub struct ResumeArgs {
 pub struct LogArgs {
     /// The session.
     pub session: String,
-    /// One event per line, as JSON.
+    /// One event per line, as JSON (this session's own events; a child's
+    /// are in its own log).
     #[arg(long)]
     pub json: bool,
-    /// Keep printing new events until the session stops running.
+    /// Keep printing new events until the session stops running (this
+    /// session's own events).
     #[arg(long)]
     pub follow: bool,
 }
@@ -544,6 +546,16 @@ pub async fn sessions(json: bool) -> anyhow::Result<Outcome> {
 pub async fn log(args: LogArgs) -> anyhow::Result<Outcome> {
     let session = parse_session(&args.session)?;
     let store = open_store().await?;
+    if !args.json && !args.follow {
+        let mut seen = std::collections::HashSet::new();
+        return match print_tree(store.as_ref(), &session, 0, &mut seen).await? {
+            0 => Err(StoreError::NotFound {
+                what: format!("session {session}"),
+            }
+            .into()),
+            _ => Ok(Outcome::Done),
+        };
+    }
     let mut next = 1;
     loop {
         let records = store.read(&session, next).await?;
@@ -578,6 +590,58 @@ pub async fn log(args: LogArgs) -> anyhow::Result<Outcome> {
         }
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
+}
+
+/// How deep `log` nests child sessions. Delegation depth is capped far
+/// below this by `[delegation] max_depth`; the bound only keeps a damaged
+/// log from recursing without end.
+const MAX_TREE_DEPTH: usize = 32;
+
+/// Print `session`'s events, each child session's events nested under the
+/// event that started it (`child_started`, or `task_started` of a parallel
+/// task), indented one level per generation. Returns how many of
+/// `session`'s own events there were.
+///
+/// Children run beside their parent, so their events are shown as a block
+/// under their start rather than interleaved by time: the tree is what an
+/// operator reads to see who did what; `log --json` of each session gives
+/// the exact order.
+fn print_tree<'a>(
+    store: &'a dyn Store,
+    session: &'a SessionId,
+    depth: usize,
+    seen: &'a mut std::collections::HashSet<SessionId>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<usize>> + 'a>> {
+    Box::pin(async move {
+        if !seen.insert(session.clone()) {
+            return Ok(0);
+        }
+        let records = store.read(session, 1).await?;
+        let indent = "  │ ".repeat(depth);
+        for record in &records {
+            println!("{indent}{}", one_line(&render(store, record).await));
+            let child = match &record.event {
+                Event::ChildStarted { child, .. } => Some(child),
+                Event::TaskStarted {
+                    child: Some(child), ..
+                } => Some(child),
+                _ => None,
+            };
+            let Some(child) = child.and_then(|c| c.parse::<SessionId>().ok()) else {
+                continue;
+            };
+            if depth + 1 >= MAX_TREE_DEPTH {
+                println!(
+                    "{indent}  │ (child session {child}: nested too deep to show; `longhand log {child}`)"
+                );
+                continue;
+            }
+            if let Err(e) = print_tree(store, &child, depth + 1, seen).await {
+                println!("{indent}  │ (child session {child}: {e})");
+            }
+        }
+        Ok(records.len())
+    })
 }
 
 async fn excerpt(store: &dyn Store, blob: &BlobRef, max: usize) -> String {

@@ -290,6 +290,35 @@ fn research_team_pauses_for_approval_and_survives_a_kill_at_every_event() {
     let events = home.log(&lead).len();
     drop(guard);
 
+    // `log` shows the tree: each child's events nested under the event
+    // that started it, one level deeper per generation.
+    let tree = home.run(&["log", &lead]);
+    tree.expect_code(0);
+    let lines = &tree.stdout;
+    for agent in ["reader", "writer"] {
+        let start = lines
+            .iter()
+            .position(|l| l.contains("child ") && l.contains(&format!("({agent}) started by")))
+            .unwrap_or_else(|| panic!("no start of the {agent}:\n{}", lines.join("\n")));
+        assert!(!lines[start].starts_with("  │ "), "{}", lines[start]);
+        let nested = &lines[start + 1];
+        assert!(
+            nested.starts_with("  │ ")
+                && nested.contains(&format!("session created: agent {agent}")),
+            "the {agent}'s events do not follow its start, nested:\n{}",
+            lines.join("\n")
+        );
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  │ ") && l.contains("tool fs/write")),
+        "the writer's write is not in the tree:\n{}",
+        lines.join("\n")
+    );
+    let own = lines.iter().filter(|l| !l.starts_with("  │ ")).count();
+    assert_eq!(own, events, "the lead's own events, unindented");
+
     // Killed after each event of `run`, then carried on.
     for k in 1..events {
         let home = Home::new();
