@@ -140,3 +140,54 @@ fn a_bad_rate_limit_is_refused_before_anything_runs() {
     home.run(&["worker", "--until-idle", "--rate", "script=600:100000"])
         .expect_code(0);
 }
+
+/// `--rate` holds every session of a worker to one shared limit, end to
+/// end. The bucket starts with a minute's allowance (30 requests at
+/// `script=30`) and refills one request per 2 s, so the 32 requests of 8
+/// sessions × 4 turns cannot all have been sent before 4 s after the
+/// worker started: the 31st waits for one refill, the 32nd for two. That
+/// is a lower bound the limit guarantees on any machine, however slow;
+/// without the limit the same work takes well under a second here.
+#[test]
+fn a_worker_rate_limit_is_shared_by_all_its_sessions() {
+    let home = Home::new();
+    let dirs: Vec<TempDir> = (0..8).map(|_| TempDir::new().expect("tempdir")).collect();
+    let mut sessions = Vec::new();
+    for dir in &dirs {
+        let script = agent(dir.path(), 4);
+        sessions.push(detach(&home, dir.path(), &script, 0));
+    }
+    let started_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64;
+    let mut w = Proc::spawn(home.cmd(&[
+        "worker",
+        "--concurrency",
+        "8",
+        "--until-idle",
+        "--rate",
+        "script=30",
+    ]));
+    w.finish().expect_code(0);
+    let mut requests: Vec<u64> = Vec::new();
+    for s in &sessions {
+        assert_eq!(home.state(s).status.as_str(), "finished", "{s}");
+        requests.extend(
+            home.log(s)
+                .iter()
+                .filter(|r| matches!(r.event, Event::ModelResponded { .. }))
+                .map(|r| r.at_ms),
+        );
+    }
+    assert_eq!(requests.len(), 32, "{requests:?}");
+    requests.sort_unstable();
+    // `model_requested` is the intent, logged before the limit is waited
+    // out; `model_responded` comes after the provider answered, so after
+    // the wait: 4 s of refill, less a millisecond of clock rounding.
+    let last = requests[31] - started_ms;
+    assert!(
+        last >= 3_999,
+        "the 32nd answer came {last} ms after the worker started: the limit was not shared"
+    );
+}
