@@ -15,3 +15,4 @@ pub mod cli;
 pub mod hands;
 pub mod memory;
 pub mod session;
+pub mod telemetry;

@@ -519,6 +519,20 @@ impl<'h> Runner<'h> {
     /// a model request is abandoned, a tool call's future is dropped — and
     /// `run` returns [`RunError::LeaseLost`]; nothing more is written.
     pub async fn run(&mut self) -> Result<RunEnd, RunError> {
+        let span = crate::telemetry::run_started(
+            &self.session,
+            &self.state.agent_name,
+            self.state.parent.as_deref(),
+        );
+        let end = self.run_traced().await;
+        match &end {
+            Ok(end) => span.end(end.status.as_str(), None),
+            Err(e) => span.end(self.state.status.as_str(), Some(e.to_string())),
+        }
+        end
+    }
+
+    async fn run_traced(&mut self) -> Result<RunEnd, RunError> {
         let heartbeat = Heartbeat::start(self.store.clone(), self.lease.clone(), self.lease_ttl);
         let mut lost = heartbeat.lost();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -817,14 +831,15 @@ impl<'h> Runner<'h> {
     }
 
     fn observe_appended(&mut self, appended: Appended, first: u64, events: Vec<Event>) {
-        if let Some(obs) = self.observer.as_mut() {
-            // The store's time, so what is shown matches a later read.
-            for (i, event) in events.into_iter().enumerate() {
-                let record = EventRecord {
-                    seq: first + i as u64,
-                    at_ms: appended.at_ms,
-                    event,
-                };
+        // The store's time, so what is shown matches a later read.
+        for (i, event) in events.into_iter().enumerate() {
+            let record = EventRecord {
+                seq: first + i as u64,
+                at_ms: appended.at_ms,
+                event,
+            };
+            crate::telemetry::observe(&self.session, &record);
+            if let Some(obs) = self.observer.as_mut() {
                 obs(&record, &self.state);
             }
         }

@@ -214,7 +214,11 @@ pub fn main() -> ExitCode {
         .build()
     {
         Ok(runtime) => runtime.block_on(async {
-            match cli.command {
+            // Refused before anything runs, like any bad configuration.
+            if let Err(e) = crate::telemetry::init_from_env() {
+                return Err(usage(e.to_string()));
+            }
+            let result = match cli.command {
                 Command::Tool(cmd) => tool::run(cmd).await,
                 Command::Run(args) => run::run(args).await,
                 Command::Resume(args) => run::resume(args).await,
@@ -229,7 +233,9 @@ pub fn main() -> ExitCode {
                 Command::Deny(args) => approvals::deny(args).await,
                 Command::Worker(args) => worker::worker(args).await,
                 Command::Memory(cmd) => memory::run(cmd),
-            }
+            };
+            crate::telemetry::shutdown(std::time::Duration::from_secs(3)).await;
+            result
         }),
         Err(err) => Err(anyhow::Error::new(err).context("cannot start the async runtime")),
     };

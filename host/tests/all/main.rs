@@ -31,6 +31,7 @@
 //! - [`stream_timeouts`]: a live stream longer than `request_timeout` finishes.
 
 mod support;
+mod telemetry;
 
 mod approvals;
 mod budgets;
