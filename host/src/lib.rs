@@ -13,5 +13,6 @@ pub mod brain;
 pub mod checks;
 pub mod cli;
 pub mod hands;
+pub mod mcp;
 pub mod memory;
 pub mod session;

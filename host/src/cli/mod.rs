@@ -7,6 +7,7 @@
 
 mod approvals;
 mod control;
+mod mcp;
 mod memory;
 mod plan;
 mod run;
@@ -195,6 +196,8 @@ enum Command {
     /// List, search, show and forget memory bank entries.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
+    /// Serve sandboxed tools to MCP clients over stdio or Streamable HTTP.
+    Mcp(mcp::McpArgs),
 }
 
 /// Parse the command line, run it, and return the process exit code.
@@ -228,6 +231,7 @@ pub fn main() -> ExitCode {
                 Command::Deny(args) => approvals::deny(args).await,
                 Command::Worker(args) => worker::worker(args).await,
                 Command::Memory(cmd) => memory::run(cmd),
+                Command::Mcp(args) => mcp::mcp(args).await,
             }
         }),
         Err(err) => Err(anyhow::Error::new(err).context("cannot start the async runtime")),
