@@ -52,6 +52,25 @@ fn sdk_python() -> Option<PathBuf> {
     venv.is_file().then_some(venv)
 }
 
+/// Node, with the TypeScript SDK installed under tests/mcp.
+fn sdk_node() -> Option<PathBuf> {
+    let sdk = repo_root().join("tests/mcp/node_modules/@modelcontextprotocol/sdk/package.json");
+    if !sdk.is_file() {
+        return None;
+    }
+    let node = std::env::var_os("LONGHAND_MCP_NODE")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("node"));
+    let works = Command::new(&node)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    works.then_some(node)
+}
+
 /// Run an SDK script to its end (killed past [`SCRIPT_LIMIT`]) and assert
 /// it passed.
 fn run_script(interpreter: &Path, script: &str, transport: &str) {
@@ -125,6 +144,22 @@ fn python_sdk_over_http() {
     match sdk_python() {
         Some(python) => run_script(&python, "client.py", "http"),
         None => missing("the MCP Python SDK (tests/mcp/.venv or LONGHAND_MCP_PYTHON)"),
+    }
+}
+
+#[test]
+fn typescript_sdk_over_stdio() {
+    match sdk_node() {
+        Some(node) => run_script(&node, "client.mjs", "stdio"),
+        None => missing("the MCP TypeScript SDK (tests/mcp/node_modules) or node"),
+    }
+}
+
+#[test]
+fn typescript_sdk_over_http() {
+    match sdk_node() {
+        Some(node) => run_script(&node, "client.mjs", "http"),
+        None => missing("the MCP TypeScript SDK (tests/mcp/node_modules) or node"),
     }
 }
 
