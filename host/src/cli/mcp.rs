@@ -144,10 +144,22 @@ pub async fn mcp(args: McpArgs) -> anyhow::Result<Outcome> {
         .map_err(|e| usage(format!("cannot listen on {addr}: {e}")))?;
     let bound = listener.local_addr().context("reading the bound address")?;
     eprintln!("longhand mcp: serving {count} tools at http://{bound}/mcp");
-    let shutdown = async {
+    // SIGINT or SIGTERM ends the server at once: calls in flight are
+    // dropped (stopped), as at the end of stdin.
+    let stop = async {
+        #[cfg(unix)]
+        if let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
         let _ = tokio::signal::ctrl_c().await;
     };
-    http::serve(listener, server, args.origins, shutdown)
+    http::serve(listener, server, args.origins, stop)
         .await
         .context("HTTP transport")?;
     Ok(Outcome::Done)

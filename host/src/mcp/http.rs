@@ -28,6 +28,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -47,13 +48,23 @@ use super::server::{Server, Session};
 pub const SESSION_HEADER: &str = "mcp-session-id";
 /// The version header.
 pub const VERSION_HEADER: &str = "mcp-protocol-version";
-/// Sessions open at once; an `initialize` past this is answered 503. A
-/// session lives until `DELETE` or the server's end.
+/// Sessions open at once. A session lives until `DELETE`, or until an
+/// `initialize` finds this many open: then the one used least recently
+/// with no call in flight is ended (its client gets 404 and, as the spec
+/// says, initializes again), and if every session has a call in flight the
+/// `initialize` is answered 503. A client that died without `DELETE` so
+/// costs a slot only until it is needed.
 pub const MAX_SESSIONS: usize = 256;
+
+/// A session and when a request last named it.
+struct Entry {
+    session: Arc<Session>,
+    used: Instant,
+}
 
 struct App {
     server: Arc<Server>,
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    sessions: Mutex<HashMap<String, Entry>>,
     origins: Vec<String>,
 }
 
@@ -70,16 +81,18 @@ pub fn router(server: Arc<Server>, origins: Vec<String>) -> Router {
         .with_state(app)
 }
 
-/// Serve on `listener` until `shutdown` resolves.
+/// Serve on `listener` until `stop` resolves; then return at once,
+/// dropping open connections (and so stopping their calls).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     server: Arc<Server>,
     origins: Vec<String>,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(server, origins))
-        .with_graceful_shutdown(shutdown)
-        .await
+    tokio::select! {
+        served = axum::serve(listener, router(server, origins)).into_future() => served,
+        () = stop => Ok(()),
+    }
 }
 
 fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response {
@@ -156,7 +169,7 @@ async fn on_delete(State(app): State<Arc<App>>, headers: HeaderMap) -> Response 
     };
     let removed = app.sessions.lock().ok().and_then(|mut s| s.remove(id));
     match removed {
-        Some(session) => {
+        Some(Entry { session, .. }) => {
             session.cancel_all();
             StatusCode::NO_CONTENT.into_response()
         }
@@ -227,11 +240,11 @@ async fn on_post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -
             "Mcp-Session-Id header required (send initialize first)",
         );
     };
-    let session = app
-        .sessions
-        .lock()
-        .ok()
-        .and_then(|s| s.get(session_id).cloned());
+    let session = app.sessions.lock().ok().and_then(|mut s| {
+        let entry = s.get_mut(session_id)?;
+        entry.used = Instant::now();
+        Some(entry.session.clone())
+    });
     let Some(session) = session else {
         return rpc_error(
             StatusCode::NOT_FOUND,
@@ -284,17 +297,35 @@ async fn on_post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -
     StatusCode::ACCEPTED.into_response()
 }
 
+/// Whether a new session fits, ending the least recently used idle one
+/// when [`MAX_SESSIONS`] are open.
+fn make_room(app: &App) -> bool {
+    let Ok(mut sessions) = app.sessions.lock() else {
+        return false;
+    };
+    if sessions.len() < MAX_SESSIONS {
+        return true;
+    }
+    let idle = sessions
+        .iter()
+        .filter(|(_, e)| e.session.calls_in_flight() == 0)
+        .min_by_key(|(_, e)| e.used)
+        .map(|(id, _)| id.clone());
+    match idle {
+        Some(id) => {
+            sessions.remove(&id);
+            true
+        }
+        None => false,
+    }
+}
+
 async fn initialize(app: &App, message: Incoming) -> Response {
-    let full = app
-        .sessions
-        .lock()
-        .map(|s| s.len() >= MAX_SESSIONS)
-        .unwrap_or(true);
-    if full {
+    if !make_room(app) {
         return rpc_error(
             StatusCode::SERVICE_UNAVAILABLE,
             code::INVALID_REQUEST,
-            "too many sessions: end one with DELETE",
+            "too many sessions, each with a call in flight: end one with DELETE",
         );
     }
     let Some(session_id) = new_session_id() else {
@@ -314,7 +345,8 @@ async fn initialize(app: &App, message: Incoming) -> Response {
     let mut response = axum::Json(&answer).into_response();
     if answer.get("result").is_some() {
         if let Ok(mut sessions) = app.sessions.lock() {
-            sessions.insert(session_id.clone(), session);
+            let used = Instant::now();
+            sessions.insert(session_id.clone(), Entry { session, used });
         }
         if let Ok(value) = HeaderValue::from_str(&session_id) {
             response.headers_mut().insert(SESSION_HEADER, value);

@@ -461,6 +461,39 @@ fn http_sessions_headers_and_origins() {
     assert_eq!(status, 204);
     let (status, _, _) = http(&addr, "POST", &with("2025-11-25"), list);
     assert_eq!(status, 404);
-    let _ = child.kill();
-    let _ = child.wait();
+
+    // Past the cap, the least recently used idle session makes room.
+    let open = |i: usize| {
+        let (status, headers, body) = http(
+            &addr,
+            "POST",
+            &[accept, json_type],
+            &init("2025-06-18").to_string(),
+        );
+        assert_eq!(status, 200, "session {i}: {body}");
+        header(&headers, "mcp-session-id")
+            .expect("a session id")
+            .to_owned()
+    };
+    let first = open(0);
+    let second = open(1);
+    let ask = |session: &str| {
+        let headers = [accept, json_type, ("Mcp-Session-Id", session)];
+        http(&addr, "POST", &headers, list).0
+    };
+    // `first` is now more recently used than `second`.
+    assert_eq!(ask(&first), 200);
+    let mut last = String::new();
+    for i in 2..=256 {
+        last = open(i);
+    }
+    assert_eq!(ask(&second), 404, "the least recently used session ended");
+    assert_eq!(ask(&first), 200);
+    assert_eq!(ask(&last), 200);
+
+    // SIGTERM ends the server.
+    // SAFETY: signals a child this test started and has not reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status}");
 }
