@@ -5,7 +5,8 @@
 // The same agent and the same checks as client.py: initialize and version,
 // the tool list with schemas and annotations, calls, a bad argument as an
 // isError result, an unknown tool as a protocol error, a read outside the
-// grant refused without leaking the file, a long call cancelled (the
+// grant refused without leaking the file, a secret added by the host and
+// never shown to the client, a long call cancelled (the
 // sandbox drops its connection) with the server serving on, and 8 calls in
 // flight at once. Everything stays on 127.0.0.1. Exits non-zero naming the
 // first failed expectation; prints `ok: <transport> <n> checks` on success.
@@ -25,6 +26,7 @@ import { McpError } from '@modelcontextprotocol/sdk/types.js';
 
 const WAIT_MS = 30_000; // for an event that should come at once
 let checks = 0;
+const TOKEN = `tok-${randomBytes(12).toString('hex')}`;
 
 class Failed extends Error {}
 
@@ -34,8 +36,9 @@ function expect(cond, what) {
 }
 
 // A loopback HTTP server the sandboxed http tool talks to. `/hang/...`
-// never answers and counts the client's close; any other path is answered
-// (body: the path) once `release()` is called.
+// never answers and counts the client's close; `/echo` answers at once with
+// the request's Authorization header as its body (kept in `auth`); any
+// other path is answered (body: the path) once `release()` is called.
 class SlowServer {
   constructor() {
     this.seen = [];
@@ -60,7 +63,14 @@ class SlowServer {
       if (!head.includes('\r\n\r\n')) return;
       path = head.split(' ')[1];
       this.seen.push(path);
-      if (!path.startsWith('/hang')) {
+      if (path.startsWith('/echo')) {
+        const line = head.split('\r\n').find((l) => l.toLowerCase().startsWith('authorization:'));
+        this.auth = line ? line.slice(line.indexOf(':') + 1).trim() : '';
+        conn.end(
+          `HTTP/1.1 200 OK\r\nConnection: close\r\n` +
+            `Content-Length: ${Buffer.byteLength(this.auth)}\r\n\r\n${this.auth}`,
+        );
+      } else if (!path.startsWith('/hang')) {
         const answer = () => {
           conn.end(
             `HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n` +
@@ -135,6 +145,7 @@ dirs = ["ws:/workspace:rw"]
 [[tools]]
 component = "http"
 allow_hosts = ["127.0.0.1:${port}"]
+secrets = ["MCP_TEST_TOKEN@127.0.0.1:${port}"]
 timeout = "120s"
 `,
   );
@@ -205,6 +216,11 @@ async function run(client, negotiated, root, slow) {
     expect(!dump.includes(canary), `canary leaked reading ${path}`);
     expect(!dump.split(secretFile).join('').includes(root), `host path leaked: ${dump}`);
   }
+  // A secret: the host adds it to the request, the client never sees it.
+  r = await client.callTool({ name: 'http__get', arguments: { url: `http://127.0.0.1:${slow.port}/echo` } });
+  expect(!r.isError, `echo call: ${text(r)}`);
+  expect(slow.auth === `Bearer ${TOKEN}`, `the host added the secret (server saw ${slow.auth})`);
+  expect(!JSON.stringify(r).includes(TOKEN), 'the secret reached the MCP client');
   r = await client.callTool({ name: 'http__get', arguments: { url: 'http://127.0.0.2:9/' } });
   expect(r.isError === true && text(r).includes('denied'), `ungranted host: ${text(r)}`);
 
@@ -279,7 +295,11 @@ async function main() {
   try {
     const agent = makeAgent(root, slow.port);
     // The Rust test passes a home whose compile cache is already warm.
-    const env = { LONGHAND_HOME: process.env.LONGHAND_HOME || join(root, 'home'), PATH: process.env.PATH ?? '' };
+    const env = {
+      LONGHAND_HOME: process.env.LONGHAND_HOME || join(root, 'home'),
+      PATH: process.env.PATH ?? '',
+      MCP_TEST_TOKEN: TOKEN,
+    };
     let clientTransport;
     if (transport === 'stdio') {
       clientTransport = new StdioClientTransport({

@@ -3,13 +3,14 @@
 Usage: client.py LONGHAND_BINARY stdio|http
 
 Builds an agent directory (fs granted a workspace read-write, http granted
-one loopback port, fs__glob held for approval), starts the server itself
-(stdio: as the SDK's subprocess; http: `--http 127.0.0.1:0`, address read
-from stderr) and checks: initialize and version, the tool list with
-schemas and annotations, calls, a bad argument as an isError result, an
-unknown tool as a protocol error, a read outside the grant refused without
-leaking the file, a long call cancelled (the sandbox drops its connection)
-with the server serving on, and 8 calls in flight at once.
+one loopback port and a secret for it, fs__glob held for approval), starts
+the server itself (stdio: as the SDK's subprocess; http: `--http
+127.0.0.1:0`, address read from stderr) and checks: initialize and
+version, the tool list with schemas and annotations, calls, a bad argument
+as an isError result, an unknown tool as a protocol error, a read outside
+the grant refused without leaking the file, a secret added by the host and
+never shown to the client, a long call cancelled (the sandbox drops its
+connection) with the server serving on, and 8 calls in flight at once.
 
 Everything stays on 127.0.0.1. Exits non-zero naming the first failed
 expectation; prints `ok: <transport> <n> checks` on success.
@@ -33,6 +34,7 @@ from mcp.shared.exceptions import MCPError
 
 WAIT = 30.0  # seconds to wait for an event that should come at once
 CHECKS = 0
+TOKEN = "tok-" + secrets.token_hex(12)
 
 
 class Failed(Exception):
@@ -50,8 +52,10 @@ class SlowServer:
     """A loopback HTTP server the sandboxed http tool talks to.
 
     `/hang/...` never answers: it waits for the client to close the
-    connection and counts the close. Any other path is answered (body: the
-    path) once `release` is set. `pending` records every request seen.
+    connection and counts the close. `/echo` answers at once with the
+    request's Authorization header as its body (and keeps it in `auth`).
+    Any other path is answered (body: the path) once `release` is set.
+    `seen` records every request's path.
     """
 
     def __init__(self):
@@ -63,6 +67,7 @@ class SlowServer:
         self.seen = []
         self.closed = 0
         self.release = threading.Event()
+        self.auth = None
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
@@ -89,8 +94,14 @@ class SlowServer:
                     self.closed += 1
                     self.cond.notify_all()
                 return
-            self.release.wait()
-            body = path.encode()
+            if path.startswith("/echo"):
+                lines = head.split(b"\r\n\r\n")[0].decode().split("\r\n")[1:]
+                headers = dict(line.split(": ", 1) for line in lines if ": " in line)
+                self.auth = {k.lower(): v for k, v in headers.items()}.get("authorization", "")
+                body = self.auth.encode()
+            else:
+                self.release.wait()
+                body = path.encode()
             conn.sendall(
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n"
                 + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
@@ -126,6 +137,7 @@ dirs = ["ws:/workspace:rw"]
 [[tools]]
 component = "http"
 allow_hosts = ["127.0.0.1:{port}"]
+secrets = ["MCP_TEST_TOKEN@127.0.0.1:{port}"]
 timeout = "120s"
 """
     )
@@ -194,6 +206,11 @@ async def checks(client: Client, root: Path, slow: SlowServer):
         dump = r.model_dump_json()
         expect(canary not in dump, f"canary leaked reading {path}")
         expect(str(root) not in dump.replace(str(secret_file), ""), f"host path leaked: {dump}")
+    # A secret: the host adds it to the request, the client never sees it.
+    r = await client.call_tool("http__get", {"url": f"http://127.0.0.1:{slow.port}/echo"})
+    expect(not r.is_error, f"echo call: {r.content}")
+    expect(slow.auth == f"Bearer {TOKEN}", f"the host added the secret (server saw {slow.auth!r})")
+    expect(TOKEN not in r.model_dump_json(), "the secret reached the MCP client")
     r = await client.call_tool("http__get", {"url": "http://127.0.0.2:9/"})
     expect(r.is_error and "denied" in r.content[0].text, f"ungranted host: {r.content[0].text}")
 
@@ -249,7 +266,11 @@ async def main():
         agent = make_agent(root, slow.port)
         # The Rust test passes a home whose compile cache is already warm.
         home = os.environ.get("LONGHAND_HOME") or str(root / "home")
-        env = {"LONGHAND_HOME": home, "PATH": os.environ.get("PATH", "")}
+        env = {
+            "LONGHAND_HOME": home,
+            "PATH": os.environ.get("PATH", ""),
+            "MCP_TEST_TOKEN": TOKEN,
+        }
         if transport == "stdio":
             server = StdioServerParameters(
                 command=binary, args=["mcp", "--stdio", "--agent", str(agent)], env=env
