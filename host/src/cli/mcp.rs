@@ -44,7 +44,7 @@ pub struct McpArgs {
     /// With --tool: serve only these tools (comma-separated). Default all.
     #[arg(long, value_name = "NAMES", value_delimiter = ',', requires = "tool")]
     only: Option<Vec<String>>,
-    /// Calls that may run at once; more wait (default 16).
+    /// Calls that may run at once; more wait for a slot.
     #[arg(long, value_name = "N", default_value_t = 16)]
     max_concurrent: u32,
     #[command(flatten)]
