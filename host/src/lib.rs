@@ -13,6 +13,7 @@ pub mod brain;
 pub mod checks;
 pub mod cli;
 pub mod hands;
+pub mod mcp;
 pub mod memory;
 pub mod session;
 pub mod telemetry;

@@ -177,6 +177,22 @@ impl BoundAgent {
     pub fn frozen(&self) -> &Frozen {
         &self.frozen
     }
+
+    /// Each tool as the model names it (`fs__read`), with its component,
+    /// its grants and its spec: what `longhand mcp --agent` serves.
+    pub fn bound_tools(
+        &self,
+    ) -> impl Iterator<Item = (&str, &Arc<LoadedTool>, &Grants, &ToolSpec)> {
+        self.tools.iter().filter_map(|(name, tool)| {
+            let component = self.components.get(tool.component)?;
+            Some((
+                name.as_str(),
+                &component.loaded,
+                &component.grants,
+                &tool.spec,
+            ))
+        })
+    }
 }
 
 fn source_of<'a>(component: &'a str, base: &Path, owned: &'a mut PathBuf) -> ToolSource<'a> {

@@ -7,6 +7,7 @@
 
 mod approvals;
 mod control;
+mod mcp;
 mod memory;
 mod plan;
 mod run;
@@ -196,6 +197,8 @@ enum Command {
     /// List, search, show and forget memory bank entries.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
+    /// Serve sandboxed tools to MCP clients over stdio or Streamable HTTP.
+    Mcp(mcp::McpArgs),
 }
 
 /// Parse the command line, run it, and return the process exit code.
@@ -233,6 +236,7 @@ pub fn main() -> ExitCode {
                 Command::Deny(args) => approvals::deny(args).await,
                 Command::Worker(args) => worker::worker(args).await,
                 Command::Memory(cmd) => memory::run(cmd),
+                Command::Mcp(args) => mcp::mcp(args).await,
             };
             crate::telemetry::shutdown(std::time::Duration::from_secs(3)).await;
             result

@@ -50,6 +50,7 @@ mod heartbeat;
 mod large;
 mod lease;
 mod limits;
+mod mcp;
 mod memory;
 mod plan;
 mod providers;
