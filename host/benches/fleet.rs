@@ -7,6 +7,7 @@
 //! eval "$(.ci/setup-postgres.sh)"              # LONGHAND_TEST_PG; without it SQLite only
 //! cargo bench -p longhand-host --bench fleet
 //! LONGHAND_BENCH_ONLY=fleet|wake ...           # one part
+//! LONGHAND_BENCH_BACKENDS=sqlite|postgres ...   # one backend
 //! LONGHAND_BENCH_SESSIONS=60 LONGHAND_BENCH_CONCURRENCY=16 ...   # part 1 size
 //! LONGHAND_BENCH_WAKE=1000,100000,1000000 LONGHAND_BENCH_PG_WAKE_MAX=1000000 ...  # part 2 sizes
 //! ```
@@ -133,6 +134,10 @@ impl Fresh {
     }
 
     async fn drop_schema(&self, pg_url: Option<&str>) -> Result<()> {
+        if std::env::var_os("LONGHAND_BENCH_KEEP").is_some() {
+            println!("kept schema {:?}", self.pg.as_ref().map(|p| &p.1));
+            return Ok(());
+        }
         if let (Some((_, schema)), Some(url)) = (&self.pg, pg_url) {
             admin(url, &format!("DROP SCHEMA {schema} CASCADE")).await?;
         }
@@ -368,7 +373,7 @@ async fn fleet_part(pg_url: Option<&str>, backends: &[Backend], cache: &Path) ->
     println!("| backend | workers | wall | sessions/s | steps/s | floor (sessions/s) | finished |");
     println!("|---|---|---|---|---|---|---|");
     for &backend in backends {
-        for workers in 1..=3 {
+        for workers in 1..=env_num("LONGHAND_BENCH_MAX_WORKERS", 3) as usize {
             let r = fleet_run(
                 backend,
                 pg_url,
@@ -520,9 +525,15 @@ fn main() -> Result<()> {
     let pg_url = std::env::var("LONGHAND_TEST_PG")
         .ok()
         .filter(|u| !u.is_empty());
-    let mut backends = vec![Backend::Sqlite];
+    let only = std::env::var("LONGHAND_BENCH_BACKENDS").unwrap_or_default();
+    let pick = |name: &str| only.is_empty() || only.split(',').any(|b| b == name);
+    let mut backends = Vec::new();
+    if pick("sqlite") {
+        backends.push(Backend::Sqlite);
+    }
     match &pg_url {
-        Some(_) => backends.push(Backend::Postgres),
+        Some(_) if pick("postgres") => backends.push(Backend::Postgres),
+        Some(_) => {}
         None => println!("PostgreSQL skipped: set LONGHAND_TEST_PG (see .ci/setup-postgres.sh)"),
     }
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -607,42 +607,39 @@ fn summary_from_row(name: &str, r: &tokio_postgres::Row) -> Result<SessionSummar
     })
 }
 
-/// Reads and verifies `from..=to` of `sid` in `tx` (see the SQLite twin).
+/// The session's `last_seq` and `head`, and the checksum of event `$2`
+/// (the one before a read's range; none for 0), in one round trip.
+const READ_HEAD: &str = "SELECT s.last_seq, s.head,
+        (SELECT checksum FROM events e WHERE e.session_id = s.id AND e.seq = $2)
+     FROM sessions s WHERE s.id = $1";
+const READ_EVENTS: &str = "SELECT seq, at_ms, type, json, checksum FROM events
+     WHERE session_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq";
+
+/// Reads and verifies `from..=to` of `sid` in `tx` (see the SQLite twin),
+/// with `[READ_HEAD, READ_EVENTS]` prepared: two round trips.
 async fn read_verified(
     tx: &tokio_postgres::Transaction<'_>,
+    [head_st, events_st]: &[Statement; 2],
     name: &str,
     sid: &str,
     from: u64,
     to: Option<u64>,
 ) -> Result<Vec<EventRecord>> {
+    let before = from.max(1) - 1;
     let row = tx
-        .query_opt(SESSION_ROW, &[&sid])
+        .query_opt(head_st, &[&sid, &i(before)])
         .await
         .db(name, "reading the session")?
         .ok_or_else(|| StoreError::NotFound {
             what: format!("session {sid}"),
         })?;
     let (last_seq, head): (u64, Vec<u8>) = (u(row.get(0)), row.get(1));
-    let prev = match from.max(1) {
-        1 => None,
-        from => tx
-            .query_opt(
-                "SELECT checksum FROM events WHERE session_id = $1 AND seq = $2",
-                &[&sid, &i(from - 1)],
-            )
-            .await
-            .db(name, "reading the event before the range")?
-            .map(|r| r.get::<_, Vec<u8>>(0)),
-    };
+    let prev: Option<Vec<u8>> = row.get(2);
     let Some(mut verifier) = Verifier::new(sid, from, to, last_seq, head, |_| prev)? else {
         return Ok(Vec::new());
     };
     let rows = tx
-        .query(
-            "SELECT seq, at_ms, type, json, checksum FROM events
-             WHERE session_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
-            &[&sid, &i(verifier.from()), &i(verifier.to())],
-        )
+        .query(events_st, &[&sid, &i(verifier.from()), &i(verifier.to())])
         .await
         .db(name, "reading events")?;
     let mut out = Vec::with_capacity(rows.len());
@@ -921,22 +918,27 @@ impl Store for PostgresStore {
     async fn read(&self, session: &SessionId, from_seq: u64) -> Result<Vec<EventRecord>> {
         let name = self.inner.name.clone();
         let mut pooled = self.conn().await?;
+        let statements = pooled.prepare([READ_HEAD, READ_EVENTS]).await?;
         let tx = Self::read_tx(&name, pooled.conn()?).await?;
-        read_verified(&tx, &name, session.as_str(), from_seq, None).await
+        read_verified(&tx, &statements, &name, session.as_str(), from_seq, None).await
     }
 
     async fn latest_snapshot(&self, session: &SessionId) -> Result<Option<EventRecord>> {
         let name = self.inner.name.clone();
         let mut pooled = self.conn().await?;
-        let tx = Self::read_tx(&name, pooled.conn()?).await?;
-        let sid = session.as_str();
-        let found = tx
-            .query_opt(
+        let [latest, head_st, events_st] = pooled
+            .prepare([
                 "SELECT s.id, (SELECT max(seq) FROM events
                                WHERE session_id = s.id AND type = 'snapshot')
                  FROM sessions s WHERE s.id = $1",
-                &[&sid],
-            )
+                READ_HEAD,
+                READ_EVENTS,
+            ])
+            .await?;
+        let tx = Self::read_tx(&name, pooled.conn()?).await?;
+        let sid = session.as_str();
+        let found = tx
+            .query_opt(&latest, &[&sid])
             .await
             .db(&name, "finding the latest snapshot")?
             .ok_or_else(|| StoreError::NotFound {
@@ -945,7 +947,7 @@ impl Store for PostgresStore {
         let Some(seq) = found.get::<_, Option<i64>>(1).map(u) else {
             return Ok(None);
         };
-        let record = read_verified(&tx, &name, sid, seq, Some(seq))
+        let record = read_verified(&tx, &[head_st, events_st], &name, sid, seq, Some(seq))
             .await?
             .pop()
             .ok_or_else(|| corrupt(sid, seq, "missing"))?;
@@ -972,10 +974,13 @@ impl Store for PostgresStore {
         contract::check_blob_ref(blob)?;
         let name = self.inner.name.clone();
         let mut pooled = self.conn().await?;
+        let [get] = pooled
+            .prepare(["SELECT bytes FROM blobs WHERE digest = $1"])
+            .await?;
         let bytes: Vec<u8> = pooled
             .conn()?
             .client
-            .query_opt("SELECT bytes FROM blobs WHERE digest = $1", &[&blob.digest])
+            .query_opt(&get, &[&blob.digest])
             .await
             .db(&name, "reading a blob")?
             .ok_or_else(|| StoreError::NotFound {
