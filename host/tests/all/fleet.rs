@@ -113,6 +113,37 @@ fn session_of(child: std::process::Child) -> String {
     v["session"].as_str().expect("session").to_owned()
 }
 
+/// The lease owner name `longhand worker` with process id `pid` uses
+/// (`<host>-<pid>`, see `cli::run::owner`).
+fn worker_name(pid: u32) -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "local".to_owned());
+    format!("{host}-{pid}")
+}
+
+/// The running sessions whose lease `owner` holds (not released; expired
+/// or not).
+fn held_by(store_url: &str, owner: &str) -> Vec<String> {
+    block_on(async {
+        let (client, conn) = tokio_postgres::connect(store_url, tokio_postgres::NoTls)
+            .await
+            .expect("connect to the store");
+        let task = tokio::spawn(conn);
+        let rows = client
+            .query(
+                "SELECT l.session_id FROM leases l JOIN sessions s ON s.id = l.session_id
+                 WHERE l.owner = $1 AND s.status = 'running'",
+                &[&owner],
+            )
+            .await
+            .expect("read leases");
+        drop(client);
+        let _ = task.await;
+        rows.iter().map(|r| r.get(0)).collect()
+    })
+}
+
 /// `(finished, failed)` counts.
 fn progress(store: &PostgresStore) -> (usize, usize) {
     let list = block_on(store.list()).expect("list sessions");
@@ -174,41 +205,34 @@ fn three_workers_one_killed_finish_every_session_once() {
             Proc::spawn(cmd)
         })
         .collect();
-    // Mid-run: a third done, the rest queued or in flight.
+    // Mid-run: a third done, and worker 0 holding sessions (a worker
+    // that is slow to start under load may not have claimed any yet).
+    let w0 = worker_name(workers[0].pid());
+    let held_by_w0 = || held_by(&store_url, &w0);
     wait_until("a third of the sessions", &store, |(done, failed)| {
         done + failed >= SESSIONS / 3
     });
+    wait_until("worker 0 to hold sessions", &store, |_| {
+        !held_by_w0().is_empty()
+    });
     let killed = workers[0].kill();
+    // What it held when it died: its leases nobody has taken over yet (a
+    // dead worker releases nothing; others take over only after the TTL).
+    let held_at_death = held_by_w0();
     let at_kill = progress(&store);
     eprintln!(
-        "fleet: killed worker 0 at (finished, failed) = {at_kill:?} after {:?}",
-        started.elapsed()
+        "fleet: killed worker 0 at (finished, failed) = {at_kill:?} after {:?}, holding {} sessions",
+        started.elapsed(),
+        held_at_death.len()
+    );
+    assert!(
+        !held_at_death.is_empty(),
+        "worker 0 held no session when it was killed"
     );
     wait_until("every session", &store, |(done, failed)| {
         done + failed >= SESSIONS
     });
     eprintln!("fleet: all {SESSIONS} ended after {:?}", started.elapsed());
-    // What the killed worker had woken and not seen end: in flight.
-    let mut in_flight = std::collections::BTreeSet::new();
-    for line in killed.stderr.lines() {
-        let Some((_, said)) = line.split_once(": ") else {
-            continue;
-        };
-        match said.strip_prefix("runs ") {
-            Some(id) => {
-                in_flight.insert(id.to_owned());
-            }
-            None => {
-                if let Some(id) = said.split(' ').next() {
-                    in_flight.remove(id);
-                }
-            }
-        }
-    }
-    eprintln!(
-        "fleet: worker 0 died with {} sessions in flight",
-        in_flight.len()
-    );
     let mut logs = vec![killed.stderr];
     for w in &mut workers[1..] {
         logs.push(w.kill().stderr);
@@ -253,13 +277,9 @@ fn three_workers_one_killed_finish_every_session_once() {
             );
         }
     }
-    // The kill hit sessions mid-run, and (checked above) every one of them
-    // was finished by the others.
-    assert!(
-        !in_flight.is_empty(),
-        "worker 0 ran nothing when it was killed"
-    );
-    assert!(in_flight.iter().all(|s| sessions.contains(s)));
+    // The kill hit sessions mid-run, and (checked above) every session,
+    // theirs included, was finished by the others.
+    assert!(held_at_death.iter().all(|s| sessions.contains(s)));
     eprintln!("fleet: {recovered} sessions logged a recovery after the kill");
     // Only the sessions' own files (a write killed halfway may leave the
     // fs tool's temporary file behind, which is not a second write).
