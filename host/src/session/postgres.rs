@@ -497,7 +497,11 @@ impl PostgresStore {
             .prepare([LOCK_SESSION, READ_LEASE, WRITE_LEASE])
             .await?;
         let conn = pooled.conn()?;
-        let tx = conn.client.transaction().await.db(&name, "starting a transaction")?;
+        let tx = conn
+            .client
+            .transaction()
+            .await
+            .db(&name, "starting a transaction")?;
         let sid = session.as_str();
         let (_, _, now) = lock_session(&tx, &lock, &name, sid, self.skew()).await?;
         let row = lease_row(&tx, &read_lease, &name, sid).await?;
@@ -688,7 +692,11 @@ impl Store for PostgresStore {
         let name = self.inner.name.clone();
         let mut pooled = self.conn().await?;
         let conn = pooled.conn()?;
-        let tx = conn.client.transaction().await.db(&name, "starting a transaction")?;
+        let tx = conn
+            .client
+            .transaction()
+            .await
+            .db(&name, "starting a transaction")?;
         let now = u(tx
             .query_one(&format!("SELECT {NOW_MS}"), &[&self.skew()])
             .await
@@ -765,7 +773,11 @@ impl Store for PostgresStore {
         let mut pooled = self.conn().await?;
         let [lock, read_lease] = pooled.prepare([LOCK_SESSION, READ_LEASE]).await?;
         let conn = pooled.conn()?;
-        let tx = conn.client.transaction().await.db(&name, "starting a transaction")?;
+        let tx = conn
+            .client
+            .transaction()
+            .await
+            .db(&name, "starting a transaction")?;
         let sid = lease.session.as_str();
         let (_, _, now) = lock_session(&tx, &lock, &name, sid, self.skew()).await?;
         contract::check_lease(
@@ -863,7 +875,11 @@ impl Store for PostgresStore {
             ])
             .await?;
         let conn = pooled.conn()?;
-        let tx = conn.client.transaction().await.db(&name, "starting a transaction")?;
+        let tx = conn
+            .client
+            .transaction()
+            .await
+            .db(&name, "starting a transaction")?;
         let sid = session.as_str();
         let (last_seq, head, now) = lock_session(&tx, &lock, &name, sid, self.skew()).await?;
         contract::check_lease(
@@ -1003,7 +1019,11 @@ impl Store for PostgresStore {
         let mut pooled = self.conn().await?;
         let [lock] = pooled.prepare([LOCK_SESSION]).await?;
         let conn = pooled.conn()?;
-        let tx = conn.client.transaction().await.db(&name, "starting a transaction")?;
+        let tx = conn
+            .client
+            .transaction()
+            .await
+            .db(&name, "starting a transaction")?;
         let sid = session.as_str();
         // The session row's lock orders posters: no two read the same max.
         let (_, _, now) = lock_session(&tx, &lock, &name, sid, self.skew()).await?;
@@ -1056,7 +1076,11 @@ impl Store for PostgresStore {
         let mut pooled = self.conn().await?;
         let [lock, read_lease] = pooled.prepare([LOCK_SESSION, READ_LEASE]).await?;
         let conn = pooled.conn()?;
-        let tx = conn.client.transaction().await.db(&name, "starting a transaction")?;
+        let tx = conn
+            .client
+            .transaction()
+            .await
+            .db(&name, "starting a transaction")?;
         let sid = lease.session.as_str();
         let (_, _, now) = lock_session(&tx, &lock, &name, sid, self.skew()).await?;
         contract::check_lease(
