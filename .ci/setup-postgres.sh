@@ -2,8 +2,10 @@
 # Installs PostgreSQL from Debian's packages, starts the cluster, creates the
 # `longhand` role and database the tests use, and prints on stdout
 #   export LONGHAND_TEST_PG=postgres://longhand:longhand@127.0.0.1:5432/longhand
-# for the caller to `eval`. Idempotent: run it as often as you like. Runs as
-# root (CI, a fresh Debian machine); everything else it says goes to stderr.
+# for the caller to `eval "$(bash .ci/setup-postgres.sh)"`. Idempotent: run it
+# as often as you like. Runs as root (CI, a fresh Debian machine); everything
+# else it says goes to stderr. The password is a test fixture for a server
+# listening on loopback only (Debian's default `listen_addresses`).
 set -euo pipefail
 
 log() { echo "setup-postgres: $*" >&2; }
@@ -38,18 +40,18 @@ if [ "$(psql_admin "-c \"SELECT 1 FROM pg_roles WHERE rolname = 'longhand'\"")" 
     # CREATEDB: the conformance suite makes a schema per test; the role owns
     # its database, so it may create schemas there without this, but a
     # developer may also want scratch databases.
-    psql_admin "-c \"CREATE ROLE longhand LOGIN PASSWORD 'longhand' CREATEDB\""
+    psql_admin "-c \"CREATE ROLE longhand LOGIN PASSWORD 'longhand' CREATEDB\"" >&2
 fi
 if [ "$(psql_admin "-c \"SELECT 1 FROM pg_database WHERE datname = 'longhand'\"")" != "1" ]; then
     log "creating database longhand"
-    psql_admin "-c \"CREATE DATABASE longhand OWNER longhand\""
+    psql_admin "-c \"CREATE DATABASE longhand OWNER longhand\"" >&2
 fi
 
 # The fleet test runs several workers with a handful of connections each.
 max=$(psql_admin "-c 'SHOW max_connections'")
 if [ "$max" -lt 200 ]; then
     log "raising max_connections to 200 (restart)"
-    psql_admin "-c 'ALTER SYSTEM SET max_connections = 200'"
+    psql_admin "-c 'ALTER SYSTEM SET max_connections = 200'" >&2
     pg_ctlcluster "$version" main restart >&2
     for _ in $(seq 1 60); do
         if su postgres -c "psql -qtAc 'SELECT 1'" >/dev/null 2>&1; then break; fi
