@@ -10,7 +10,7 @@
 //! This module re-exports what callers use, under the names they have used.
 
 pub use super::bind::{BoundAgent, Frozen, FrozenTool, NAME_SEPARATOR, bind, freeze};
-pub use super::lease::LEASE_TTL;
+pub use super::lease::{LEASE_TTL, ttl as lease_ttl};
 pub use super::runner::{
     AgentError, LogError, MAX_GOAL_BYTES, Observer, RunEnd, RunError, Runner, SNAPSHOT_EVERY,
     durability_of,

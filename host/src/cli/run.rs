@@ -102,6 +102,11 @@ pub struct LogArgs {
 }
 
 pub(super) async fn open_store() -> anyhow::Result<Arc<dyn Store>> {
+    // `LONGHAND_STORE=postgres://…`: the fleet's shared store. Unset (the
+    // default): SQLite in the data directory.
+    if let Some(url) = env("LONGHAND_STORE").filter(|u| !u.is_empty()) {
+        return super::worker::open_url(&url).await;
+    }
     let dir = data_dir().ok_or_else(|| {
         usage("cannot find a data directory: set LONGHAND_HOME (or HOME / XDG_DATA_HOME)")
     })?;

@@ -1,17 +1,24 @@
-//! `longhand worker [--concurrency N]`: one process running every runnable
-//! session of the store.
+//! `longhand worker [--concurrency N] [--store URL]`: one process running
+//! every runnable session of the store.
 //!
 //! Runnable: status `running` — started with `run --detach`, resumed with
 //! `resume --detach`, or left running by a worker that died — and not held
 //! by a live worker. The lease decides who runs a session: two workers
 //! (on one machine or many sharing the store) never run one session at
-//! once, because only one of them gets its lease; the other skips it. A
-//! worker polls the store, so sessions started, resumed or approved while
-//! it runs are picked up without a restart. Higher `--priority` first,
-//! then the longest waiting.
+//! once, because only one of them gets its lease; the other skips it.
+//! Higher `--priority` first, then the longest waiting.
+//!
+//! Finding work is [`Store::claim_runnable`]: on SQLite a list of running
+//! sessions (the lease sorts out who runs which); on PostgreSQL a claim
+//! (`FOR UPDATE SKIP LOCKED`) that leases each session to exactly one
+//! worker, so a fleet does not race for the same rows. Between claims the
+//! worker waits with [`Store::wait_for_change`]: on PostgreSQL a
+//! `NOTIFY` wakes it as soon as a session is started, resumed or released
+//! anywhere; otherwise, and for leases that merely expire (a worker killed
+//! mid-run), it looks again every [`POLL`].
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -21,10 +28,15 @@ use std::sync::Arc;
 use super::Outcome;
 use crate::brain::agent::{RunEnd, RunError, Runner};
 use crate::brain::model::ratelimit::RateLimited;
-use crate::session::{SessionId, SessionStatus, Store, StoreError};
+use crate::session::{PostgresStore, SessionId, Store, StoreError};
 
-/// How often the store is asked for runnable sessions when none ends.
+/// How often the store is asked for runnable sessions when nothing wakes
+/// the worker sooner.
 const POLL: Duration = Duration::from_millis(500);
+
+/// The least time between two claims: a busy fleet notifies on every
+/// append, and a worker with free slots need not query for each one.
+const MIN_CLAIM_GAP: Duration = Duration::from_millis(50);
 
 /// `longhand worker` flags.
 #[derive(Debug, clap::Args)]
@@ -40,6 +52,27 @@ pub struct WorkerArgs {
     /// `--rate openai=500:200000 --rate anthropic=50`. Repeatable.
     #[arg(long = "rate", value_name = "PROVIDER=RPM[:TPM]")]
     pub rates: Vec<String>,
+    /// The session store to work for: `postgres://user:password@host/db`
+    /// (shared by workers on many machines). Default: `LONGHAND_STORE`
+    /// when set, else the SQLite store in the data directory. Connections
+    /// are not encrypted yet (no TLS): use a server on this host or a
+    /// trusted network.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+}
+
+/// Opens the store a `postgres://` (or `postgresql://`) URL names.
+pub(super) async fn open_url(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(super::usage(
+            "the store must be a postgres:// URL (unset LONGHAND_STORE for the local SQLite store)",
+        ));
+    }
+    // The URL may carry a password: name the store by host and database.
+    let store = PostgresStore::connect(url)
+        .await
+        .map_err(|e| anyhow::Error::new(e).context("opening the PostgreSQL session store"))?;
+    Ok(Arc::new(store))
 }
 
 /// `longhand worker`.
@@ -56,21 +89,41 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
             .map_err(|e| super::usage(format!("--rate `{spec}`: {e}")))?;
         limits.insert(provider.to_owned(), limit);
     }
-    let store = super::run::open_store().await?;
+    let store = match &args.store {
+        Some(url) => open_url(url).await?,
+        None => super::run::open_store().await?,
+    };
     // The engine lives as long as the process.
     let hands: &'static crate::hands::Hands = Box::leak(Box::new(super::run::hands()?));
     let owner = super::run::owner();
+    let ttl = crate::brain::agent::lease_ttl();
     let mut running: HashSet<SessionId> = HashSet::new();
     // A session's priority is frozen at its start: read once, not per poll.
     let mut priorities: HashMap<SessionId, i64> = HashMap::new();
     let mut pool = FuturesUnordered::new();
+    let mut last_claim: Option<Instant> = None;
     eprintln!(
         "worker {owner}: running up to {} sessions of this store",
         args.concurrency
     );
     loop {
         if running.len() < args.concurrency {
-            for session in runnable(store.as_ref(), &running, &mut priorities).await? {
+            if let Some(at) = last_claim {
+                tokio::time::sleep(MIN_CLAIM_GAP.saturating_sub(at.elapsed())).await;
+            }
+            last_claim = Some(Instant::now());
+            let free = args.concurrency - running.len();
+            let skip: Vec<SessionId> = running.iter().cloned().collect();
+            let claimed = match store.claim_runnable(&owner, ttl, free, &skip).await {
+                Ok(claimed) => claimed,
+                // A store that fails for a while (a restarting server):
+                // keep running what runs, and look again.
+                Err(e) => {
+                    eprintln!("worker {owner}: cannot look for sessions: {e}");
+                    Vec::new()
+                }
+            };
+            for session in by_priority(store.as_ref(), claimed, &mut priorities).await {
                 if running.len() >= args.concurrency {
                     break;
                 }
@@ -97,42 +150,44 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
         if pool.is_empty() && args.until_idle {
             return Ok(Outcome::Done);
         }
+        // With every slot busy only an ending session matters; otherwise a
+        // change in the store (or the poll interval) sends us claiming.
+        let full = running.len() >= args.concurrency;
         tokio::select! {
             Some((session, end)) = pool.next() => {
                 running.remove(&session);
                 report(&owner, &session, end);
             }
-            _ = tokio::time::sleep(POLL) => {}
+            _ = store.wait_for_change(POLL), if !full => {}
+            _ = tokio::time::sleep(POLL), if full => {}
         }
     }
 }
 
-/// Sessions that are running and not run by this worker, highest priority
-/// first, then the longest untouched.
-async fn runnable(
+/// `claimed` ordered highest priority first, keeping the store's order
+/// (the longest waiting first) among equals.
+async fn by_priority(
     store: &dyn Store,
-    running: &HashSet<SessionId>,
+    claimed: Vec<SessionId>,
     priorities: &mut HashMap<SessionId, i64>,
-) -> anyhow::Result<Vec<SessionId>> {
-    let mut candidates = Vec::new();
-    for summary in store.list().await? {
-        if summary.status != SessionStatus::Running || running.contains(&summary.id) {
-            continue;
-        }
-        let priority = match priorities.get(&summary.id) {
+) -> Vec<SessionId> {
+    let mut ranked = Vec::with_capacity(claimed.len());
+    for id in claimed {
+        let priority = match priorities.get(&id) {
             Some(p) => *p,
             None => {
-                let p = Runner::frozen_of(store, &summary.id)
+                let p = Runner::frozen_of(store, &id)
                     .await
                     .map_or(0, |f| f.priority);
-                priorities.insert(summary.id.clone(), p);
+                priorities.insert(id.clone(), p);
                 p
             }
         };
-        candidates.push((priority, summary.updated_ms, summary.id));
+        ranked.push((priority, id));
     }
-    candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    Ok(candidates.into_iter().map(|(_, _, id)| id).collect())
+    // Stable: equal priorities keep the store's order.
+    ranked.sort_by_key(|r| std::cmp::Reverse(r.0));
+    ranked.into_iter().map(|(_, id)| id).collect()
 }
 
 /// Whether waking failed because another live worker holds the session.

@@ -6,14 +6,22 @@
 //!   errors;
 //! - [`inbox`]: the control inbox, how a process that does not hold the
 //!   lease steers a session (pause, cancel, send);
-//! - [`sqlite`]: the embedded default backend, one file per store directory.
+//! - [`sqlite`]: the embedded default backend, one file per store directory;
+//! - [`postgres`]: the backend for many workers on many machines;
+//! - `contract`: what both backends check and compute the same way (the
+//!   lease and seq rules, the checksum chain), and `conformance`, the one
+//!   test suite both run.
 //!
 //! What this module must not do: interpret events beyond the lifecycle
 //! status (folding them into state is the brain's job), call models or run
 //! tools. It stores facts and proves they were not damaged.
 
+#[cfg(test)]
+mod conformance;
+mod contract;
 pub mod event;
 pub mod inbox;
+pub mod postgres;
 pub mod sqlite;
 pub mod store;
 
@@ -21,6 +29,7 @@ pub use event::{
     BlobRef, Event, EventRecord, MAX_EVENT_JSON, PauseKind, PauseReason, ResumeCause, SessionStatus,
 };
 pub use inbox::{Control, ControlKind, MAX_CONTROL_TEXT};
+pub use postgres::PostgresStore;
 pub use sqlite::{SqliteOptions, SqliteStore, WriteStats};
 pub use store::{
     Appended, Clock, Durability, Lease, SessionId, SessionSummary, Store, StoreError, SystemClock,

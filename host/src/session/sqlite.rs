@@ -22,13 +22,14 @@
 //!   taken before the lease and seq are checked, so two processes on one
 //!   file can never both pass the checks (no lock-upgrade deadlocks either);
 //!   `busy_timeout` makes the loser wait instead of failing.
-//! - **Checksum chain**: each event row stores
-//!   `sha256(prev_checksum || seq || at_ms || json)`, seeded per session, and
-//!   the session row stores the head. A damaged or edited row, a gap, or a
-//!   lost tail is reported as [`StoreError::Corrupt`] naming the seq. SQLite's
-//!   own journal already makes a torn transaction roll back whole; the chain
-//!   is for damage beneath SQLite and for hands that edit the file. It is not
-//!   a signature: someone who can rewrite the file can rewrite the chain.
+//! - **Checksum chain** (`contract.rs`, shared with PostgreSQL): each event
+//!   row stores `sha256(prev_checksum || seq || at_ms || json)`, seeded per
+//!   session, and the session row stores the head. A damaged or edited row,
+//!   a gap, or a lost tail is reported as [`StoreError::Corrupt`] naming the
+//!   seq. SQLite's own journal already makes a torn transaction roll back
+//!   whole; the chain is for damage beneath SQLite and for hands that edit
+//!   the file. The lease and seq rules come from there too: this module
+//!   reads and writes rows, `contract` decides.
 //! - **Append-only in the schema too**: triggers abort any `UPDATE` or
 //!   `DELETE` on `events`.
 //! - **The control inbox** is a table any process writes without a lease
@@ -50,16 +51,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
-use sha2::{Digest, Sha256};
-
-use super::event::{BlobRef, Event, EventRecord, MAX_EVENT_JSON, SessionStatus};
-use super::inbox::{Control, ControlKind, MAX_CONTROL_TEXT};
+use super::contract::{self, Encoded, LeaseRow, Verifier, corrupt, hash_blobs, ttl_ms};
+use super::event::{BlobRef, Event, EventRecord, SessionStatus};
+use super::inbox::{Control, ControlKind};
 use super::store::{
     Appended, Clock, Durability, Lease, Result, SessionId, SessionSummary, Store, StoreError,
     SystemClock,
 };
+use async_trait::async_trait;
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 pub use writer::WriteStats;
 use writer::{Pending, WriteCtx, Writer};
 
@@ -148,10 +148,6 @@ pub const DEFAULT_FLUSH_WINDOW: Duration = Duration::from_millis(100);
 /// At most this many idle read connections are kept; more are opened when
 /// more reads run at once, and closed after.
 const MAX_IDLE_READERS: usize = 4;
-
-/// Blobs larger than this in total are hashed on the blocking pool rather
-/// than on the caller's task (SHA-256 runs at roughly 0.5–2 GB/s).
-const HASH_INLINE_BYTES: usize = 64 << 10;
 
 /// How a [`SqliteStore`] is opened. `Default`: the system clock and
 /// [`DEFAULT_FLUSH_WINDOW`].
@@ -332,19 +328,8 @@ impl SqliteStore {
             session_row(conn, p, session.as_str())?;
             let now = ctx.now_ms;
             let expires_ms = now.saturating_add(ttl);
-            let token = match lease_row(conn, p, session.as_str())? {
-                Some((Some(holder), token, exp)) if exp > now && holder == owner => token,
-                Some((Some(holder), token, exp))
-                    if exp > now && dead_owner.as_deref() == Some(holder.as_str()) =>
-                {
-                    token + 1
-                }
-                Some((Some(holder), _, exp)) if exp > now => {
-                    return Err(StoreError::LeaseHeld { owner: holder, expires_ms: exp });
-                }
-                Some((_, token, _)) => token + 1,
-                None => 1,
-            };
+            let row = lease_row(conn, p, session.as_str())?;
+            let token = contract::grant_token(row.as_ref(), &owner, dead_owner.as_deref(), now)?;
             conn.prepare_cached(
                 "INSERT INTO leases (session_id, owner, token, expires_ms) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (session_id) DO UPDATE
@@ -512,62 +497,6 @@ fn not_ours(p: &Path, why: &str) -> StoreError {
     }
 }
 
-/// The checksum every session's chain starts from, so rows cannot be moved
-/// between sessions unnoticed.
-fn genesis(session: &str) -> [u8; 32] {
-    Sha256::new()
-        .chain_update(b"longhand/session/v1\0")
-        .chain_update(session)
-        .finalize()
-        .into()
-}
-
-fn link(prev: &[u8], seq: u64, at_ms: u64, json: &[u8]) -> [u8; 32] {
-    Sha256::new()
-        .chain_update(prev)
-        .chain_update(seq.to_be_bytes())
-        .chain_update(at_ms.to_be_bytes())
-        .chain_update(json)
-        .finalize()
-        .into()
-}
-
-fn corrupt(session: &str, seq: u64, what: &str) -> StoreError {
-    StoreError::Corrupt {
-        seq: Some(seq),
-        detail: format!(
-            "session {session}, event {seq}: {what}; events before it verified. \
-             Restore the database from a backup, or inspect it before going on"
-        ),
-    }
-}
-
-/// An event serialised for storage, prepared before taking the lock.
-struct Encoded {
-    kind: &'static str,
-    json: String,
-    status: Option<SessionStatus>,
-}
-
-fn encode(event: &Event) -> Result<Encoded> {
-    let json = serde_json::to_string(event).map_err(|e| {
-        StoreError::Invalid(format!("{} event does not serialise: {e}", event.kind()))
-    })?;
-    if json.len() > MAX_EVENT_JSON {
-        return Err(StoreError::Invalid(format!(
-            "{} event is {} bytes of JSON, over the {MAX_EVENT_JSON}-byte limit; \
-             put large payloads in blobs",
-            event.kind(),
-            json.len()
-        )));
-    }
-    Ok(Encoded {
-        kind: event.kind(),
-        json,
-        status: event.status_after(),
-    })
-}
-
 fn session_row(tx: &Connection, p: &Path, session: &str) -> Result<(u64, Vec<u8>)> {
     tx.prepare_cached("SELECT last_seq, head FROM sessions WHERE id = ?1")
         .and_then(|mut s| s.query_row([session], |r| Ok((r.get(0)?, r.get(1)?))))
@@ -578,26 +507,20 @@ fn session_row(tx: &Connection, p: &Path, session: &str) -> Result<(u64, Vec<u8>
         })
 }
 
-/// `(owner, token, expires_ms)` of the session's lease row, if any.
-fn lease_row(
-    tx: &Connection,
-    p: &Path,
-    session: &str,
-) -> Result<Option<(Option<String>, u64, u64)>> {
+/// The session's lease row, if any.
+fn lease_row(tx: &Connection, p: &Path, session: &str) -> Result<Option<LeaseRow>> {
     tx.prepare_cached("SELECT owner, token, expires_ms FROM leases WHERE session_id = ?1")
-        .and_then(|mut s| s.query_row([session], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))))
+        .and_then(|mut s| {
+            s.query_row([session], |r| {
+                Ok(LeaseRow {
+                    owner: r.get(0)?,
+                    token: r.get(1)?,
+                    expires_ms: r.get(2)?,
+                })
+            })
+        })
         .optional()
         .db(p, "reading the lease")
-}
-
-fn ttl_ms(ttl: Duration) -> Result<u64> {
-    match u64::try_from(ttl.as_millis()) {
-        Ok(0) => Err(StoreError::Invalid(
-            "a lease TTL must be at least 1 ms".into(),
-        )),
-        Ok(ms) => Ok(ms),
-        Err(_) => Err(StoreError::Invalid("lease TTL too large".into())),
-    }
 }
 
 /// Reads and verifies events `from..=to` (to the end when `to` is `None`,
@@ -609,23 +532,22 @@ fn read_verified(
     from: u64,
     to: Option<u64>,
 ) -> Result<Vec<EventRecord>> {
-    let from = from.max(1);
     let (last_seq, head) = session_row(conn, p, session)?;
-    let to_seq = to.unwrap_or(last_seq).min(last_seq);
-    if from > to_seq {
-        return Ok(Vec::new());
-    }
-    let mut prev: Vec<u8> = if from == 1 {
-        genesis(session).to_vec()
-    } else {
+    let before = |seq: u64| {
         conn.query_row(
             "SELECT checksum FROM events WHERE session_id = ?1 AND seq = ?2",
-            params![session, from - 1],
-            |r| r.get(0),
+            params![session, seq],
+            |r| r.get::<_, Vec<u8>>(0),
         )
         .optional()
-        .db(p, "reading the event before the range")?
-        .ok_or_else(|| corrupt(session, from - 1, "missing"))?
+        .db(p, "reading the event before the range")
+    };
+    let prev = match from.max(1) {
+        1 => None,
+        from => before(from - 1)?,
+    };
+    let Some(mut verifier) = Verifier::new(session, from, to, last_seq, head, |_| prev)? else {
+        return Ok(Vec::new());
     };
     let mut stmt = conn
         .prepare_cached(
@@ -634,15 +556,11 @@ fn read_verified(
         )
         .db(p, "preparing the read")?;
     let mut rows = stmt
-        .query(params![session, from, to_seq])
+        .query(params![session, verifier.from(), verifier.to()])
         .db(p, "reading events")?;
     let mut out = Vec::new();
-    let mut want = from;
     while let Some(row) = rows.next().db(p, "reading events")? {
         let seq: u64 = row.get(0).db(p, "reading an event's seq")?;
-        if seq != want {
-            return Err(corrupt(session, want, "missing (the log has a gap)"));
-        }
         let at_ms: u64 = row.get(1).map_err(|_| corrupt(session, seq, "bad at_ms"))?;
         let kind: String = row.get(2).map_err(|_| corrupt(session, seq, "bad type"))?;
         let json = row
@@ -653,70 +571,10 @@ fn read_verified(
             .get_ref(4)
             .and_then(|v| Ok(v.as_bytes()?))
             .map_err(|_| corrupt(session, seq, "checksum is not a blob"))?;
-        if link(&prev, seq, at_ms, json).as_slice() != checksum {
-            return Err(corrupt(
-                session,
-                seq,
-                "checksum mismatch (the row was damaged or edited)",
-            ));
-        }
-        let event: Event = serde_json::from_slice(json).map_err(|e| {
-            corrupt(
-                session,
-                seq,
-                &format!("json does not decode ({e}; written by a newer Longhand?)"),
-            )
-        })?;
-        if event.kind() != kind {
-            return Err(corrupt(
-                session,
-                seq,
-                &format!("type column {kind:?} disagrees with the json"),
-            ));
-        }
-        if (seq == 1) != matches!(event, Event::SessionCreated { .. }) {
-            return Err(corrupt(
-                session,
-                seq,
-                "session_created must be exactly event 1",
-            ));
-        }
-        prev = checksum.to_vec();
-        out.push(EventRecord { seq, at_ms, event });
-        want = seq + 1;
+        out.push(verifier.next(seq, at_ms, &kind, json, checksum)?);
     }
-    if want <= to_seq {
-        return Err(corrupt(
-            session,
-            want,
-            &format!("missing (the session records {last_seq} events; the log was cut short)"),
-        ));
-    }
-    if to.is_none() && prev != head {
-        return Err(corrupt(
-            session,
-            last_seq,
-            "does not match the session's head checksum",
-        ));
-    }
+    verifier.finish()?;
     Ok(out)
-}
-
-/// Blobs with their references, hashed before they reach the writer (the
-/// writer thread is the bottleneck; hashing is not its job).
-async fn hash_blobs(blobs: Vec<Vec<u8>>) -> Result<Vec<(BlobRef, Vec<u8>)>> {
-    let hash = |blobs: Vec<Vec<u8>>| {
-        blobs
-            .into_iter()
-            .map(|bytes| (BlobRef::of(&bytes), bytes))
-            .collect::<Vec<_>>()
-    };
-    if blobs.iter().map(Vec::len).sum::<usize>() <= HASH_INLINE_BYTES {
-        return Ok(hash(blobs));
-    }
-    tokio::task::spawn_blocking(move || hash(blobs))
-        .await
-        .map_err(join_error)
 }
 
 /// Stores `bytes` under `blob` unless a blob with that digest is there
@@ -750,12 +608,7 @@ fn append_rows(
     let sid = lease.session.as_str();
     let (last_seq, head) = session_row(conn, p, sid)?;
     check_lease(conn, p, lease)?;
-    if expected_seq != last_seq + 1 {
-        return Err(StoreError::SeqConflict {
-            expected: expected_seq,
-            actual: last_seq + 1,
-        });
-    }
+    contract::check_seq(expected_seq, last_seq)?;
     for (blob, bytes) in blobs {
         insert_blob(conn, p, blob, bytes)?;
     }
@@ -763,9 +616,7 @@ fn append_rows(
         return Ok(Appended { last_seq, at_ms: 0 });
     }
     let now = ctx.now_ms;
-    let mut prev = head;
-    let mut seq = last_seq;
-    let mut status = None;
+    let advance = contract::chain(last_seq, &head, now, encoded);
     {
         let mut insert = conn
             .prepare_cached(
@@ -773,14 +624,10 @@ fn append_rows(
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )
             .db(p, "appending events")?;
-        for enc in encoded {
-            seq += 1;
-            let checksum = link(&prev, seq, now, enc.json.as_bytes());
+        for row in &advance.rows {
             insert
-                .execute(params![sid, seq, now, enc.kind, enc.json, checksum])
+                .execute(params![sid, row.seq, now, row.kind, row.json, row.checksum])
                 .db(p, "appending an event")?;
-            prev = checksum.to_vec();
-            status = enc.status.or(status);
         }
     }
     conn.prepare_cached(
@@ -791,15 +638,15 @@ fn append_rows(
     .and_then(|mut s| {
         s.execute(params![
             sid,
-            seq,
-            prev,
+            advance.last_seq,
+            advance.head,
             now,
-            status.map(SessionStatus::as_str)
+            advance.status.map(SessionStatus::as_str)
         ])
     })
     .db(p, "advancing the session")?;
     Ok(Appended {
-        last_seq: seq,
+        last_seq: advance.last_seq,
         at_ms: now,
     })
 }
@@ -807,25 +654,7 @@ fn append_rows(
 #[async_trait]
 impl Store for SqliteStore {
     async fn create(&self, agent_name: &str, created: &Event) -> Result<SessionId> {
-        match created {
-            Event::SessionCreated {
-                agent_name: named, ..
-            } if named == agent_name => {}
-            Event::SessionCreated {
-                agent_name: named, ..
-            } => {
-                return Err(StoreError::Invalid(format!(
-                    "session_created names agent {named:?}, not {agent_name:?}"
-                )));
-            }
-            other => {
-                return Err(StoreError::Invalid(format!(
-                    "a session starts with session_created, not {}",
-                    other.kind()
-                )));
-            }
-        }
-        let enc = encode(created)?;
+        let enc = contract::encode_created(agent_name, created)?;
         let agent_name = agent_name.to_owned();
         // Durable at once: the caller reports the id, and someone may wait
         // on it.
@@ -833,7 +662,7 @@ impl Store for SqliteStore {
             let p = ctx.path;
             let now = ctx.now_ms;
             let id = SessionId::generate(now);
-            let checksum = link(&genesis(id.as_str()), 1, now, enc.json.as_bytes());
+            let checksum = contract::link(&contract::genesis(id.as_str()), 1, now, enc.json.as_bytes());
             conn.prepare_cached(
                 "INSERT INTO sessions (id, agent_name, created_ms, updated_ms, last_seq, head, status)
                  VALUES (?1, ?2, ?3, ?3, 1, ?4, ?5)",
@@ -983,21 +812,7 @@ impl Store for SqliteStore {
         blobs: Vec<Vec<u8>>,
         durability: Durability,
     ) -> Result<Appended> {
-        if lease.session != *session {
-            return Err(StoreError::Invalid(format!(
-                "lease is for session {}, not {session}",
-                lease.session
-            )));
-        }
-        let mut encoded = Vec::with_capacity(events.len());
-        for event in events {
-            if matches!(event, Event::SessionCreated { .. }) {
-                return Err(StoreError::Invalid(
-                    "session_created is written by create, never appended".into(),
-                ));
-            }
-            encoded.push(encode(event)?);
-        }
+        let encoded = contract::encode_appended(session, lease, events)?;
         let blobs = hash_blobs(blobs).await?;
         let bytes = encoded.iter().map(|e| e.json.len()).sum::<usize>()
             + blobs.iter().map(|(_, b)| b.len()).sum::<usize>();
@@ -1059,14 +874,7 @@ impl Store for SqliteStore {
         text: Option<String>,
         by: &str,
     ) -> Result<Control> {
-        if let Some(text) = &text
-            && text.len() > MAX_CONTROL_TEXT
-        {
-            return Err(StoreError::Invalid(format!(
-                "a control's text is {} bytes, over the {MAX_CONTROL_TEXT}-byte limit",
-                text.len()
-            )));
-        }
+        contract::check_control_text(text.as_deref())?;
         let session = session.clone();
         let by = by.to_owned();
         let bytes = text.as_ref().map_or(0, String::len);
@@ -1150,12 +958,7 @@ impl Store for SqliteStore {
     }
 
     async fn get_blob(&self, blob: &BlobRef) -> Result<Vec<u8>> {
-        if !blob.is_well_formed() {
-            return Err(StoreError::Invalid(format!(
-                "{:?} is not a sha256 digest",
-                blob.digest
-            )));
-        }
+        contract::check_blob_ref(blob)?;
         let wanted = blob.clone();
         self.read_with(move |conn, p| {
             let bytes: Vec<u8> = conn
@@ -1169,17 +972,7 @@ impl Store for SqliteStore {
                 .ok_or_else(|| StoreError::NotFound {
                     what: format!("blob {}", wanted.digest),
                 })?;
-            if BlobRef::of(&bytes) != wanted {
-                return Err(StoreError::Corrupt {
-                    seq: None,
-                    detail: format!(
-                        "{}: blob {} does not match its digest and length; \
-                         restore the database from a backup",
-                        p.display(),
-                        wanted
-                    ),
-                });
-            }
+            contract::verify_blob(&p.display().to_string(), &wanted, &bytes)?;
             Ok(bytes)
         })
         .await
@@ -1211,17 +1004,7 @@ fn control_from_row(session: &str, r: &rusqlite::Row<'_>) -> Result<Control> {
 }
 
 fn check_lease(tx: &Connection, p: &Path, lease: &Lease) -> Result<()> {
-    match lease_row(tx, p, lease.session.as_str())? {
-        Some((Some(owner), token, _)) if token == lease.token && owner == lease.owner => Ok(()),
-        Some((Some(_), token, _)) => Err(StoreError::Fenced {
-            token: lease.token,
-            current: Some(token),
-        }),
-        _ => Err(StoreError::Fenced {
-            token: lease.token,
-            current: None,
-        }),
-    }
+    contract::check_lease(lease_row(tx, p, lease.session.as_str())?.as_ref(), lease)
 }
 
 type SummaryRow = (String, String, u64, u64, u64, String);

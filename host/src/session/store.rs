@@ -1,4 +1,4 @@
-//! The store contract: what any session backend (SQLite today, PostgreSQL
+//! The store contract: what any session backend (SQLite, PostgreSQL
 //! for many workers) must provide, and the errors it speaks.
 //!
 //! The contract, in short:
@@ -305,7 +305,7 @@ impl Clock for SystemClock {
 /// A session store. Object-safe (`Arc<dyn Store>`), so the brain, the CLI
 /// and the server do not care which backend is behind it.
 ///
-/// A PostgreSQL backend implements the same methods with the same
+/// The PostgreSQL backend ([`super::postgres`]) implements the same methods with the same
 /// guarantees: a transaction per call, the lease token and `last_seq`
 /// checked and bumped inside the append's transaction (`SELECT … FOR UPDATE`
 /// on the session row), the database's clock for lease expiry.
@@ -474,6 +474,65 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// necessarily durable when it returns (a lost mark is redone, as
     /// above).
     async fn settle_control(&self, lease: &Lease, id: u64) -> Result<()>;
+
+    /// Sessions `owner` (a worker) should try to run next: status
+    /// `running`, not in `skip` (those it runs already). The worker wakes
+    /// each in turn (taking its lease with [`Store::acquire_lease`]) until
+    /// it has enough.
+    ///
+    /// The provided implementation lists every running session, oldest
+    /// update first, and leases none of them: two workers may pick the same
+    /// session, and the lease decides who runs it (the other is refused
+    /// with [`StoreError::LeaseHeld`] and moves on). Fine for the workers of
+    /// one machine on SQLite, where a list is a local read.
+    ///
+    /// A backend for many workers overrides it to **claim**: at most
+    /// `limit` sessions whose lease is free or expired, each leased to
+    /// `owner` for `ttl` in the same transaction, so no two workers get the
+    /// same session and none waits on another's row lock (PostgreSQL:
+    /// `SELECT … FOR UPDATE SKIP LOCKED`). The worker's `acquire_lease` then
+    /// renews the lease it already holds. A claimed session the worker
+    /// cannot wake keeps its lease until the TTL runs out.
+    async fn claim_runnable(
+        &self,
+        owner: &str,
+        ttl: Duration,
+        limit: usize,
+        skip: &[SessionId],
+    ) -> Result<Vec<SessionId>> {
+        let _ = (owner, ttl, limit);
+        let mut runnable: Vec<SessionSummary> = self
+            .list()
+            .await?
+            .into_iter()
+            .filter(|s| s.status == SessionStatus::Running && !skip.contains(&s.id))
+            .collect();
+        runnable.sort_by_key(|s| s.updated_ms);
+        Ok(runnable.into_iter().map(|s| s.id).collect())
+    }
+
+    /// Waits until something in the store may have changed — a session
+    /// created, events appended, a lease released, a control posted — or
+    /// until `timeout` passes, whichever is first. Returns `true` when woken
+    /// by a change, `false` on timeout.
+    ///
+    /// For anyone who polls the store (a worker looking for runnable
+    /// sessions, a server streaming a session's events to a browser): call
+    /// it between reads instead of sleeping, and re-read after it returns,
+    /// whatever it returned. It says *that* something may have changed, not
+    /// *what*: wake-ups may be spurious, and a change made between the
+    /// caller's last read and this call may not wake it (it then sees the
+    /// change after `timeout`), so keep `timeout` at the latency you can
+    /// accept without it (a second or so).
+    ///
+    /// The provided implementation sleeps for `timeout` and returns
+    /// `false`: a backend without notifications is polled. The PostgreSQL
+    /// backend returns as soon as another connection commits a change
+    /// (`LISTEN`/`NOTIFY`), from any machine.
+    async fn wait_for_change(&self, timeout: Duration) -> Result<bool> {
+        tokio::time::sleep(timeout).await;
+        Ok(false)
+    }
 
     /// What `wake` folds: the latest snapshot and the events after it.
     async fn wake_log(&self, session: &SessionId) -> Result<WakeLog> {

@@ -45,6 +45,7 @@ mod delegate;
 mod escapes;
 mod example;
 mod exit_codes;
+mod fleet;
 mod grants;
 mod heartbeat;
 mod large;
