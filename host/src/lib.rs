@@ -7,11 +7,13 @@
 //! - [`brain`]: the stateless agent loop and its model providers;
 //! - [`checks`]: what the harness runs to decide work is done;
 //! - [`memory`]: the memory bank, what outlives a session;
-//! - [`cli`]: the `longhand` command line.
+//! - [`cli`]: the `longhand` command line;
+//! - [`serve`]: the HTTP API and the web page (`longhand serve`).
 
 pub mod brain;
 pub mod checks;
 pub mod cli;
 pub mod hands;
 pub mod memory;
+pub mod serve;
 pub mod session;

@@ -10,6 +10,7 @@ mod control;
 mod memory;
 mod plan;
 mod run;
+mod serve;
 mod settings;
 mod term;
 mod tool;
@@ -195,6 +196,8 @@ enum Command {
     /// List, search, show and forget memory bank entries.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
+    /// Serve the HTTP API and the web page (and run runnable sessions).
+    Serve(serve::ServeArgs),
 }
 
 /// Parse the command line, run it, and return the process exit code.
@@ -228,6 +231,7 @@ pub fn main() -> ExitCode {
                 Command::Deny(args) => approvals::deny(args).await,
                 Command::Worker(args) => worker::worker(args).await,
                 Command::Memory(cmd) => memory::run(cmd),
+                Command::Serve(args) => serve::serve(args).await,
             }
         }),
         Err(err) => Err(anyhow::Error::new(err).context("cannot start the async runtime")),
