@@ -360,11 +360,15 @@ impl EventStream {
 }
 
 /// A scripted agent whose fs writes wait for approval: two writes, then
-/// done.
-fn approving_agent(dir: &Path) -> std::path::PathBuf {
+/// done. The first answer's text is `first_text`.
+fn approving_agent(dir: &Path, first_text: &str) -> std::path::PathBuf {
     let write = |id: &str, content: &str| {
         tool_turn(
-            &format!("writing {content}"),
+            &if id == "w1" {
+                first_text.to_owned()
+            } else {
+                format!("writing {content}")
+            },
             vec![call(
                 id,
                 "fs__write",
@@ -744,7 +748,7 @@ fn sessions_page_filter_and_errors_have_stable_codes() {
 fn an_approval_over_the_api_lets_the_session_go_on_and_the_stream_resumes() {
     let home = Home::new();
     let dir = TempDir::new().expect("tempdir");
-    let script = approving_agent(dir.path());
+    let script = approving_agent(dir.path(), "writing one");
     let session = detach(&home, dir.path(), &script);
     let server = serve(&home, &[]);
     // The server's worker runs it to the first approval.
@@ -984,4 +988,95 @@ fn the_openapi_document_covers_every_route() {
         let responses = &doc["paths"][path][method]["responses"];
         assert!(responses["401"].is_object(), "{method} {path}: no 401");
     }
+}
+
+/// What the browser test needs, or why it cannot run here.
+fn browser() -> Result<(std::path::PathBuf, std::path::PathBuf), String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .join("tests/browser");
+    if !root.join("node_modules/playwright-core").is_dir() {
+        return Err(format!(
+            "no playwright-core in {} (run `npm ci` there, or .ci/setup-browser.sh)",
+            root.display()
+        ));
+    }
+    let chromium = std::env::var_os("CHROMIUM")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/usr/bin/chromium".into());
+    if !chromium.is_file() {
+        return Err(format!(
+            "no Chromium at {} (apt-get install chromium, or .ci/setup-browser.sh)",
+            chromium.display()
+        ));
+    }
+    if std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .map_or(true, |o| !o.status.success())
+    {
+        return Err("no `node` on PATH".to_owned());
+    }
+    Ok((root, chromium))
+}
+
+#[test]
+fn the_page_follows_a_session_live_and_approves_in_chromium() {
+    let (root, chromium) = match browser() {
+        Ok(found) => found,
+        Err(missing) if std::env::var("LONGHAND_REQUIRE_EXTERNAL").as_deref() == Ok("1") => {
+            panic!("LONGHAND_REQUIRE_EXTERNAL=1 and the browser test cannot run: {missing}")
+        }
+        Err(missing) => {
+            eprintln!(
+                "skipped the browser test: {missing}; set it up with .ci/setup-browser.sh \
+                 (LONGHAND_REQUIRE_EXTERNAL=1 makes this a failure)"
+            );
+            return;
+        }
+    };
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let script = approving_agent(
+        dir.path(),
+        "writing <img src=x onerror=window.__pwned=1> one",
+    );
+    let session = detach(&home, dir.path(), &script);
+    let server = serve(&home, &[]);
+    let pending = server.wait_for("/api/approvals", |v| {
+        v["approvals"].as_array().is_some_and(|a| !a.is_empty())
+    });
+    let request = pending["approvals"][0]["request"]
+        .as_str()
+        .expect("request")
+        .to_owned();
+    let profile = TempDir::new().expect("profile dir");
+    let out = std::process::Command::new("node")
+        .arg(root.join("serve.mjs"))
+        .current_dir(&root)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", profile.path())
+        .env("LONGHAND_URL", format!("http://{}", server.addr))
+        .env("LONGHAND_TOKEN", &server.token)
+        .env("LONGHAND_SESSION", &session)
+        .env("LONGHAND_REQUEST", &request)
+        .env("CHROMIUM", &chromium)
+        .env("PROFILE_DIR", profile.path().join("chromium"))
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stdout}");
+    assert!(
+        out.status.success() && stdout.contains("browser test passed"),
+        "the browser test failed:\n{stdout}\n{stderr}"
+    );
+    let done = server.get(&format!("/api/sessions/{session}")).json();
+    assert_eq!(done["status"], "finished", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("work/a.txt")).expect("written"),
+        "two"
+    );
 }
