@@ -16,6 +16,11 @@ const token = process.env.LONGHAND_TOKEN;
 const session = process.env.LONGHAND_SESSION;
 const firstRequest = process.env.LONGHAND_REQUEST;
 const STEP = 60_000; // a step's limit: generous for a debug build on two cores
+// Set SCREENSHOTS=DIR to keep what the page looked like (for a person).
+const shots = process.env.SCREENSHOTS;
+const shoot = async (page, name) => {
+  if (shots) await page.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
+};
 
 function check(cond, what) {
   if (!cond) throw new Error("failed: " + what);
@@ -93,6 +98,9 @@ try {
   await page.locator('#timeline li[data-type="finished"]').waitFor();
   await page.locator('#session-status[data-status="finished"]').waitFor();
   check(true, "approved from the page, the session finished");
+  await page.locator('#timeline li[data-type="tool_finished"]').first().click();
+  await page.locator('#detail-body pre.blob[data-field="result"]').filter({ hasText: /\S/ }).waitFor();
+  await shoot(page, "session");
   const seqs = await rows.evaluateAll((els) => els.map((e) => Number(e.getAttribute("data-seq"))));
   check(seqs.every((s, i) => s === i + 1), "the timeline has every event once, in order");
 
@@ -110,6 +118,7 @@ try {
   await row.waitFor();
   const width = await page.evaluate(() => document.documentElement.scrollWidth);
   check(width <= 390, `the list fits a phone's width (${width}px)`);
+  await shoot(page, "phone-list");
 
   check(await page.evaluate(() => window.__pwned === undefined), "no model text ran as code");
   check(problems.length === 0, "no script error or CSP violation: " + problems.join("; "));

@@ -1064,6 +1064,10 @@ fn the_page_follows_a_session_live_and_approves_in_chromium() {
         .env("LONGHAND_REQUEST", &request)
         .env("CHROMIUM", &chromium)
         .env("PROFILE_DIR", profile.path().join("chromium"))
+        .env(
+            "SCREENSHOTS",
+            std::env::var_os("LONGHAND_SCREENSHOTS").unwrap_or_default(),
+        )
         .output()
         .expect("run node");
     let stdout = String::from_utf8_lossy(&out.stdout);
