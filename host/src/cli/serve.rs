@@ -110,9 +110,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         loopback_hosts_only: loopback,
         memory_db: crate::memory::default_path(&dir),
     });
+    // An address in use or a port this user may not bind: the operator
+    // picks another (exit 2).
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
-        .with_context(|| format!("cannot listen on {}", args.addr))?;
+        .map_err(|e| usage(format!("cannot listen on {}: {e}", args.addr)))?;
     let bound = listener
         .local_addr()
         .context("reading the address listened on")?;
@@ -324,5 +326,45 @@ impl Backend for CliBackend {
         super::plan::plan_value(self.store.as_ref(), session)
             .await
             .map_err(api_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_errors_become_api_errors_by_type() {
+        let code = |e: anyhow::Error| api_error(e).code;
+        let missing = StoreError::NotFound {
+            what: "session s-1".into(),
+        };
+        assert_eq!(code(missing.into()), "session_not_found");
+        let held = StoreError::LeaseHeld {
+            owner: "w".into(),
+            expires_ms: 0,
+        };
+        assert_eq!(
+            code(anyhow::Error::new(RunError::Store(held)).context("waking")),
+            "lease_held"
+        );
+        assert_eq!(
+            code(RunError::LeaseLost("taken".into()).into()),
+            "lease_held"
+        );
+        let refused = code(usage("no goal: pass --goal"));
+        assert_eq!(refused, "invalid_request");
+        assert_eq!(api_error(usage("no goal")).message, "no goal");
+        // What no row names is the server's fault, and its text stays in
+        // the server's log.
+        let internal = api_error(anyhow::anyhow!("disk at /secret/path failed"));
+        assert_eq!(internal.code, "internal");
+        assert!(!internal.message.contains("/secret/path"));
+    }
+
+    #[test]
+    fn the_built_in_worker_takes_worker_flags() {
+        let args = worker_args(3).unwrap();
+        assert_eq!(args.concurrency, 3);
     }
 }
