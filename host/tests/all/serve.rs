@@ -741,6 +741,19 @@ fn sessions_page_filter_and_errors_have_stable_codes() {
     );
     assert_eq!(paused.status, 202);
     assert_eq!(paused.json()["kind"], "pause");
+    let cancelled = server.post(
+        &format!("/api/sessions/{detached}/cancel"),
+        &json!({"reason": "enough", "now": true}),
+    );
+    assert_eq!(cancelled.status, 202);
+    assert_eq!(cancelled.json()["kind"], "cancel");
+    assert_eq!(cancelled.json()["now"], true);
+    server
+        .post(
+            &format!("/api/sessions/{detached}/pause"),
+            &json!({"now": true}),
+        )
+        .expect_error(400, "invalid_request");
     assert_eq!(home.log(&detached).len(), before);
 }
 
