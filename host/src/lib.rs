@@ -7,7 +7,8 @@
 //! - [`brain`]: the stateless agent loop and its model providers;
 //! - [`checks`]: what the harness runs to decide work is done;
 //! - [`memory`]: the memory bank, what outlives a session;
-//! - [`cli`]: the `longhand` command line.
+//! - [`cli`]: the `longhand` command line;
+//! - [`serve`]: the HTTP API and the web page (`longhand serve`).
 
 pub mod brain;
 pub mod checks;
@@ -15,5 +16,6 @@ pub mod cli;
 pub mod hands;
 pub mod mcp;
 pub mod memory;
+pub mod serve;
 pub mod session;
 pub mod telemetry;

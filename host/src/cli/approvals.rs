@@ -84,18 +84,7 @@ pub async fn list(args: ListArgs) -> anyhow::Result<Outcome> {
 
 /// `longhand approve`.
 pub async fn approve(args: ApproveArgs) -> anyhow::Result<Outcome> {
-    let expires_ms = match &args.expires {
-        None => None,
-        Some(text) => {
-            let d = humantime::parse_duration(text)
-                .map_err(|e| usage(format!("--expires `{text}`: {e} (e.g. 30m, 2h)")))?;
-            Some(crate::brain::runner_now_ms() + d.as_millis() as u64)
-        }
-    };
-    let answer = Answer::Approve {
-        scope: args.scope.clone(),
-        expires_ms,
-    };
+    let answer = approval(&args.scope, args.expires.as_deref())?;
     record(&args.session, &args.request, answer).await?;
     println!(
         "approved {} of session {} (scope {}); `longhand resume {}` carries on",
@@ -109,12 +98,7 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<Outcome> {
 
 /// `longhand deny`.
 pub async fn deny(args: DenyArgs) -> anyhow::Result<Outcome> {
-    if args.reason.trim().is_empty() {
-        return Err(usage("--reason is empty: say why, the model is told"));
-    }
-    let answer = Answer::Deny {
-        reason: args.reason.clone(),
-    };
+    let answer = denial(&args.reason)?;
     record(&args.session, &args.request, answer).await?;
     println!(
         "denied {} of session {}; `longhand resume {}` tells the model and carries on",
@@ -125,18 +109,54 @@ pub async fn deny(args: DenyArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Done)
 }
 
+/// An approval with `scope` (`once` or `session`) lapsing after `expires`
+/// (`30m`, `2h`; default never), or a usage error.
+pub(super) fn approval(scope: &str, expires: Option<&str>) -> anyhow::Result<Answer> {
+    if !matches!(scope, "once" | "session") {
+        return Err(usage(format!("scope `{scope}`: give `once` or `session`")));
+    }
+    let expires_ms = match expires {
+        None => None,
+        Some(text) => {
+            let d = humantime::parse_duration(text)
+                .map_err(|e| usage(format!("--expires `{text}`: {e} (e.g. 30m, 2h)")))?;
+            Some(crate::brain::runner_now_ms() + d.as_millis() as u64)
+        }
+    };
+    Ok(Answer::Approve {
+        scope: scope.to_owned(),
+        expires_ms,
+    })
+}
+
+/// A denial telling the model `reason`, or a usage error if it is blank.
+pub(super) fn denial(reason: &str) -> anyhow::Result<Answer> {
+    if reason.trim().is_empty() {
+        return Err(usage("--reason is empty: say why, the model is told"));
+    }
+    Ok(Answer::Deny {
+        reason: reason.to_owned(),
+    })
+}
+
 /// The session to resume after answering one of `session`'s requests: its
 /// root, since a sub-agent is run by its parent.
 async fn resume_target(session: &str) -> String {
-    let mut current = session.to_owned();
     let Ok(store) = super::run::open_store().await else {
-        return current;
+        return session.to_owned();
     };
+    root_of(store.as_ref(), session).await
+}
+
+/// `session`'s root: itself, or the parent of its parent … (at most eight
+/// levels up).
+pub(super) async fn root_of(store: &dyn crate::session::Store, session: &str) -> String {
+    let mut current = session.to_owned();
     for _ in 0..8 {
         let Ok(id) = super::run::parse_session(&current) else {
             break;
         };
-        match crate::brain::agent::load_state(store.as_ref(), &id).await {
+        match crate::brain::agent::load_state(store, &id).await {
             Ok(state) => match state.parent {
                 Some(parent) => current = parent,
                 None => break,

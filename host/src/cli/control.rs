@@ -77,9 +77,6 @@ pub async fn cancel(args: CancelArgs) -> anyhow::Result<Outcome> {
 
 /// `longhand send`.
 pub async fn send(args: SendArgs) -> anyhow::Result<Outcome> {
-    if args.text.trim().is_empty() {
-        return Err(usage("`send` needs a message: the text is empty"));
-    }
     post(&args.session, ControlKind::Send, Some(args.text), args.json).await
 }
 
@@ -94,22 +91,9 @@ async fn post(
     json: bool,
 ) -> anyhow::Result<Outcome> {
     let session = super::run::parse_session(session)?;
-    if let Some(text) = &text
-        && text.len() > MAX_CONTROL_TEXT
-    {
-        return Err(usage(format!(
-            "the text is {} bytes, over the {MAX_CONTROL_TEXT}-byte limit of a control; \
-             put longer text in a file the agent can read and send its path",
-            text.len()
-        )));
-    }
     let store = super::run::open_store().await?;
-    // NotFound (exit 2) for a session that does not exist.
-    let status = store.summary(&session).await?.status;
-    refuse_for(&session, kind, status)?;
-    let control = store
-        .post_control(&session, kind, text, &format!("cli@{}", host_pid()))
-        .await?;
+    let by = format!("cli@{}", host_pid());
+    let (control, status) = post_to(store.as_ref(), &session, kind, text, &by).await?;
     let mut out = std::io::stdout().lock();
     if json {
         let mut value = serde_json::to_value(&control)?;
@@ -131,6 +115,36 @@ async fn post(
         writeln!(out, "{next}")?;
     }
     Ok(Outcome::Done)
+}
+
+/// Posts `kind` to `session`'s inbox for `by`, after the checks every
+/// front end makes (an empty `send`, a text over [`MAX_CONTROL_TEXT`], an
+/// unknown or ended session, a second pause: usage errors); returns the
+/// control and the session's status when it was posted.
+pub(super) async fn post_to(
+    store: &dyn crate::session::Store,
+    session: &SessionId,
+    kind: ControlKind,
+    text: Option<String>,
+    by: &str,
+) -> anyhow::Result<(Control, SessionStatus)> {
+    if kind == ControlKind::Send && text.as_deref().is_none_or(|t| t.trim().is_empty()) {
+        return Err(usage("`send` needs a message: the text is empty"));
+    }
+    if let Some(text) = &text
+        && text.len() > MAX_CONTROL_TEXT
+    {
+        return Err(usage(format!(
+            "the text is {} bytes, over the {MAX_CONTROL_TEXT}-byte limit of a control; \
+             put longer text in a file the agent can read and send its path",
+            text.len()
+        )));
+    }
+    // NotFound (exit 2) for a session that does not exist.
+    let status = store.summary(session).await?.status;
+    refuse_for(session, kind, status)?;
+    let control = store.post_control(session, kind, text, by).await?;
+    Ok((control, status))
 }
 
 /// Why `kind` makes no sense for a session in `status`, as a usage error.

@@ -11,6 +11,7 @@ mod mcp;
 mod memory;
 mod plan;
 mod run;
+mod serve;
 mod settings;
 mod term;
 mod tool;
@@ -199,6 +200,8 @@ enum Command {
     Memory(memory::MemoryCommand),
     /// Serve sandboxed tools to MCP clients over stdio or Streamable HTTP.
     Mcp(mcp::McpArgs),
+    /// Serve the HTTP API and the web page (and run runnable sessions).
+    Serve(serve::ServeArgs),
 }
 
 /// Parse the command line, run it, and return the process exit code.
@@ -237,6 +240,7 @@ pub fn main() -> ExitCode {
                 Command::Worker(args) => worker::worker(args).await,
                 Command::Memory(cmd) => memory::run(cmd),
                 Command::Mcp(args) => mcp::mcp(args).await,
+                Command::Serve(args) => serve::serve(args).await,
             };
             crate::telemetry::shutdown(std::time::Duration::from_secs(3)).await;
             result

@@ -60,17 +60,40 @@ pub fn plan_json(session: &SessionId, plan: &PlanState) -> serde_json::Value {
     })
 }
 
-/// `longhand plan`.
-pub async fn plan(args: PlanArgs) -> anyhow::Result<Outcome> {
-    let session = super::run::parse_session(&args.session)?;
-    let store = super::run::open_store().await?;
-    let state = agent::load_state(store.as_ref(), &session).await?;
+/// `session`'s state; [`StoreError::NotFound`](crate::session::StoreError)
+/// for a session that does not exist.
+async fn load(
+    store: &dyn crate::session::Store,
+    session: &SessionId,
+) -> anyhow::Result<crate::brain::state::SessionState> {
+    let state = agent::load_state(store, session).await?;
     if state.last_seq == 0 {
         return Err(crate::session::StoreError::NotFound {
             what: format!("session {session}"),
         }
         .into());
     }
+    Ok(state)
+}
+
+/// `longhand plan --json`'s object for `session`: [`plan_json`], or
+/// `{"session", "tasks": []}` when it has no plan.
+pub(super) async fn plan_value(
+    store: &dyn crate::session::Store,
+    session: &SessionId,
+) -> anyhow::Result<serde_json::Value> {
+    let state = load(store, session).await?;
+    Ok(match &state.plan {
+        Some(plan) => plan_json(session, plan),
+        None => serde_json::json!({"session": session.as_str(), "tasks": []}),
+    })
+}
+
+/// `longhand plan`.
+pub async fn plan(args: PlanArgs) -> anyhow::Result<Outcome> {
+    let session = super::run::parse_session(&args.session)?;
+    let store = super::run::open_store().await?;
+    let state = load(store.as_ref(), &session).await?;
     let mut out = std::io::stdout().lock();
     let Some(plan) = &state.plan else {
         if args.json {

@@ -181,8 +181,64 @@ fn apply_model_flag(model: &mut ModelConfig, flag: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A session `start` created, with what `run` sets on its runner when it
+/// runs it here rather than detaching it.
+pub(super) struct Started<'h> {
+    pub runner: Runner<'h>,
+    roles: Vec<(Role, Arc<dyn ModelProvider>)>,
+    memory: Option<Arc<crate::memory::MemoryBank>>,
+    /// The flags' model, which answers sub-agents too, if a flag replaced
+    /// the agent's.
+    child_provider: Option<Arc<dyn ModelProvider>>,
+}
+
 /// `longhand run`.
 pub async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
+    // The agent file is checked before the tool host starts.
+    AgentConfig::load(&args.agent)?;
+    let hands = hands()?;
+    let Started {
+        mut runner,
+        roles,
+        memory,
+        child_provider,
+    } = start(&args, &hands, &owner()).await?;
+    if args.detach {
+        let session = runner.session().clone();
+        runner.detach().await?;
+        if args.json {
+            println!(
+                "{}",
+                json_line(&serde_json::json!({"session": session.as_str(), "detached": true}))
+            );
+        } else {
+            println!("session {session}");
+            println!("detached: a `longhand worker` on this store runs it");
+        }
+        return Ok(Outcome::Done);
+    }
+    for (role, provider) in roles {
+        runner.set_role_provider(role, provider);
+    }
+    if let Some(bank) = memory {
+        runner.set_memory(bank);
+    }
+    if let Some(provider) = child_provider {
+        // A flag replaced the model (a script, a cassette, another model):
+        // sub-agents are answered by it too.
+        runner.set_child_provider(provider);
+    }
+    drive(&mut runner, args.json, 1).await
+}
+
+/// Checks the agent `args` name, freezes it and creates its session for
+/// `owner`, with its goal set and its lease held: what `run` does before
+/// the loop starts (`run --detach` and `serve` then detach it).
+pub(super) async fn start<'h>(
+    args: &RunArgs,
+    hands: &'h Hands,
+    owner: &str,
+) -> anyhow::Result<Started<'h>> {
     let (config, base) = AgentConfig::load(&args.agent)?;
     let goal = args
         .goal
@@ -194,8 +250,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     if let Some(flag) = &args.model {
         apply_model_flag(&mut config.model.clone(), flag)?;
     }
-    let hands = hands()?;
-    let mut frozen = agent::freeze(&hands, &config, &base, env).await?;
+    let mut frozen = agent::freeze(hands, &config, &base, env).await?;
     if let Some(flag) = &args.model {
         apply_model_flag(&mut frozen.model, flag)?;
     }
@@ -232,34 +287,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     let child_provider = provider.clone();
     let memory = memory_for(&frozen)?;
     let store = open_store().await?;
-    let bound = agent::bind(&hands, frozen, env).await?;
-    let mut runner = Runner::start(store, &hands, bound, provider, &goal, &owner()).await?;
-    if args.detach {
-        let session = runner.session().clone();
-        runner.detach().await?;
-        if args.json {
-            println!(
-                "{}",
-                json_line(&serde_json::json!({"session": session.as_str(), "detached": true}))
-            );
-        } else {
-            println!("session {session}");
-            println!("detached: a `longhand worker` on this store runs it");
-        }
-        return Ok(Outcome::Done);
-    }
-    for (role, provider) in roles {
-        runner.set_role_provider(role, provider);
-    }
-    if let Some(bank) = memory {
-        runner.set_memory(bank);
-    }
-    if overridden {
-        // A flag replaced the model (a script, a cassette, another model):
-        // sub-agents are answered by it too.
-        runner.set_child_provider(child_provider);
-    }
-    drive(&mut runner, args.json, 1).await
+    let bound = agent::bind(hands, frozen, env).await?;
+    let runner = Runner::start(store, hands, bound, provider, &goal, owner).await?;
+    Ok(Started {
+        runner,
+        roles,
+        memory,
+        child_provider: overridden.then_some(child_provider),
+    })
 }
 
 /// `longhand resume`.

@@ -29,6 +29,7 @@
 //! - [`roles`]: a planned session's planner (bad plans sent back, three
 //!   pause), revision after a failed task, judge and handoff fallback.
 //! - [`stream_timeouts`]: a live stream longer than `request_timeout` finishes.
+//! - [`serve`]: the HTTP API and, in Chromium, the web page.
 
 mod support;
 mod telemetry;
@@ -57,6 +58,7 @@ mod plan;
 mod providers;
 mod roles;
 mod script;
+mod serve;
 mod skills;
 mod steer;
 mod stream_timeouts;

@@ -1,0 +1,737 @@
+//! The API's handlers: JSON in, JSON out, errors as [`ApiError`].
+//!
+//! Reads go to the store, the folded state and the memory bank; changes go
+//! through the [`Backend`](super::Backend). Bodies are parsed here rather
+//! than by axum's extractors so that every refusal has the API's error
+//! shape, and unknown fields are refused, not ignored.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Path, RawQuery, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::backend::{AnswerRequest, StartRequest};
+use super::error::{ApiError, ApiResult};
+use crate::brain::agent::{RunError, load_state};
+use crate::brain::state::SessionState;
+use crate::session::{BlobRef, ControlKind, SessionId, SessionStatus, SessionSummary};
+
+/// Sessions per page of `GET /api/sessions`: default and most.
+pub const SESSIONS_PAGE: (usize, usize) = (50, 200);
+/// Events per page of `GET /api/sessions/{id}/events`: default and most.
+pub const EVENTS_PAGE: (usize, usize) = (200, 1000);
+
+/// `GET /api/openapi.json`.
+pub async fn openapi() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        super::OPENAPI,
+    )
+        .into_response()
+}
+
+/// The query string as pairs, percent-decoded. Repeated keys keep the last.
+fn query(raw: Option<String>) -> ApiResult<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    let Some(raw) = raw else { return Ok(out) };
+    for pair in raw.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        out.insert(decode(k)?, decode(v)?);
+    }
+    Ok(out)
+}
+
+fn decode(text: &str) -> ApiResult<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| ApiError::invalid("the query string has a bad %-escape"))?;
+                out.push(hex);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| ApiError::invalid("the query string is not UTF-8"))
+}
+
+/// A whole number parameter in `min..=max`, or `default` when absent.
+fn number(
+    params: &BTreeMap<String, String>,
+    name: &str,
+    default: u64,
+    min: u64,
+    max: u64,
+) -> ApiResult<u64> {
+    match params.get(name) {
+        None => Ok(default),
+        Some(text) => text
+            .parse::<u64>()
+            .ok()
+            .filter(|n| (min..=max).contains(n))
+            .ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "`{name}` must be a whole number from {min} to {max}"
+                ))
+            }),
+    }
+}
+
+/// A request body, its refusals (too large: 413) in the API's shape.
+pub struct RawBody(Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        Bytes::from_request(request, state)
+            .await
+            .map(RawBody)
+            .map_err(|e| {
+                let code = match e.status() {
+                    StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+                    _ => "invalid_request",
+                };
+                ApiError::new(e.status(), code, e.body_text())
+            })
+    }
+}
+
+/// A JSON body; an empty body is `T::default()`.
+fn body<T: DeserializeOwned + Default>(RawBody(bytes): &RawBody) -> ApiResult<T> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::invalid(format!("the body is not the JSON this route takes: {e}")))
+}
+
+/// A session id from the path.
+pub(super) fn session_id(text: &str) -> ApiResult<SessionId> {
+    text.parse::<SessionId>().map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_session_id",
+            format!("not a session id: {e}"),
+        )
+    })
+}
+
+fn run_error(error: RunError) -> ApiError {
+    match error {
+        RunError::Store(e) => ApiError::from_store(e),
+        other => ApiError::internal(other),
+    }
+}
+
+/// A session's summary, 404 `session_not_found` if there is none.
+pub(super) async fn summary(state: &AppState, id: &SessionId) -> ApiResult<SessionSummary> {
+    state.store.summary(id).await.map_err(|e| match e {
+        crate::session::StoreError::NotFound { .. } => {
+            ApiError::not_found("session_not_found", format!("no session {id}"))
+        }
+        other => ApiError::from_store(other),
+    })
+}
+
+/// A session as the API shows it: its summary, spend and place in a tree;
+/// with `detail`, also its goal, pause, outcome and pending approvals.
+fn session_json(summary: &SessionSummary, state: &SessionState, detail: bool) -> Value {
+    let mut value = json!({
+        "id": summary.id.as_str(),
+        "agent": summary.agent_name,
+        "status": summary.status.as_str(),
+        "created_ms": summary.created_ms,
+        "updated_ms": summary.updated_ms,
+        "last_seq": summary.last_seq,
+        "parent": state.parent,
+        "awaiting_worker": state.awaiting_worker,
+        "spend": {
+            "steps": state.steps,
+            "input_tokens": state.input_tokens,
+            "output_tokens": state.output_tokens,
+            "tool_calls": state.tool_calls,
+            "cost_micros": state.cost_micros,
+            "answers_without_price": state.cost_unknown,
+        },
+    });
+    if detail && let Some(object) = value.as_object_mut() {
+        let pending: Vec<&String> = state.approvals.pending().map(|(id, _)| id).collect();
+        for (key, field) in [
+            ("goal", json!(state.goal)),
+            ("pause", json!(state.pause)),
+            ("summary", json!(state.summary)),
+            ("summary_blob", json!(state.summary_blob)),
+            ("error", json!(state.error)),
+            ("children", json!(state.children)),
+            ("pending_approvals", json!(pending)),
+            ("has_plan", json!(state.plan.is_some())),
+        ] {
+            object.insert(key.to_owned(), field);
+        }
+    }
+    value
+}
+
+/// `GET /api/sessions?status=&agent=&limit=&cursor=`: newest first;
+/// `next` is the cursor of the next page, `null` on the last.
+pub async fn list_sessions(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> ApiResult<Json<Value>> {
+    let params = query(raw)?;
+    let (default, most) = SESSIONS_PAGE;
+    let limit = number(&params, "limit", default as u64, 1, most as u64)? as usize;
+    let status = match params.get("status") {
+        None => None,
+        Some(text) => Some(SessionStatus::parse(text).ok_or_else(|| {
+            ApiError::invalid(format!(
+                "`status` must be created, running, paused, finished or failed, not `{text}`"
+            ))
+        })?),
+    };
+    let cursor = params.get("cursor").map(|c| session_id(c)).transpose()?;
+    let mut all = state.store.list().await?;
+    all.retain(|s| {
+        status.is_none_or(|st| s.status == st)
+            && params.get("agent").is_none_or(|a| &s.agent_name == a)
+            && cursor.as_ref().is_none_or(|c| s.id < *c)
+    });
+    // Ids sort by creation time: newest first is the ids, descending.
+    all.sort_by(|a, b| b.id.cmp(&a.id));
+    let more = all.len() > limit;
+    all.truncate(limit);
+    let mut sessions = Vec::with_capacity(all.len());
+    for summary in &all {
+        let folded = load_state(state.store.as_ref(), &summary.id)
+            .await
+            .map_err(run_error)?;
+        sessions.push(session_json(summary, &folded, false));
+    }
+    let next = more.then(|| all.last().map(|s| s.id.as_str().to_owned()));
+    Ok(Json(json!({"sessions": sessions, "next": next.flatten()})))
+}
+
+/// `GET /api/sessions/{id}`.
+pub async fn get_session(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let id = session_id(&id)?;
+    let summary = summary(&state, &id).await?;
+    let folded = load_state(state.store.as_ref(), &id)
+        .await
+        .map_err(run_error)?;
+    Ok(Json(session_json(&summary, &folded, true)))
+}
+
+/// `GET /api/sessions/{id}/events?after=&limit=`: the events after seq
+/// `after` (default 0), oldest first; `next` is the `after` of the next
+/// page, `null` at the end of the log.
+pub async fn list_events(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> ApiResult<Json<Value>> {
+    let id = session_id(&id)?;
+    let params = query(raw)?;
+    let (default, most) = EVENTS_PAGE;
+    let limit = number(&params, "limit", default as u64, 1, most as u64)? as usize;
+    let after = number(&params, "after", 0, 0, u64::MAX - 1)?;
+    summary(&state, &id).await?;
+    let mut records = state.store.read(&id, after + 1).await?;
+    let more = records.len() > limit;
+    records.truncate(limit);
+    let next = if more {
+        records.last().map(|r| r.seq)
+    } else {
+        None
+    };
+    Ok(Json(json!({"events": records, "next": next})))
+}
+
+/// `GET /api/sessions/{id}/plan`: as `longhand plan --json` prints it.
+pub async fn get_plan(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let id = session_id(&id)?;
+    summary(&state, &id).await?;
+    Ok(Json(state.backend.plan(&id).await?))
+}
+
+/// Every blob reference in `value`: an object with a well-formed
+/// `digest` and a `bytes` count, at any depth. New event kinds are covered
+/// without a list to keep up to date.
+fn blob_refs(value: &Value, out: &mut Vec<BlobRef>) {
+    match value {
+        Value::Object(map) => {
+            if let (Some(Value::String(digest)), Some(Value::Number(bytes))) =
+                (map.get("digest"), map.get("bytes"))
+                && let Some(bytes) = bytes.as_u64()
+            {
+                let blob = BlobRef {
+                    digest: digest.clone(),
+                    bytes,
+                };
+                if blob.is_well_formed() {
+                    out.push(blob);
+                }
+            }
+            for v in map.values() {
+                blob_refs(v, out);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| blob_refs(v, out)),
+        _ => {}
+    }
+}
+
+/// `GET /api/sessions/{id}/blobs/{digest}`: the bytes of a blob this
+/// session's log refers to (a model request or response, a tool's input
+/// or result, a briefing, a handoff). A blob of another session is not
+/// found here, even if the store has it: the route shows a session, not
+/// the store.
+///
+/// Sent as `application/octet-stream`, as an attachment, with `sandbox` in
+/// its CSP: model and tool output opened directly cannot run as a page.
+pub async fn get_blob(
+    State(state): State<AppState>,
+    Path((id, digest)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let id = session_id(&id)?;
+    summary(&state, &id).await?;
+    let missing = || {
+        ApiError::not_found(
+            "blob_not_found",
+            format!("session {id} refers to no blob {digest}"),
+        )
+    };
+    let records = state.store.read(&id, 1).await?;
+    let mut refs = Vec::new();
+    for record in &records {
+        let value = serde_json::to_value(&record.event).map_err(ApiError::internal)?;
+        blob_refs(&value, &mut refs);
+        if refs.iter().any(|r| r.digest == digest) {
+            break;
+        }
+    }
+    let blob = refs
+        .into_iter()
+        .find(|r| r.digest == digest)
+        .ok_or_else(missing)?;
+    let bytes = state.store.get_blob(&blob).await?;
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            ),
+            (
+                header::CONTENT_DISPOSITION,
+                HeaderValue::from_static("attachment"),
+            ),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static("sandbox; default-src 'none'"),
+            ),
+        ],
+        bytes,
+    )
+        .into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartBody {
+    agent: Option<String>,
+    goal: Option<String>,
+    #[serde(default)]
+    priority: i64,
+}
+
+/// `POST /api/sessions` `{"agent", "goal"?, "priority"?}`: 201
+/// `{"session"}`, the session left for a worker.
+pub async fn start_session(State(state): State<AppState>, raw: RawBody) -> ApiResult<Response> {
+    let body: StartBody = body(&raw)?;
+    let agent = body
+        .agent
+        .filter(|a| !a.trim().is_empty())
+        .ok_or_else(|| ApiError::invalid("`agent` is required: the agent's directory or file"))?;
+    if body.goal.as_deref().is_some_and(|g| g.trim().is_empty()) {
+        return Err(ApiError::invalid(
+            "`goal` is empty; leave it out for the agent's own",
+        ));
+    }
+    let session = state
+        .backend
+        .start(StartRequest {
+            agent: agent.into(),
+            goal: body.goal,
+            priority: body.priority,
+        })
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"session": session.as_str()})),
+    )
+        .into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReasonBody {
+    reason: Option<String>,
+    #[serde(default)]
+    now: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SendBody {
+    text: Option<String>,
+}
+
+async fn post_control(
+    state: &AppState,
+    id: &str,
+    kind: ControlKind,
+    text: Option<String>,
+) -> ApiResult<Response> {
+    let id = session_id(id)?;
+    let status = summary(state, &id).await?.status;
+    match (kind, status) {
+        (_, SessionStatus::Finished | SessionStatus::Failed) => {
+            return Err(ApiError::conflict(
+                "session_ended",
+                format!("session {id} has already {status}; there is nothing to steer"),
+            ));
+        }
+        (ControlKind::Pause, SessionStatus::Paused) => {
+            return Err(ApiError::conflict(
+                "already_paused",
+                format!("session {id} is already paused"),
+            ));
+        }
+        _ => {}
+    }
+    let control = state.backend.control(&id, kind, text).await?;
+    let mut value = serde_json::to_value(&control).map_err(ApiError::internal)?;
+    if let Some(object) = value.as_object_mut() {
+        object.insert("session".into(), id.as_str().into());
+    }
+    Ok((StatusCode::ACCEPTED, Json(value)).into_response())
+}
+
+/// `POST /api/sessions/{id}/pause` `{"reason"?}`: 202, the control posted.
+pub async fn pause(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    raw: RawBody,
+) -> ApiResult<Response> {
+    let body: ReasonBody = body(&raw)?;
+    if body.now {
+        return Err(ApiError::invalid("`now` is for cancel"));
+    }
+    post_control(&state, &id, ControlKind::Pause, body.reason).await
+}
+
+/// `POST /api/sessions/{id}/cancel` `{"reason"?, "now"?}`: 202.
+pub async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    raw: RawBody,
+) -> ApiResult<Response> {
+    let body: ReasonBody = body(&raw)?;
+    let kind = ControlKind::Cancel { now: body.now };
+    post_control(&state, &id, kind, body.reason).await
+}
+
+/// `POST /api/sessions/{id}/send` `{"text"}`: 202.
+pub async fn send(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    raw: RawBody,
+) -> ApiResult<Response> {
+    let body: SendBody = body(&raw)?;
+    let text = body
+        .text
+        .filter(|t| !t.trim().is_empty())
+        .ok_or_else(|| ApiError::invalid("`text` is required and must not be blank"))?;
+    post_control(&state, &id, ControlKind::Send, Some(text)).await
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResumeBody {
+    #[serde(default)]
+    raise: BTreeMap<String, u64>,
+}
+
+/// `POST /api/sessions/{id}/resume` `{"raise"?: {"max_steps": 100}}`:
+/// 202 `{"session", "status"}`, left for a worker.
+pub async fn resume(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    raw: RawBody,
+) -> ApiResult<Response> {
+    let body: ResumeBody = body(&raw)?;
+    let id = session_id(&id)?;
+    resumable(&state, &id).await?;
+    let after = state.backend.resume(&id, body.raise).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"session": id.as_str(), "status": after.as_str()})),
+    )
+        .into_response())
+}
+
+/// The status of a session that may be resumed (paused, or created and
+/// never run); 409 otherwise.
+async fn resumable(state: &AppState, id: &SessionId) -> ApiResult<SessionStatus> {
+    let status = summary(state, id).await?.status;
+    match status {
+        SessionStatus::Paused | SessionStatus::Created => Ok(status),
+        SessionStatus::Finished | SessionStatus::Failed => Err(ApiError::conflict(
+            "session_ended",
+            format!("session {id} has already {status}"),
+        )),
+        SessionStatus::Running => Err(ApiError::conflict(
+            "not_paused",
+            format!("session {id} is running; a worker runs it (pause it first to resume it)"),
+        )),
+    }
+}
+
+/// `GET /api/approvals`: every pending request, across sessions.
+pub async fn list_approvals(State(state): State<AppState>) -> ApiResult<Json<Value>> {
+    let pending = crate::brain::approvals::pending_everywhere(state.store.as_ref())
+        .await
+        .map_err(run_error)?;
+    let mut out = Vec::with_capacity(pending.len());
+    for (session, request, a) in pending {
+        let input = match state.store.get_blob(&a.input).await {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned())),
+            Err(e) => return Err(ApiError::from_store(e)),
+        };
+        out.push(json!({
+            "session": session.as_str(),
+            "request": request,
+            "step": a.step,
+            "call_id": a.call_id,
+            "tool": a.tool,
+            "effect": a.effect,
+            "fingerprint": a.fingerprint,
+            "input": input,
+        }));
+    }
+    Ok(Json(json!({"approvals": out})))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApproveBody {
+    scope: Option<String>,
+    expires: Option<String>,
+    #[serde(default)]
+    resume: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DenyBody {
+    reason: Option<String>,
+    #[serde(default)]
+    resume: bool,
+}
+
+async fn answer(
+    state: &AppState,
+    id: &str,
+    request: &str,
+    answer: AnswerRequest,
+    resume: bool,
+) -> ApiResult<Json<Value>> {
+    let id = session_id(id)?;
+    summary(state, &id).await?;
+    let root = state.backend.answer(&id, request, answer).await?;
+    let mut out = json!({"session": id.as_str(), "request": request, "resume": root});
+    if resume {
+        let resumed = match session_id(&root) {
+            Ok(root) => match resumable(state, &root).await {
+                Ok(_) => state.backend.resume(&root, BTreeMap::new()).await,
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        if let Some(object) = out.as_object_mut() {
+            match resumed {
+                Ok(status) => {
+                    object.insert("resumed".into(), json!(status.as_str()));
+                }
+                // The answer is recorded either way; say why it did not
+                // carry on, in the error shape.
+                Err(e) => {
+                    object.insert("resumed".into(), Value::Null);
+                    object.insert(
+                        "resume_error".into(),
+                        json!({"code": e.code, "message": e.message}),
+                    );
+                }
+            }
+        }
+    }
+    Ok(Json(out))
+}
+
+/// `POST /api/sessions/{id}/approvals/{request}/approve`
+/// `{"scope"?: "once"|"session", "expires"?: "30m", "resume"?: bool}`.
+pub async fn approve(
+    State(state): State<AppState>,
+    Path((id, request)): Path<(String, String)>,
+    raw: RawBody,
+) -> ApiResult<Json<Value>> {
+    let body: ApproveBody = body(&raw)?;
+    let scope = body.scope.unwrap_or_else(|| "once".to_owned());
+    let request_answer = AnswerRequest::Approve {
+        scope,
+        expires: body.expires,
+    };
+    answer(&state, &id, &request, request_answer, body.resume).await
+}
+
+/// `POST /api/sessions/{id}/approvals/{request}/deny`
+/// `{"reason", "resume"?: bool}`.
+pub async fn deny(
+    State(state): State<AppState>,
+    Path((id, request)): Path<(String, String)>,
+    raw: RawBody,
+) -> ApiResult<Json<Value>> {
+    let body: DenyBody = body(&raw)?;
+    let reason = body
+        .reason
+        .filter(|r| !r.trim().is_empty())
+        .ok_or_else(|| ApiError::invalid("`reason` is required: the model is told why"))?;
+    answer(
+        &state,
+        &id,
+        &request,
+        AnswerRequest::Deny { reason },
+        body.resume,
+    )
+    .await
+}
+
+/// The memory bank, opened for one request (off the async threads: it is
+/// SQLite).
+async fn with_bank<T: Send + 'static>(
+    state: &AppState,
+    work: impl FnOnce(&crate::memory::MemoryBank) -> Result<T, crate::memory::MemoryError>
+    + Send
+    + 'static,
+) -> ApiResult<T> {
+    let path = state.memory_db.clone();
+    tokio::task::spawn_blocking(move || {
+        let bank = crate::memory::MemoryBank::open(&path)?;
+        work(&bank)
+    })
+    .await
+    .map_err(ApiError::internal)?
+    .map_err(|e| match e {
+        crate::memory::MemoryError::Invalid { .. } => ApiError::invalid(e.to_string()),
+        other => ApiError::internal(other),
+    })
+}
+
+/// `GET /api/memory?q=&scope=&limit=`: with `q`, current entries matching
+/// any of its words, best first; without, the newest current entries.
+pub async fn search_memory(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> ApiResult<Json<Value>> {
+    let params = query(raw)?;
+    let limit = number(&params, "limit", 50, 1, crate::memory::MAX_LIMIT as u64)? as usize;
+    let q = params.get("q").cloned().filter(|q| !q.trim().is_empty());
+    if q.as_ref()
+        .is_some_and(|q| !q.chars().any(char::is_alphanumeric))
+    {
+        return Err(ApiError::invalid("`q` has no word to search for"));
+    }
+    let scope = params.get("scope").cloned().filter(|s| !s.is_empty());
+    let found = with_bank(&state, move |bank| {
+        let scopes = match scope {
+            Some(scope) => {
+                crate::memory::validate_scope(&scope)?;
+                vec![scope]
+            }
+            None => bank.scopes()?,
+        };
+        match q {
+            Some(q) => bank.search(&q, &scopes, limit),
+            None => bank.list(&scopes, limit),
+        }
+    })
+    .await?;
+    Ok(Json(json!({"memories": found})))
+}
+
+/// `GET /api/memory/{id}`: one entry, superseded and forgotten ones too.
+pub async fn get_memory(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let wanted = id.clone();
+    let found = with_bank(&state, move |bank| bank.get(&wanted)).await?;
+    let memory = found
+        .ok_or_else(|| ApiError::not_found("memory_not_found", format!("no memory has id {id}")))?;
+    Ok(Json(json!(memory)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_decode_and_numbers_are_bounded() {
+        let q = query(Some("q=a+b%21&limit=5&empty".into())).unwrap();
+        assert_eq!(q["q"], "a b!");
+        assert_eq!(q["empty"], "");
+        assert_eq!(number(&q, "limit", 1, 1, 10).unwrap(), 5);
+        assert!(number(&q, "limit", 1, 6, 10).is_err());
+        assert!(number(&q, "q", 1, 1, 10).is_err());
+        assert_eq!(number(&q, "absent", 7, 1, 10).unwrap(), 7);
+        assert!(query(Some("a=%zz".into())).is_err());
+        assert!(query(Some("a=%ff".into())).is_err());
+    }
+
+    #[test]
+    fn blob_refs_are_found_at_any_depth() {
+        let a = BlobRef::of(b"a");
+        let b = BlobRef::of(b"b");
+        let v = json!({"x": a, "y": [{"z": b}], "fake": {"digest": "sha256:zz", "bytes": 1}});
+        let mut out = Vec::new();
+        blob_refs(&v, &mut out);
+        assert_eq!(out.len(), 2);
+        assert!(out.contains(&a) && out.contains(&b));
+    }
+}

@@ -1,0 +1,122 @@
+//! `GET /api/sessions/{id}/events/stream`: a session's events as
+//! Server-Sent Events, live.
+//!
+//! Each event is one SSE message: `id` is its seq, `data` the record as
+//! JSON (one line: JSON escapes newlines). A client that reconnects sends
+//! the last id it saw as `Last-Event-ID` (or `?after=`) and gets the
+//! events after it, none twice and none skipped: the log is gap-free and
+//! append-only, so "after seq n" names the same events every time.
+//!
+//! New events are found by polling the store every [`POLL`]: cheap when
+//! nothing is new (an indexed read past the last seq), and it works with
+//! any backend. A session that finished or failed gets an `end` message
+//! once everything is sent, and the stream closes; a paused one stays
+//! open, since a resume goes on in the same log.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as Sse, KeepAlive};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream;
+
+use super::AppState;
+use super::api::{session_id, summary};
+use super::error::{ApiError, ApiResult};
+use crate::session::SessionStatus;
+
+/// How often the store is asked for new events.
+pub const POLL: Duration = Duration::from_millis(200);
+
+/// Events sent per read, so a long log is streamed in pieces.
+const BATCH: usize = 500;
+
+/// The stream (see the module docs).
+pub async fn stream(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let id = session_id(&id)?;
+    summary(&state, &id).await?;
+    let from_header = headers
+        .get("last-event-id")
+        .map(|v| {
+            v.to_str()
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok())
+                .ok_or_else(|| ApiError::invalid("`Last-Event-ID` must be an event's seq"))
+        })
+        .transpose()?;
+    let from_query = raw
+        .as_deref()
+        .and_then(|q| q.split('&').find_map(|p| p.strip_prefix("after=")))
+        .map(|t| {
+            t.parse::<u64>()
+                .map_err(|_| ApiError::invalid("`after` must be an event's seq"))
+        })
+        .transpose()?;
+    // The header wins: it is what a reconnecting client last saw.
+    let after = from_header.or(from_query).unwrap_or(0);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Sse>(64);
+    tokio::spawn(async move {
+        let mut next = after.saturating_add(1);
+        loop {
+            let records = match state.store.read(&id, next).await {
+                Ok(records) => records,
+                Err(e) => {
+                    let error = ApiError::from_store(e);
+                    let data = serde_json::json!({"code": error.code, "message": error.message});
+                    let _ = tx
+                        .send(Sse::default().event("error").data(data.to_string()))
+                        .await;
+                    return;
+                }
+            };
+            let fresh = records.is_empty();
+            for record in records.into_iter().take(BATCH) {
+                next = record.seq + 1;
+                let Ok(data) = serde_json::to_string(&record) else {
+                    continue;
+                };
+                let message = Sse::default().id(record.seq.to_string()).data(data);
+                if tx.send(message).await.is_err() {
+                    // The client went away.
+                    return;
+                }
+            }
+            if fresh {
+                let ended = match state.store.summary(&id).await {
+                    Ok(s) => {
+                        matches!(s.status, SessionStatus::Finished | SessionStatus::Failed)
+                            && s.last_seq < next
+                    }
+                    Err(_) => true,
+                };
+                if ended {
+                    let _ = tx
+                        .send(
+                            Sse::default()
+                                .event("end")
+                                .data(next.saturating_sub(1).to_string()),
+                        )
+                        .await;
+                    return;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(POLL) => {}
+                    _ = tx.closed() => return,
+                }
+            }
+        }
+    });
+    let events = stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
+    });
+    Ok(axum::response::sse::Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response())
+}

@@ -1,0 +1,1099 @@
+//! Issue 10, `longhand serve`: the HTTP API against the real binary on a
+//! loopback port — the token (required, wrong is 401, made once and kept
+//! 0600), `--no-auth` off loopback refused, paging and filters, errors with
+//! stable codes, the SSE stream resumed with `Last-Event-ID`, a session
+//! approved over the API running on in the server's own worker, a start
+//! from an agent directory, memory search, blobs, and the OpenAPI document
+//! covering every route. The browser test is at the end: Playwright drives
+//! Chromium through the page.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::support::{Home, Proc, call, run_script, scripted_agent, text_turn, tool_turn};
+
+/// How long a condition the server reaches by itself (a worker running a
+/// session to its next pause) may take before the test fails. Generous: a
+/// debug build on two busy cores. Not a measurement.
+const PATIENCE: Duration = Duration::from_secs(90);
+
+/// A running `longhand serve`.
+struct Server {
+    proc: Proc,
+    /// `127.0.0.1:port`.
+    addr: String,
+    token: String,
+    /// What it printed before serving.
+    banner: Vec<String>,
+}
+
+fn serve(home: &Home, extra: &[&str]) -> Server {
+    let mut args = vec!["serve", "--addr", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    let mut proc = Proc::spawn(home.cmd(&args));
+    let first = proc.next_line().expect("serve prints where it listens");
+    let addr = first
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("first line: {first}"))
+        .to_owned();
+    let mut banner = vec![first];
+    // Until the line that says how to open the page.
+    while let Some(line) = proc.next_line() {
+        let last = line.starts_with("open ") || line.starts_with("no token");
+        banner.push(line);
+        if last {
+            break;
+        }
+    }
+    let token = std::fs::read_to_string(home.path().join("serve-token"))
+        .map(|t| t.trim().to_owned())
+        .unwrap_or_default();
+    Server {
+        proc,
+        addr,
+        token,
+        banner,
+    }
+}
+
+/// An HTTP reply.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "not JSON ({e}): {} {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Assert an API error: this status and code.
+    #[track_caller]
+    fn expect_error(&self, status: u16, code: &str) {
+        let body = self.json();
+        assert_eq!(self.status, status, "{body}");
+        assert_eq!(body["error"]["code"], code, "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{body}"
+        );
+    }
+}
+
+fn connect(addr: &str) -> TcpStream {
+    let stream = TcpStream::connect(addr).expect("connect to serve");
+    stream
+        .set_read_timeout(Some(PATIENCE))
+        .expect("read timeout");
+    stream
+}
+
+fn send_request(
+    stream: &mut TcpStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) {
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        head.push_str("Host: 127.0.0.1\r\n");
+    }
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if !body.is_empty() {
+        head.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).expect("write request");
+    // The server may answer (413) and close before reading a large body.
+    let _ = stream.write_all(body);
+}
+
+/// The status line and headers of a reply.
+fn read_head(reader: &mut impl BufRead) -> (u16, Vec<(String, String)>) {
+    let mut line = String::new();
+    reader.read_line(&mut line).expect("status line");
+    let status = line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("status line: {line:?}"));
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("header");
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((n, v)) = line.split_once(':') {
+            headers.push((n.trim().to_owned(), v.trim().to_owned()));
+        }
+    }
+    (status, headers)
+}
+
+fn chunked(headers: &[(String, String)]) -> bool {
+    headers.iter().any(|(n, v)| {
+        n.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked")
+    })
+}
+
+/// The next chunk of a chunked body; `None` at its end.
+fn read_chunk(reader: &mut impl BufRead) -> Option<Vec<u8>> {
+    let mut size = String::new();
+    if reader.read_line(&mut size).ok()? == 0 {
+        return None;
+    }
+    let size = usize::from_str_radix(size.trim(), 16).ok()?;
+    if size == 0 {
+        return None;
+    }
+    let mut chunk = vec![0; size + 2];
+    reader.read_exact(&mut chunk).ok()?;
+    chunk.truncate(size);
+    Some(chunk)
+}
+
+fn request(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+    let mut stream = connect(addr);
+    send_request(&mut stream, method, path, headers, body);
+    let mut reader = BufReader::new(stream);
+    let (status, headers) = read_head(&mut reader);
+    let mut body = Vec::new();
+    if chunked(&headers) {
+        while let Some(chunk) = read_chunk(&mut reader) {
+            body.extend(chunk);
+        }
+    } else {
+        reader.read_to_end(&mut body).expect("body");
+    }
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+impl Server {
+    fn bearer(&self) -> String {
+        format!("Bearer {}", self.token)
+    }
+
+    fn get(&self, path: &str) -> Reply {
+        request(
+            &self.addr,
+            "GET",
+            path,
+            &[("Authorization", &self.bearer())],
+            b"",
+        )
+    }
+
+    fn post(&self, path: &str, body: &Value) -> Reply {
+        let body = body.to_string();
+        request(
+            &self.addr,
+            "POST",
+            path,
+            &[("Authorization", &self.bearer())],
+            body.as_bytes(),
+        )
+    }
+
+    /// Open a session's event stream, after `last_event_id` if given.
+    fn stream(&self, session: &str, last_event_id: Option<u64>) -> EventStream {
+        let mut stream = connect(&self.addr);
+        let id = last_event_id.map(|n| n.to_string());
+        let mut headers = vec![("Authorization", self.bearer())];
+        if let Some(id) = &id {
+            headers.push(("Last-Event-ID", id.clone()));
+        }
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        send_request(
+            &mut stream,
+            "GET",
+            &format!("/api/sessions/{session}/events/stream"),
+            &headers,
+            b"",
+        );
+        let mut reader = BufReader::new(stream);
+        let (status, headers) = read_head(&mut reader);
+        assert_eq!(status, 200, "{headers:?}");
+        assert!(
+            headers
+                .iter()
+                .any(|(n, v)| n.eq_ignore_ascii_case("content-type")
+                    && v.starts_with("text/event-stream")),
+            "{headers:?}"
+        );
+        assert!(chunked(&headers), "{headers:?}");
+        EventStream {
+            reader,
+            text: String::new(),
+        }
+    }
+
+    /// Poll `path` until `done` holds of its JSON, for at most [`PATIENCE`].
+    fn wait_for(&self, path: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let reply = self.get(path);
+            assert_eq!(
+                reply.status,
+                200,
+                "{}",
+                String::from_utf8_lossy(&reply.body)
+            );
+            let value = reply.json();
+            if done(&value) {
+                return value;
+            }
+            if Instant::now() > deadline {
+                let ended = self.proc_stderr_hint();
+                panic!("{path} never got there: {value}\n{ended}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn proc_stderr_hint(&self) -> String {
+        format!("(serve pid {})", self.proc.pid())
+    }
+}
+
+/// One SSE message.
+#[derive(Debug, Default, Clone)]
+struct Message {
+    id: Option<String>,
+    event: Option<String>,
+    data: String,
+}
+
+impl Message {
+    fn record(&self) -> Value {
+        serde_json::from_str(&self.data).unwrap_or_else(|e| panic!("data ({e}): {}", self.data))
+    }
+}
+
+struct EventStream {
+    reader: BufReader<TcpStream>,
+    text: String,
+}
+
+impl EventStream {
+    /// The next message (keep-alive comments skipped); `None` when the
+    /// server closed the stream.
+    fn next(&mut self) -> Option<Message> {
+        loop {
+            if let Some(end) = self.text.find("\n\n") {
+                let block: String = self.text.drain(..end + 2).collect();
+                let mut message = Message::default();
+                let mut any = false;
+                for line in block.lines() {
+                    let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                    let value = value.strip_prefix(' ').unwrap_or(value);
+                    match field {
+                        "id" => message.id = Some(value.to_owned()),
+                        "event" => message.event = Some(value.to_owned()),
+                        "data" => {
+                            if !message.data.is_empty() {
+                                message.data.push('\n');
+                            }
+                            message.data.push_str(value);
+                        }
+                        _ => continue,
+                    }
+                    any = true;
+                }
+                if any {
+                    return Some(message);
+                }
+                continue;
+            }
+            let chunk = read_chunk(&mut self.reader)?;
+            self.text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    /// Messages until one of type `kind` (an event's `type`), inclusive.
+    fn until(&mut self, kind: &str) -> Vec<Message> {
+        let mut seen = Vec::new();
+        loop {
+            let message = self
+                .next()
+                .unwrap_or_else(|| panic!("the stream closed before a {kind}: {seen:?}"));
+            let done = message.event.is_none() && message.record()["type"] == kind;
+            seen.push(message);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+/// A scripted agent whose fs writes wait for approval: two writes, then
+/// done. The first answer's text is `first_text`.
+fn approving_agent(dir: &Path, first_text: &str) -> std::path::PathBuf {
+    let write = |id: &str, content: &str| {
+        tool_turn(
+            &if id == "w1" {
+                first_text.to_owned()
+            } else {
+                format!("writing {content}")
+            },
+            vec![call(
+                id,
+                "fs__write",
+                json!({"path": "/w/a.txt", "content": content}),
+            )],
+            10,
+            1,
+        )
+    };
+    let script = scripted_agent(
+        dir,
+        "approving",
+        "max_steps = 20",
+        &[
+            write("w1", "one"),
+            write("w2", "two"),
+            text_turn("done", 10, 1),
+        ],
+    );
+    let toml = dir.join("agent.toml");
+    let mut text = std::fs::read_to_string(&toml).expect("agent.toml");
+    text.push_str("\n[approve]\nfs = \"writes\"\n");
+    std::fs::write(&toml, text).expect("write agent.toml");
+    script
+}
+
+/// A scripted agent that writes one file and finishes.
+fn plain_agent(dir: &Path, name: &str) -> std::path::PathBuf {
+    scripted_agent(
+        dir,
+        name,
+        "max_steps = 20",
+        &[
+            tool_turn(
+                "writing",
+                vec![call(
+                    "w1",
+                    "fs__write",
+                    json!({"path": "/w/a.txt", "content": "hello"}),
+                )],
+                10,
+                1,
+            ),
+            text_turn("done", 10, 1),
+        ],
+    )
+}
+
+fn detach(home: &Home, dir: &Path, script: &Path) -> String {
+    let out = home.run(&[
+        "run",
+        dir.to_str().expect("utf-8"),
+        "--script",
+        script.to_str().expect("utf-8"),
+        "--detach",
+        "--json",
+    ]);
+    out.expect_code(0);
+    let v: Value = serde_json::from_str(&out.stdout[0]).expect("json");
+    v["session"].as_str().expect("session").to_owned()
+}
+
+#[test]
+fn every_api_route_needs_the_token_made_once_and_kept_private() {
+    let home = Home::new();
+    let server = serve(&home, &["--no-worker"]);
+    // Made now, printed once, with the page's URL.
+    assert_eq!(server.token.len(), 64);
+    assert!(
+        server
+            .banner
+            .iter()
+            .any(|l| l == &format!("token: {}", server.token)),
+        "{:?}",
+        server.banner
+    );
+    assert!(
+        server
+            .banner
+            .iter()
+            .any(|l| l.ends_with(&format!("/#token={}", server.token))),
+        "{:?}",
+        server.banner
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(home.path().join("serve-token"))
+            .expect("token file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    for (method, path) in longhand_host::serve::routes() {
+        let path = path
+            .replace("{id}", "s-01ARZ3NDEKTSV4RRFFQ69G5FAV")
+            .replace("{request}", "ap-1")
+            .replace("{digest}", "sha256:00");
+        let method = method.to_uppercase();
+        let none = request(&server.addr, &method, &path, &[], b"");
+        none.expect_error(401, "unauthorized");
+        assert!(none.header("www-authenticate").is_some());
+        let wrong = request(
+            &server.addr,
+            &method,
+            &path,
+            &[("Authorization", &format!("Bearer {}x", server.token))],
+            b"",
+        );
+        wrong.expect_error(401, "unauthorized");
+        let other_scheme = request(
+            &server.addr,
+            &method,
+            &path,
+            &[("Authorization", &format!("Basic {}", server.token))],
+            b"",
+        );
+        other_scheme.expect_error(401, "unauthorized");
+    }
+    let ok = server.get("/api/sessions");
+    assert_eq!(ok.status, 200);
+    assert_eq!(ok.json(), json!({"sessions": [], "next": null}));
+    // A request naming another host (DNS rebinding) is refused, token or not.
+    let rebound = request(
+        &server.addr,
+        "GET",
+        "/api/sessions",
+        &[
+            ("Authorization", &server.bearer()),
+            ("Host", "evil.example:7700"),
+        ],
+        b"",
+    );
+    rebound.expect_error(403, "forbidden_host");
+    // The page needs no token (it holds no data) and carries a strict CSP.
+    let page = request(&server.addr, "GET", "/", &[], b"");
+    assert_eq!(page.status, 200);
+    let csp = page.header("content-security-policy").expect("CSP");
+    assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"));
+    assert!(!csp.contains("unsafe-inline"));
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    drop(server);
+    // Started again: the same token, not printed.
+    let again = serve(&home, &["--no-worker"]);
+    assert_eq!(again.token.len(), 64);
+    assert!(
+        again.banner.iter().all(|l| !l.contains(&again.token)),
+        "{:?}",
+        again.banner
+    );
+    assert_eq!(again.get("/api/sessions").status, 200);
+}
+
+#[test]
+fn no_auth_is_refused_off_loopback_and_a_readable_token_file_too() {
+    let home = Home::new();
+    for addr in ["0.0.0.0:0", "[::]:0"] {
+        let out = home.run(&["serve", "--addr", addr, "--no-auth", "--no-worker"]);
+        out.expect_code(2);
+        assert!(out.stderr.contains("without a token"), "{}", out.stderr);
+        assert!(out.stdout.is_empty(), "{:?}", out.stdout);
+    }
+    // On loopback it serves without one.
+    let open = serve(&home, &["--no-auth", "--no-worker"]);
+    let reply = request(&open.addr, "GET", "/api/sessions", &[], b"");
+    assert_eq!(reply.status, 200);
+    drop(open);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(
+            home.path().join("serve-token"),
+            format!("{}\n", "a".repeat(64)),
+        )
+        .expect("token");
+        std::fs::set_permissions(
+            home.path().join("serve-token"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .expect("chmod");
+        let out = home.run(&["serve", "--addr", "127.0.0.1:0", "--no-worker"]);
+        out.expect_code(2);
+        assert!(out.stderr.contains("chmod 600"), "{}", out.stderr);
+    }
+}
+
+#[test]
+fn sessions_page_filter_and_errors_have_stable_codes() {
+    let home = Home::new();
+    let dirs: Vec<TempDir> = (0..3).map(|_| TempDir::new().expect("tempdir")).collect();
+    let mut finished = Vec::new();
+    for dir in &dirs[..2] {
+        let script = plain_agent(dir.path(), "plain");
+        let (run, session) = run_script(&home, dir.path(), &script);
+        run.expect_code(0);
+        finished.push(session);
+    }
+    let other = plain_agent(dirs[2].path(), "other");
+    let detached = detach(&home, dirs[2].path(), &other);
+    let server = serve(&home, &["--no-worker"]);
+
+    // Pages of one, newest first, each session once.
+    let mut seen = Vec::new();
+    let mut path = "/api/sessions?limit=1".to_owned();
+    loop {
+        let page = server.get(&path).json();
+        let sessions = page["sessions"].as_array().expect("sessions");
+        assert!(sessions.len() <= 1);
+        seen.extend(
+            sessions
+                .iter()
+                .map(|s| s["id"].as_str().expect("id").to_owned()),
+        );
+        match page["next"].as_str() {
+            Some(cursor) => path = format!("/api/sessions?limit=1&cursor={cursor}"),
+            None => break,
+        }
+    }
+    let mut expected = vec![finished[0].clone(), finished[1].clone(), detached.clone()];
+    expected.sort();
+    expected.reverse();
+    assert_eq!(seen, expected);
+
+    let finished_only = server.get("/api/sessions?status=finished").json();
+    let ids: Vec<&str> = finished_only["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| s["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, [finished[1].as_str(), finished[0].as_str()]);
+    let s = &finished_only["sessions"][0];
+    assert_eq!(s["status"], "finished");
+    assert_eq!(s["agent"], "plain");
+    assert_eq!(s["spend"]["steps"], 2);
+    assert_eq!(s["spend"]["tool_calls"], 1);
+    assert_eq!(s["spend"]["input_tokens"], 20);
+    let by_agent = server.get("/api/sessions?agent=other").json();
+    assert_eq!(by_agent["sessions"].as_array().map(Vec::len), Some(1));
+    assert_eq!(by_agent["sessions"][0]["id"], detached.as_str());
+    assert_eq!(by_agent["sessions"][0]["status"], "running");
+    assert_eq!(by_agent["sessions"][0]["awaiting_worker"], true);
+
+    // One session, in detail.
+    let one = server.get(&format!("/api/sessions/{}", finished[0])).json();
+    assert_eq!(one["goal"], "Follow the script.");
+    assert_eq!(one["summary"], "done");
+    assert_eq!(one["has_plan"], false);
+
+    // Events, paged: every seq once, in order, `next` until the end.
+    let total = one["last_seq"].as_u64().expect("last_seq");
+    let mut seqs = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = server
+            .get(&format!(
+                "/api/sessions/{}/events?after={after}&limit=3",
+                finished[0]
+            ))
+            .json();
+        let events = page["events"].as_array().expect("events");
+        assert!(events.len() <= 3);
+        seqs.extend(events.iter().map(|e| e["seq"].as_u64().expect("seq")));
+        match page["next"].as_u64() {
+            Some(n) => after = n,
+            None => break,
+        }
+    }
+    assert_eq!(seqs, (1..=total).collect::<Vec<_>>());
+
+    // The plan of a session without one.
+    let plan = server
+        .get(&format!("/api/sessions/{}/plan", finished[0]))
+        .json();
+    assert_eq!(plan["tasks"], json!([]));
+
+    // Blobs: a tool input of this session, and not another session's.
+    let events = server
+        .get(&format!("/api/sessions/{}/events", finished[0]))
+        .json();
+    let input = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["type"] == "tool_started")
+        .map(|e| e["input"]["digest"].as_str().expect("digest").to_owned())
+        .expect("a tool call");
+    let blob = server.get(&format!("/api/sessions/{}/blobs/{input}", finished[0]));
+    assert_eq!(blob.status, 200);
+    assert_eq!(
+        blob.header("content-type"),
+        Some("application/octet-stream")
+    );
+    let args: Value = serde_json::from_slice(&blob.body).expect("the input is JSON");
+    assert_eq!(args["content"], "hello");
+    server
+        .get(&format!("/api/sessions/{detached}/blobs/{input}"))
+        .expect_error(404, "blob_not_found");
+
+    // Errors: each with its status and stable code.
+    let unknown = "s-01ARZ3NDEKTSV4RRFFQ69G5FAV";
+    server
+        .get("/api/sessions?status=sleeping")
+        .expect_error(400, "invalid_request");
+    server
+        .get("/api/sessions?limit=0")
+        .expect_error(400, "invalid_request");
+    server
+        .get("/api/sessions/not-a-session")
+        .expect_error(400, "invalid_session_id");
+    server
+        .get(&format!("/api/sessions/{unknown}"))
+        .expect_error(404, "session_not_found");
+    server
+        .get(&format!("/api/sessions/{unknown}/events"))
+        .expect_error(404, "session_not_found");
+    server
+        .get("/api/nothing")
+        .expect_error(404, "route_not_found");
+    request(
+        &server.addr,
+        "DELETE",
+        "/api/sessions",
+        &[("Authorization", &server.bearer())],
+        b"",
+    )
+    .expect_error(405, "method_not_allowed");
+    let pause_ended = server.post(&format!("/api/sessions/{}/pause", finished[0]), &json!({}));
+    pause_ended.expect_error(409, "session_ended");
+    server
+        .post(&format!("/api/sessions/{}/resume", finished[0]), &json!({}))
+        .expect_error(409, "session_ended");
+    server
+        .post(&format!("/api/sessions/{detached}/resume"), &json!({}))
+        .expect_error(409, "not_paused");
+    server
+        .post(
+            &format!("/api/sessions/{detached}/send"),
+            &json!({"text": "  "}),
+        )
+        .expect_error(400, "invalid_request");
+    server
+        .post(
+            &format!("/api/sessions/{detached}/pause"),
+            &json!({"why": "x"}),
+        )
+        .expect_error(400, "invalid_request");
+    let huge = json!({"text": "x".repeat(100_000)});
+    server
+        .post(&format!("/api/sessions/{detached}/send"), &huge)
+        .expect_error(413, "payload_too_large");
+    server
+        .post("/api/sessions", &json!({"agent": dirs[0].path()}))
+        .expect_error(403, "agent_not_allowed");
+
+    // Steering a detached session posts to its inbox, never its log.
+    let before = home.log(&detached).len();
+    let sent = server.post(
+        &format!("/api/sessions/{detached}/send"),
+        &json!({"text": "also say hi"}),
+    );
+    assert_eq!(sent.status, 202, "{}", sent.json());
+    let control = sent.json();
+    assert_eq!(control["kind"], "send");
+    assert_eq!(control["text"], "also say hi");
+    assert_eq!(control["session"], detached.as_str());
+    let paused = server.post(
+        &format!("/api/sessions/{detached}/pause"),
+        &json!({"reason": "lunch"}),
+    );
+    assert_eq!(paused.status, 202);
+    assert_eq!(paused.json()["kind"], "pause");
+    let cancelled = server.post(
+        &format!("/api/sessions/{detached}/cancel"),
+        &json!({"reason": "enough", "now": true}),
+    );
+    assert_eq!(cancelled.status, 202);
+    assert_eq!(cancelled.json()["kind"], "cancel");
+    assert_eq!(cancelled.json()["now"], true);
+    server
+        .post(
+            &format!("/api/sessions/{detached}/pause"),
+            &json!({"now": true}),
+        )
+        .expect_error(400, "invalid_request");
+    assert_eq!(home.log(&detached).len(), before);
+}
+
+#[test]
+fn an_approval_over_the_api_lets_the_session_go_on_and_the_stream_resumes() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let script = approving_agent(dir.path(), "writing one");
+    let session = detach(&home, dir.path(), &script);
+    let server = serve(&home, &[]);
+    // The server's worker runs it to the first approval.
+    let pending = server.wait_for("/api/approvals", |v| {
+        v["approvals"].as_array().is_some_and(|a| !a.is_empty())
+    });
+    let first = &pending["approvals"][0];
+    assert_eq!(first["session"], session.as_str());
+    assert_eq!(first["tool"], "fs__write");
+    assert_eq!(first["effect"], "idempotent");
+    assert_eq!(first["input"]["content"], "one");
+    let request_id = first["request"].as_str().expect("request").to_owned();
+    let detail = server.get(&format!("/api/sessions/{session}")).json();
+    assert_eq!(detail["status"], "paused");
+    assert_eq!(detail["pending_approvals"], json!([request_id]));
+    assert!(
+        !dir.path().join("work/a.txt").exists(),
+        "ran before approval"
+    );
+
+    // A live stream, open while the session waits.
+    let mut stream = server.stream(&session, None);
+    let upto = stream.until("approval_requested");
+    let ids: Vec<u64> = upto
+        .iter()
+        .map(|m| m.id.as_deref().expect("id").parse().expect("seq"))
+        .collect();
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
+
+    // Unknown and malformed answers.
+    let base = format!("/api/sessions/{session}/approvals");
+    server
+        .post(&format!("{base}/ap-999999/approve"), &json!({}))
+        .expect_error(404, "request_not_found");
+    server
+        .post(
+            &format!("{base}/{request_id}/approve"),
+            &json!({"scope": "forever"}),
+        )
+        .expect_error(400, "invalid_request");
+    server
+        .post(
+            &format!("{base}/{request_id}/deny"),
+            &json!({"reason": " "}),
+        )
+        .expect_error(400, "invalid_request");
+
+    // Approve and carry on: the answer and what follows arrive live.
+    let approved = server.post(
+        &format!("{base}/{request_id}/approve"),
+        &json!({"resume": true}),
+    );
+    assert_eq!(approved.status, 200, "{}", approved.json());
+    let approved = approved.json();
+    assert_eq!(approved["resume"], session.as_str());
+    assert_eq!(approved["resumed"], "running");
+    let live = stream.until("approval_requested");
+    let kinds: Vec<String> = live
+        .iter()
+        .map(|m| m.record()["type"].as_str().expect("type").to_owned())
+        .collect();
+    for kind in [
+        "approval_granted",
+        "resumed",
+        "tool_started",
+        "tool_finished",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind} not in {kinds:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("work/a.txt")).expect("written"),
+        "one"
+    );
+    // Answering it again is refused.
+    server
+        .post(&format!("{base}/{request_id}/approve"), &json!({}))
+        .expect_error(409, "not_pending");
+
+    // Deny the second; the session finishes and the stream ends.
+    let second = server.wait_for("/api/approvals", |v| {
+        v["approvals"][0]["input"]["content"] == "two"
+    })["approvals"][0]["request"]
+        .as_str()
+        .expect("request")
+        .to_owned();
+    let denied = server.post(
+        &format!("{base}/{second}/deny"),
+        &json!({"reason": "one is enough", "resume": true}),
+    );
+    assert_eq!(denied.status, 200, "{}", denied.json());
+    let rest = stream.until("finished");
+    assert!(
+        rest.iter().any(|m| m.record()["type"] == "approval_denied"),
+        "{rest:?}"
+    );
+    let end = stream.next().expect("an end message");
+    assert_eq!(end.event.as_deref(), Some("end"));
+    assert!(stream.next().is_none(), "the stream closes after `end`");
+    let last_seq = server.get(&format!("/api/sessions/{session}")).json()["last_seq"]
+        .as_u64()
+        .expect("last_seq");
+    assert_eq!(end.data, last_seq.to_string());
+
+    // Reconnecting with Last-Event-ID: exactly the events after it.
+    let mut resumed = server.stream(&session, Some(5));
+    let mut ids = Vec::new();
+    while let Some(m) = resumed.next() {
+        match m.event.as_deref() {
+            Some("end") => break,
+            _ => ids.push(m.id.expect("id").parse::<u64>().expect("seq")),
+        }
+    }
+    assert_eq!(ids, (6..=last_seq).collect::<Vec<_>>());
+    // A Last-Event-ID that is not a seq is refused.
+    let bad = request(
+        &server.addr,
+        "GET",
+        &format!("/api/sessions/{session}/events/stream"),
+        &[("Authorization", &server.bearer()), ("Last-Event-ID", "x")],
+        b"",
+    );
+    bad.expect_error(400, "invalid_request");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("work/a.txt")).expect("written"),
+        "one"
+    );
+}
+
+#[test]
+fn a_session_started_over_the_api_runs_in_the_server() {
+    let home = Home::new();
+    let agents = TempDir::new().expect("tempdir");
+    let dir = agents.path().join("writer");
+    let script = plain_agent(&dir, "writer");
+    // Record the script's answers as the cassette the agent file names, so
+    // the agent runs offline as it is.
+    let recorded = home.run(&[
+        "run",
+        dir.to_str().expect("utf-8"),
+        "--script",
+        script.to_str().expect("utf-8"),
+        "--record",
+        dir.join("unused-cassette.json").to_str().expect("utf-8"),
+    ]);
+    recorded.expect_code(0);
+    std::fs::remove_file(dir.join("work/a.txt")).expect("reset");
+    let elsewhere = TempDir::new().expect("tempdir");
+    plain_agent(elsewhere.path(), "outsider");
+    let server = serve(&home, &["--agents", agents.path().to_str().expect("utf-8")]);
+    server
+        .post("/api/sessions", &json!({"agent": elsewhere.path()}))
+        .expect_error(403, "agent_not_allowed");
+    server
+        .post("/api/sessions", &json!({"agent": "writer"}))
+        .expect_error(400, "invalid_request");
+    server
+        .post(
+            "/api/sessions",
+            &json!({"agent": agents.path().join("missing")}),
+        )
+        .expect_error(400, "invalid_request");
+    server
+        .post("/api/sessions", &json!({"agent": dir, "colour": "red"}))
+        .expect_error(400, "invalid_request");
+    let started = server.post("/api/sessions", &json!({"agent": dir, "priority": 2}));
+    assert_eq!(started.status, 201, "{}", started.json());
+    let session = started.json()["session"]
+        .as_str()
+        .expect("session")
+        .to_owned();
+    let done = server.wait_for(&format!("/api/sessions/{session}"), |v| {
+        v["status"] == "finished" || v["status"] == "failed"
+    });
+    assert_eq!(done["status"], "finished", "{done}");
+    assert_eq!(done["agent"], "writer");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("work/a.txt")).expect("written"),
+        "hello"
+    );
+}
+
+#[test]
+fn memory_is_searched_and_shown() {
+    use longhand_host::memory::{self, MemoryBank, NewMemory};
+    let home = Home::new();
+    let bank = MemoryBank::open(&memory::default_path(home.path())).expect("bank");
+    let deploy = bank
+        .remember(NewMemory {
+            scope: "project:shop".into(),
+            text: "Deploy with make ship <script>alert(1)</script>".into(),
+            tags: vec!["deploy".into()],
+            ..NewMemory::default()
+        })
+        .expect("remember");
+    bank.remember(NewMemory {
+        scope: "user:alice".into(),
+        text: "Alice wants short notes".into(),
+        ..NewMemory::default()
+    })
+    .expect("remember");
+    drop(bank);
+    let server = serve(&home, &["--no-worker"]);
+    let found = server.get("/api/memory?q=deploy").json();
+    let ids: Vec<&str> = found["memories"]
+        .as_array()
+        .expect("memories")
+        .iter()
+        .map(|m| m["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, [deploy.id.as_str()]);
+    let all = server.get("/api/memory").json();
+    assert_eq!(all["memories"].as_array().map(Vec::len), Some(2));
+    let scoped = server.get("/api/memory?scope=user%3Aalice").json();
+    assert_eq!(scoped["memories"].as_array().map(Vec::len), Some(1));
+    assert_eq!(scoped["memories"][0]["scope"], "user:alice");
+    let one = server.get(&format!("/api/memory/{}", deploy.id)).json();
+    assert_eq!(one["text"], deploy.text);
+    server
+        .get("/api/memory/m-nothing")
+        .expect_error(404, "memory_not_found");
+    server
+        .get("/api/memory?q=%21%21")
+        .expect_error(400, "invalid_request");
+}
+
+#[test]
+fn the_openapi_document_covers_every_route() {
+    let home = Home::new();
+    let server = serve(&home, &["--no-worker"]);
+    let doc = server.get("/api/openapi.json").json();
+    assert_eq!(doc["openapi"], "3.1.0");
+    for (method, path) in longhand_host::serve::routes() {
+        assert!(
+            doc["paths"][path][method].is_object(),
+            "{method} {path} is served but not documented"
+        );
+        let responses = &doc["paths"][path][method]["responses"];
+        assert!(responses["401"].is_object(), "{method} {path}: no 401");
+    }
+}
+
+/// What the browser test needs, or why it cannot run here.
+fn browser() -> Result<(std::path::PathBuf, std::path::PathBuf), String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .join("tests/browser");
+    if !root.join("node_modules/playwright-core").is_dir() {
+        return Err(format!(
+            "no playwright-core in {} (run `npm ci` there, or .ci/setup-browser.sh)",
+            root.display()
+        ));
+    }
+    let chromium = std::env::var_os("CHROMIUM")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/usr/bin/chromium".into());
+    if !chromium.is_file() {
+        return Err(format!(
+            "no Chromium at {} (apt-get install chromium, or .ci/setup-browser.sh)",
+            chromium.display()
+        ));
+    }
+    if std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .map_or(true, |o| !o.status.success())
+    {
+        return Err("no `node` on PATH".to_owned());
+    }
+    Ok((root, chromium))
+}
+
+#[test]
+fn the_page_follows_a_session_live_and_approves_in_chromium() {
+    let (root, chromium) = match browser() {
+        Ok(found) => found,
+        Err(missing) if std::env::var("LONGHAND_REQUIRE_EXTERNAL").as_deref() == Ok("1") => {
+            panic!("LONGHAND_REQUIRE_EXTERNAL=1 and the browser test cannot run: {missing}")
+        }
+        Err(missing) => {
+            eprintln!(
+                "skipped the browser test: {missing}; set it up with .ci/setup-browser.sh \
+                 (LONGHAND_REQUIRE_EXTERNAL=1 makes this a failure)"
+            );
+            return;
+        }
+    };
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let script = approving_agent(
+        dir.path(),
+        "writing <img src=x onerror=window.__pwned=1> one",
+    );
+    let session = detach(&home, dir.path(), &script);
+    let server = serve(&home, &[]);
+    let pending = server.wait_for("/api/approvals", |v| {
+        v["approvals"].as_array().is_some_and(|a| !a.is_empty())
+    });
+    let request = pending["approvals"][0]["request"]
+        .as_str()
+        .expect("request")
+        .to_owned();
+    let profile = TempDir::new().expect("profile dir");
+    let out = std::process::Command::new("node")
+        .arg(root.join("serve.mjs"))
+        .current_dir(&root)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", profile.path())
+        .env("LONGHAND_URL", format!("http://{}", server.addr))
+        .env("LONGHAND_TOKEN", &server.token)
+        .env("LONGHAND_SESSION", &session)
+        .env("LONGHAND_REQUEST", &request)
+        .env("CHROMIUM", &chromium)
+        .env("PROFILE_DIR", profile.path().join("chromium"))
+        .env(
+            "SCREENSHOTS",
+            std::env::var_os("LONGHAND_SCREENSHOTS").unwrap_or_default(),
+        )
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stdout}");
+    assert!(
+        out.status.success() && stdout.contains("browser test passed"),
+        "the browser test failed:\n{stdout}\n{stderr}"
+    );
+    let done = server.get(&format!("/api/sessions/{session}")).json();
+    assert_eq!(done["status"], "finished", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("work/a.txt")).expect("written"),
+        "two"
+    );
+}
