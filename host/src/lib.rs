@@ -19,3 +19,4 @@ pub mod memory;
 pub mod serve;
 pub mod session;
 pub mod telemetry;
+pub mod triggers;

@@ -85,6 +85,10 @@ pub struct AgentConfig {
     /// `brain::skills`). Default `skills/` beside this file, when present.
     #[serde(default)]
     pub skills_dir: Option<PathBuf>,
+    /// `[[triggers]]`: timers and webhooks that start sessions of this
+    /// agent (see `crate::triggers`).
+    #[serde(default)]
+    pub triggers: Vec<crate::triggers::TriggerConfig>,
 }
 
 /// `[agents.<name>]`: a child agent and the budget slice each child
@@ -830,6 +834,7 @@ impl AgentConfig {
             _ => {}
         }
         self.model.check()?;
+        crate::triggers::check_all(&self.triggers)?;
         for (role, model) in [
             ("planner", &self.roles.planner),
             ("judge", &self.roles.judge),

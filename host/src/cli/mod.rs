@@ -15,6 +15,7 @@ mod serve;
 mod settings;
 mod term;
 mod tool;
+mod triggers;
 mod worker;
 
 use std::process::ExitCode;
@@ -202,6 +203,9 @@ enum Command {
     Mcp(mcp::McpArgs),
     /// Serve the HTTP API and the web page (and run runnable sessions).
     Serve(serve::ServeArgs),
+    /// Fire agents' timer triggers (`every`, `cron`) and run the sessions
+    /// they start.
+    Triggers(triggers::TriggersArgs),
 }
 
 /// Parse the command line, run it, and return the process exit code.
@@ -241,6 +245,7 @@ pub fn main() -> ExitCode {
                 Command::Memory(cmd) => memory::run(cmd),
                 Command::Mcp(args) => mcp::mcp(args).await,
                 Command::Serve(args) => serve::serve(args).await,
+                Command::Triggers(args) => triggers::triggers(args).await,
             };
             crate::telemetry::shutdown(std::time::Duration::from_secs(3)).await;
             result

@@ -94,6 +94,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         }
         roots.push(real);
     }
+    // Webhook triggers of the agents served; a secret not set is refused
+    // now rather than at the first request.
+    let hooks =
+        crate::serve::hooks::load(&roots, |name| std::env::var(name).ok()).map_err(usage)?;
     let store = super::run::open_store().await?;
     // The engine lives as long as the process.
     let hands: &'static Hands = Box::leak(Box::new(super::run::hands()?));
@@ -109,6 +113,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         token: token.clone(),
         loopback_hosts_only: loopback,
         memory_db: crate::memory::default_path(&dir),
+        hooks,
+        seen_hooks: Default::default(),
     });
     // An address in use or a port this user may not bind: the operator
     // picks another (exit 2).

@@ -25,6 +25,7 @@ pub mod api;
 pub mod auth;
 pub mod backend;
 pub mod error;
+pub mod hooks;
 mod page;
 mod sse;
 
@@ -73,6 +74,10 @@ pub struct Config {
     pub loopback_hosts_only: bool,
     /// The memory bank's file.
     pub memory_db: PathBuf,
+    /// Webhook triggers by name (`POST /hooks/<name>`).
+    pub hooks: std::collections::HashMap<String, hooks::Hook>,
+    /// Webhook signatures already used (replays are refused).
+    pub seen_hooks: hooks::Seen,
 }
 
 /// The shared state of every handler.
@@ -169,6 +174,8 @@ pub fn app(config: Config) -> Router {
         .route("/", get(page::index))
         .route("/app.js", get(page::script))
         .route("/app.css", get(page::style))
+        // Signed with the trigger's own secret, not the API token.
+        .route("/hooks/{name}", post(hooks::fire))
         .merge(api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -33,6 +33,7 @@
 
 mod support;
 mod telemetry;
+mod triggers;
 
 mod approvals;
 mod budgets;

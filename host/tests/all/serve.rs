@@ -1097,3 +1097,148 @@ fn the_page_follows_a_session_live_and_approves_in_chromium() {
         "two"
     );
 }
+
+/// Webhook triggers (issue 10): `POST /hooks/<name>` needs no API token
+/// but its own HMAC signature, fresh and used once; an accepted one starts
+/// a session whose goal carries the body fenced as outside data, run by
+/// the server. A webhook whose secret is not set stops the server at start.
+#[test]
+fn a_signed_webhook_starts_a_session_and_nothing_else_does() {
+    use longhand_host::triggers::{sign_webhook, webhook_goal};
+    let home = Home::new();
+    let agents = TempDir::new().expect("tempdir");
+    let dir = agents.path().join("hooked");
+    let script = plain_agent(&dir, "hooked");
+    let body = br#"{"ref":"main","pusher":"ci"}"#;
+    // The cassette the agent replays is recorded with the goal the webhook
+    // will give it (a replay answers only the request it recorded).
+    let goal = webhook_goal("Note the push.", std::str::from_utf8(body).expect("utf-8"));
+    let recorded = home.run(&[
+        "run",
+        dir.to_str().expect("utf-8"),
+        "--goal",
+        &goal,
+        "--script",
+        script.to_str().expect("utf-8"),
+        "--record",
+        dir.join("unused-cassette.json").to_str().expect("utf-8"),
+    ]);
+    recorded.expect_code(0);
+    std::fs::remove_file(dir.join("work/a.txt")).expect("reset");
+    let toml = dir.join("agent.toml");
+    let mut text = std::fs::read_to_string(&toml).expect("agent.toml");
+    text.push_str(
+        "\n[[triggers]]\nname = \"on-push\"\nwebhook = true\nsecret_env = \"HOOK_SECRET\"\ngoal = \"Note the push.\"\n",
+    );
+    std::fs::write(&toml, text).expect("agent.toml");
+    let root = agents.path().to_str().expect("utf-8");
+
+    // The secret is not set: refused at start.
+    let refused = home.run(&["serve", "--addr", "127.0.0.1:0", "--agents", root]);
+    refused.expect_code(2);
+    assert!(refused.stderr.contains("HOOK_SECRET"), "{}", refused.stderr);
+
+    let secret = "hook-secret-1234";
+    let mut cmd = home.cmd(&["serve", "--addr", "127.0.0.1:0", "--agents", root]);
+    cmd.env("HOOK_SECRET", secret);
+    let mut proc = Proc::spawn(cmd);
+    let first = proc.next_line().expect("serve prints where it listens");
+    let addr = first
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("first line: {first}"))
+        .to_owned();
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs()
+            .to_string()
+    };
+    let post = |headers: &[(&str, &str)], body: &[u8]| {
+        request(&addr, "POST", "/hooks/on-push", headers, body)
+    };
+    // Unsigned, signed with another secret, signed over another body, or
+    // with a stale timestamp: 401, nothing started. No API token needed
+    // or accepted in place of the signature.
+    let ts = now();
+    let good = sign_webhook(secret.as_bytes(), &ts, body);
+    post(&[], body).expect_error(401, "bad_signature");
+    post(
+        &[
+            ("X-Longhand-Timestamp", &ts),
+            ("X-Longhand-Signature", &sign_webhook(b"guess", &ts, body)),
+        ],
+        body,
+    )
+    .expect_error(401, "bad_signature");
+    post(
+        &[
+            ("X-Longhand-Timestamp", &ts),
+            ("X-Longhand-Signature", &good),
+        ],
+        br#"{"ref":"evil"}"#,
+    )
+    .expect_error(401, "bad_signature");
+    let old = (now().parse::<u64>().expect("secs") - 3600).to_string();
+    post(
+        &[
+            ("X-Longhand-Timestamp", &old),
+            (
+                "X-Longhand-Signature",
+                &sign_webhook(secret.as_bytes(), &old, body),
+            ),
+        ],
+        body,
+    )
+    .expect_error(401, "bad_signature");
+    request(&addr, "POST", "/hooks/other", &[], body).expect_error(404, "hook_not_found");
+    let sessions = home.run(&["sessions", "--json"]);
+    let before = sessions.stdout.len();
+
+    // Signed: accepted, a session starts and the server runs it.
+    let accepted = post(
+        &[
+            ("X-Longhand-Timestamp", &ts),
+            ("X-Longhand-Signature", &good),
+        ],
+        body,
+    );
+    assert_eq!(accepted.status, 202, "{}", accepted.json());
+    let session = accepted.json()["session"]
+        .as_str()
+        .expect("session")
+        .to_owned();
+    // The same request again is a replay.
+    post(
+        &[
+            ("X-Longhand-Timestamp", &ts),
+            ("X-Longhand-Signature", &good),
+        ],
+        body,
+    )
+    .expect_error(409, "replayed");
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while home.state(&session).status.as_str() == "running" && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let state = home.state(&session);
+    assert_eq!(state.status.as_str(), "finished");
+    let goal = state.goal.clone().expect("goal");
+    assert!(goal.starts_with("Note the push."), "{goal}");
+    assert!(
+        goal.contains("not instructions") && goal.contains(r#"{"ref":"main","pusher":"ci"}"#),
+        "{goal}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("work/a.txt")).expect("written"),
+        "hello"
+    );
+    let sessions = home.run(&["sessions", "--json"]);
+    assert_eq!(
+        sessions.stdout.len(),
+        before + 1,
+        "one session per accepted call"
+    );
+    proc.kill();
+}

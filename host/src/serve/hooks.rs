@@ -1,0 +1,184 @@
+//! `POST /hooks/<name>`: webhook triggers.
+//!
+//! A webhook is not behind the API token (the sender is another system,
+//! not an operator); it is behind its own HMAC secret instead, named by the
+//! trigger's `secret_env` and read when the server starts. A request must
+//! carry `X-Longhand-Timestamp` (unix seconds, within 5 minutes) and
+//! `X-Longhand-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">`;
+//! a signature already used is refused, so a captured request cannot be
+//! replayed. Every refusal of the signature is the same 401, so a caller
+//! learns nothing of which part was wrong. An accepted request starts a
+//! detached session of the agent whose goal carries the body, fenced as
+//! data from outside (the model is told it is not instructions).
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{HeaderMap, StatusCode};
+
+use super::AppState;
+use super::backend::StartRequest;
+use super::error::ApiError;
+use crate::triggers::{WEBHOOK_SKEW_MS, When, verify_webhook, webhook_goal};
+
+/// One webhook trigger the server answers.
+#[derive(Debug, Clone)]
+pub struct Hook {
+    /// The agent's directory.
+    pub agent: PathBuf,
+    /// The agent's (or trigger's) goal, before the body is added.
+    pub goal: String,
+    /// The HMAC secret.
+    pub secret: Vec<u8>,
+}
+
+/// The webhooks of the agents in `dirs` (each an agent directory, or a
+/// directory of agent directories), secrets read with `var`. A webhook
+/// whose secret variable is unset or empty, or two with one name, is an
+/// error: refused at start, not at the first request.
+pub fn load(
+    dirs: &[PathBuf],
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<HashMap<String, Hook>, String> {
+    let mut hooks = HashMap::new();
+    for dir in dirs {
+        for agent in agent_dirs(dir) {
+            let (config, _) =
+                crate::brain::config::AgentConfig::load(&agent).map_err(|e| e.to_string())?;
+            for t in &config.triggers {
+                let Ok(When::Webhook { secret_env }) = t.when() else {
+                    continue;
+                };
+                let secret = var(&secret_env).filter(|s| !s.is_empty()).ok_or_else(|| {
+                    format!(
+                        "the webhook `{}` of {} needs its secret in the variable {secret_env}, which is not set",
+                        t.name,
+                        agent.display()
+                    )
+                })?;
+                let goal = t.goal.clone().or(config.goal.clone()).ok_or_else(|| {
+                    format!(
+                        "the webhook `{}` of {} has no goal: set `goal` on the trigger or the agent",
+                        t.name,
+                        agent.display()
+                    )
+                })?;
+                if hooks.contains_key(&t.name) {
+                    return Err(format!(
+                        "two agents have a webhook named `{}`; /hooks/<name> must be unique",
+                        t.name
+                    ));
+                }
+                hooks.insert(
+                    t.name.clone(),
+                    Hook {
+                        agent: agent.clone(),
+                        goal,
+                        secret: secret.into_bytes(),
+                    },
+                );
+            }
+        }
+    }
+    Ok(hooks)
+}
+
+/// `dir` itself when it holds an agent.toml, else its subdirectories that do.
+fn agent_dirs(dir: &Path) -> Vec<PathBuf> {
+    if dir.join(crate::brain::config::AGENT_FILE).is_file() {
+        return vec![dir.to_owned()];
+    }
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join(crate::brain::config::AGENT_FILE).is_file())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Signatures seen within the skew window, oldest first.
+#[derive(Debug, Default)]
+pub struct Seen(Mutex<VecDeque<(u64, String)>>);
+
+impl Seen {
+    /// Whether `signature` is new (and remember it).
+    fn first_use(&self, signature: &str, now_ms: u64) -> bool {
+        let mut seen = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while seen
+            .front()
+            .is_some_and(|(at, _)| now_ms.saturating_sub(*at) > 2 * WEBHOOK_SKEW_MS)
+        {
+            seen.pop_front();
+        }
+        if seen.iter().any(|(_, s)| s == signature) {
+            return false;
+        }
+        seen.push_back((now_ms, signature.to_owned()));
+        true
+    }
+}
+
+/// `POST /hooks/{name}`.
+pub async fn fire(
+    State(state): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    let Some(hook) = state.hooks.get(&name) else {
+        return Err(ApiError::not_found(
+            "hook_not_found",
+            "no webhook trigger of that name on this server",
+        ));
+    };
+    let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
+    let now = now_ms();
+    let signature = header("x-longhand-signature");
+    verify_webhook(
+        &hook.secret,
+        header("x-longhand-timestamp"),
+        signature,
+        &body,
+        now,
+    )
+    .map_err(|e| ApiError::new(StatusCode::UNAUTHORIZED, "bad_signature", e.to_string()))?;
+    if !state
+        .seen_hooks
+        .first_use(signature.unwrap_or_default(), now)
+    {
+        return Err(ApiError::conflict(
+            "replayed",
+            "this signature was used already; sign each request anew",
+        ));
+    }
+    let text =
+        std::str::from_utf8(&body).map_err(|_| ApiError::invalid("the body is not UTF-8 text"))?;
+    let session = state
+        .backend
+        .start(StartRequest {
+            agent: hook.agent.clone(),
+            goal: Some(webhook_goal(&hook.goal, text)),
+            priority: 0,
+        })
+        .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({"hook": name, "session": session.as_str()})),
+    ))
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
