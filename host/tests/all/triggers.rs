@@ -173,3 +173,61 @@ fn bad_triggers_are_refused_before_anything_starts() {
     assert!(out.stderr.contains("damaged"), "{}", out.stderr);
     assert!(sessions(&home).is_empty());
 }
+
+/// `examples/daily-digest`, the ambient agent: its daily cron trigger,
+/// missed while no scheduler ran, fires once when `triggers` starts, and
+/// the session it starts writes the digest of the inbox, offline.
+#[test]
+fn the_daily_digest_example_catches_up_its_missed_morning() {
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/daily-digest");
+    let copy = TempDir::new().expect("tempdir");
+    for entry in ["agent.toml", "instructions.md", "cassette.json", "inbox"] {
+        let from = example.join(entry);
+        let to = copy.path().join(entry);
+        if from.is_dir() {
+            std::fs::create_dir_all(&to).expect("mkdir");
+            for file in std::fs::read_dir(&from).expect("inbox") {
+                let file = file.expect("entry").path();
+                std::fs::copy(&file, to.join(file.file_name().expect("name"))).expect("copy");
+            }
+        } else {
+            std::fs::copy(&from, &to).expect("copy");
+        }
+    }
+    std::fs::create_dir_all(copy.path().join("digests")).expect("digests");
+    let home = Home::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64;
+    std::fs::create_dir_all(home.path()).expect("home");
+    std::fs::write(
+        home.path().join("triggers.json"),
+        json!({"last_ms": {"daily-digest/daily": now - 2 * 86_400_000}}).to_string(),
+    )
+    .expect("state");
+    let out = home.run(&[
+        "triggers",
+        copy.path().to_str().expect("utf-8"),
+        "--firings",
+        "1",
+    ]);
+    out.expect_code(0);
+    assert!(
+        out.stderr.contains("daily-digest/daily fired for") && out.stderr.contains("T07:00:00Z"),
+        "{}",
+        out.stderr
+    );
+    let all = sessions(&home);
+    assert_eq!(all.len(), 1, "{all:?}");
+    let id = all[0]["id"].as_str().expect("id");
+    assert_eq!(home.state(id).status.as_str(), "finished");
+    let digest = std::fs::read_to_string(copy.path().join("digests/digest.md")).expect("digest");
+    for note in [
+        "2026-11-29-standup.md",
+        "2026-11-30-customer.md",
+        "2026-11-30-incident.md",
+    ] {
+        assert!(digest.contains(note), "{digest}");
+    }
+}
