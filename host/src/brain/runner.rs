@@ -402,15 +402,16 @@ impl<'h> Runner<'h> {
 
     /// The frozen agent recorded in a session's first event.
     pub async fn frozen_of(store: &dyn Store, session: &SessionId) -> Result<Frozen, RunError> {
-        let first = store.read(session, 1).await?;
-        match first.first().map(|r| &r.event) {
-            Some(Event::SessionCreated { agent, .. }) => {
-                serde_json::from_value(agent.clone()).map_err(json_error("the frozen agent"))
-            }
-            _ => Err(RunError::Log(LogError::Inconsistent(
+        // From the latest snapshot and its tail, not by reading the log
+        // from seq 1: `store.read(session, 1)` returns every event, which
+        // made waking a million-event session cost a full read.
+        let state = super::agent::load_state(store, session).await?;
+        if state.agent.is_null() {
+            return Err(RunError::Log(LogError::Inconsistent(
                 "the log does not start with session_created".to_owned(),
-            ))),
+            )));
         }
+        serde_json::from_value(state.agent).map_err(json_error("the frozen agent"))
     }
 
     /// Leave the session to another worker: give up the lease without

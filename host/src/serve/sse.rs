@@ -7,9 +7,10 @@
 //! events after it, none twice and none skipped: the log is gap-free and
 //! append-only, so "after seq n" names the same events every time.
 //!
-//! New events are found by polling the store every [`POLL`]: cheap when
-//! nothing is new (an indexed read past the last seq), and it works with
-//! any backend. A session that finished or failed gets an `end` message
+//! New events are found by reading the store after each
+//! `Store::wait_for_change` (at most [`POLL`]): on PostgreSQL a commit
+//! anywhere wakes the stream at once (LISTEN/NOTIFY); on SQLite it is a
+//! poll, cheap when nothing is new (an indexed read past the last seq). A session that finished or failed gets an `end` message
 //! once everything is sent, and the stream closes; a paused one stays
 //! open, since a resume goes on in the same log.
 
@@ -106,8 +107,11 @@ pub async fn stream(
                         .await;
                     return;
                 }
+                // PostgreSQL wakes this at once on a commit (LISTEN/NOTIFY);
+                // SQLite sleeps POLL. A change between the read above and
+                // this wait is seen at the next POLL at the latest.
                 tokio::select! {
-                    _ = tokio::time::sleep(POLL) => {}
+                    _ = state.store.wait_for_change(POLL) => {}
                     _ = tx.closed() => return,
                 }
             }
