@@ -35,6 +35,23 @@ fn agent(dir: &std::path::Path, triggers: &str) -> std::path::PathBuf {
     script
 }
 
+/// `longhand triggers <dir> --firings N --script <script>`.
+fn fire(
+    home: &Home,
+    dir: &std::path::Path,
+    script: &std::path::Path,
+    firings: u32,
+) -> crate::support::Ended {
+    home.run(&[
+        "triggers",
+        dir.to_str().expect("utf-8"),
+        "--firings",
+        &firings.to_string(),
+        "--script",
+        script.to_str().expect("utf-8"),
+    ])
+}
+
 fn sessions(home: &Home) -> Vec<Value> {
     home.run(&["sessions", "--json"])
         .stdout
@@ -51,14 +68,7 @@ fn a_timer_fires_sessions_that_run_to_the_end() {
         dir.path(),
         "\n[[triggers]]\nname = \"tick\"\nevery = \"1s\"\ngoal = \"Write the tick.\"\n",
     );
-    let out = home.run(&[
-        "triggers",
-        dir.path().to_str().expect("utf-8"),
-        "--firings",
-        "2",
-        "--script",
-        script.to_str().expect("utf-8"),
-    ]);
+    let out = fire(&home, dir.path(), &script, 2);
     out.expect_code(0);
     let all = sessions(&home);
     assert_eq!(all.len(), 2, "{all:?}\n{}", out.stderr);
@@ -107,14 +117,7 @@ fn missed_firings_are_caught_up_once_and_not_again() {
         json!({"last_ms": {"ticker/hourly": last}}).to_string(),
     )
     .expect("state");
-    let out = home.run(&[
-        "triggers",
-        dir.path().to_str().expect("utf-8"),
-        "--firings",
-        "1",
-        "--script",
-        script.to_str().expect("utf-8"),
-    ]);
+    let out = fire(&home, dir.path(), &script, 1);
     out.expect_code(0);
     assert_eq!(sessions(&home).len(), 1, "one catch-up firing, not ten");
     // The latest missed slot is recorded: 10 hours after the last firing.
@@ -142,14 +145,7 @@ fn bad_triggers_are_refused_before_anything_starts() {
             dir.path(),
             &format!("\n[[triggers]]\nname = \"t\"\n{table}\n"),
         );
-        let out = home.run(&[
-            "triggers",
-            dir.path().to_str().expect("utf-8"),
-            "--firings",
-            "1",
-            "--script",
-            script.to_str().expect("utf-8"),
-        ]);
+        let out = fire(&home, dir.path(), &script, 1);
         out.expect_code(2);
         assert!(out.stderr.contains(says), "{table}: {}", out.stderr);
         // `run` checks the same file the same way.
@@ -161,14 +157,7 @@ fn bad_triggers_are_refused_before_anything_starts() {
     let script = agent(dir.path(), "\n[[triggers]]\nname = \"t\"\nevery = \"1s\"\n");
     std::fs::create_dir_all(home.path()).expect("home");
     std::fs::write(home.path().join("triggers.json"), "{oops").expect("state");
-    let out = home.run(&[
-        "triggers",
-        dir.path().to_str().expect("utf-8"),
-        "--firings",
-        "1",
-        "--script",
-        script.to_str().expect("utf-8"),
-    ]);
+    let out = fire(&home, dir.path(), &script, 1);
     out.expect_code(2);
     assert!(out.stderr.contains("damaged"), "{}", out.stderr);
     assert!(sessions(&home).is_empty());
