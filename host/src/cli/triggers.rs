@@ -17,6 +17,7 @@ use clap::{Args, FromArgMatches};
 use super::{Outcome, usage};
 use crate::brain::config::AgentConfig;
 use crate::hands::Hands;
+use crate::session::{Clock, SystemClock};
 use crate::triggers::{Decision, StateFile, When, decide, next_after};
 
 /// How often due timers are looked for, at most.
@@ -119,7 +120,7 @@ async fn schedule(
 ) -> anyhow::Result<()> {
     let mut fired = 0u64;
     loop {
-        let now = now_ms();
+        let now = SystemClock.now_ms();
         // Decide and record under the lock; start the sessions after.
         let due: Vec<(&Timer, u64)> = {
             let file = StateFile::lock(dir)?;
@@ -167,7 +168,7 @@ async fn schedule(
             return Ok(());
         }
         // Sleep until the next firing, a tick at most.
-        let now = now_ms();
+        let now = SystemClock.now_ms();
         let next = timers
             .iter()
             .filter_map(|t| next_after(&t.when, now.saturating_sub(1)))
@@ -220,10 +221,4 @@ fn parse_args<T: Args + FromArgMatches>(argv: &[impl AsRef<str>]) -> anyhow::Res
 
 fn at(ms: u64) -> std::time::SystemTime {
     std::time::UNIX_EPOCH + Duration::from_millis(ms)
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

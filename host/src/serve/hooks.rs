@@ -5,6 +5,7 @@
 //! trigger's `secret_env` and read when the server starts. A request must
 //! carry `X-Longhand-Timestamp` (unix seconds, within 5 minutes) and
 //! `X-Longhand-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">`;
+//! the body is at most the server's 64 KiB request limit and UTF-8 text;
 //! a signature already used is refused, so a captured request cannot be
 //! replayed. Every refusal of the signature is the same 401, so a caller
 //! learns nothing of which part was wrong. An accepted request starts a
@@ -23,6 +24,7 @@ use axum::http::{HeaderMap, StatusCode};
 use super::AppState;
 use super::backend::StartRequest;
 use super::error::ApiError;
+use crate::session::{Clock, SystemClock};
 use crate::triggers::{WEBHOOK_SKEW_MS, When, verify_webhook, webhook_goal};
 
 /// One webhook trigger the server answers.
@@ -142,7 +144,7 @@ pub async fn fire(
         ));
     };
     let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
-    let now = now_ms();
+    let now = SystemClock.now_ms();
     let signature = header("x-longhand-signature");
     verify_webhook(
         &hook.secret,
@@ -175,10 +177,4 @@ pub async fn fire(
         StatusCode::ACCEPTED,
         Json(serde_json::json!({"hook": name, "session": session.as_str()})),
     ))
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

@@ -41,9 +41,6 @@ pub const GRACE_MS: u64 = 60_000;
 /// How far a webhook's timestamp may be from the server's clock.
 pub const WEBHOOK_SKEW_MS: u64 = 5 * 60_000;
 
-/// Largest webhook body, in bytes.
-pub const MAX_WEBHOOK_BODY: usize = 64 * 1024;
-
 /// One `[[triggers]]` table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1192,6 +1192,27 @@ fn a_signed_webhook_starts_a_session_and_nothing_else_does() {
     )
     .expect_error(401, "bad_signature");
     request(&addr, "POST", "/hooks/other", &[], body).expect_error(404, "hook_not_found");
+    // Correctly signed but hostile bodies: not UTF-8, or past the
+    // server's 64 KiB limit. Refused, nothing started.
+    for (hostile, status) in [
+        (vec![0xff_u8, 0xfe, 0x00, 0x80], 400),
+        (vec![b'a'; 65 * 1024], 413),
+    ] {
+        let sig = sign_webhook(secret.as_bytes(), &ts, &hostile);
+        let reply = post(
+            &[
+                ("X-Longhand-Timestamp", &ts),
+                ("X-Longhand-Signature", &sig),
+            ],
+            &hostile,
+        );
+        assert_eq!(
+            reply.status,
+            status,
+            "{}",
+            String::from_utf8_lossy(&reply.body)
+        );
+    }
     let sessions = home.run(&["sessions", "--json"]);
     let before = sessions.stdout.len();
 
