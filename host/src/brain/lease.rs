@@ -1,5 +1,5 @@
 //! Holding a session: the lease's TTL, the heartbeat that renews it while a
-//! worker runs, and telling a dead holder from a live one.
+//! worker runs, and how a dead holder is told from a live one.
 //!
 //! A lease is renewed from its own task every third of its TTL, whatever
 //! the loop is doing — a model request may stream for many minutes, a
@@ -9,8 +9,12 @@
 //! renewals kept failing, the heartbeat says so at once and the runner
 //! drops the step in flight: a worker that may no longer own a session
 //! stops acting for it within a second of knowing.
+//!
+//! Telling a dead holder from a live one is the store's part
+//! ([`crate::session::holder`]): every lease names its holder's process,
+//! and a holder of this machine whose process is gone is taken over at
+//! once by `acquire_lease`.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -110,18 +114,31 @@ impl Drop for Heartbeat {
     }
 }
 
-/// Whether a lease holder named `host-pid` is a process of this machine
-/// that no longer exists (so its lease need not be waited out). `me` is this
-/// worker's own `host-pid` name.
-pub fn holder_is_dead(holder: &str, me: &str) -> bool {
-    let split = |s: &str| {
-        s.rsplit_once('-')
-            .map(|(h, p)| (h.to_owned(), p.parse::<u32>().ok()))
-    };
-    match (split(holder), split(me)) {
-        (Some((host, Some(pid))), Some((my_host, _))) if host == my_host => {
-            cfg!(target_os = "linux") && !Path::new(&format!("/proc/{pid}")).exists()
+/// Give `lease` up. When the store cannot be reached (a database
+/// restarting, a full disk), the release is retried from a task of its own
+/// until it goes through or the lease would have run out anyway: the
+/// session is then free as soon as the store is back, not a TTL later
+/// (a worker that lost its database mid-run used to leave every session
+/// it ran stalled for most of a minute).
+pub async fn release(store: Arc<dyn Store>, lease: Lease, ttl: Duration) {
+    let transient = |e: &StoreError| matches!(e, StoreError::Db { .. } | StoreError::Io { .. });
+    match store.release(&lease).await {
+        Err(e) if transient(&e) => {
+            tracing::warn!(error = %e, session = %lease.session, "cannot release the lease; retrying");
+            tokio::spawn(async move {
+                let deadline = tokio::time::Instant::now() + ttl;
+                while tokio::time::Instant::now() < deadline {
+                    tokio::time::sleep(RELEASE_RETRY).await;
+                    match store.release(&lease).await {
+                        Err(e) if transient(&e) => continue,
+                        _ => return,
+                    }
+                }
+            });
         }
-        _ => false,
+        _ => {}
     }
 }
+
+/// How often a release that failed is tried again.
+const RELEASE_RETRY: Duration = Duration::from_millis(250);

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use super::bind::{BoundAgent, Frozen};
 use super::decide::{self, Action, Policy};
-use super::lease::{self, Heartbeat, holder_is_dead};
+use super::lease::{self, Heartbeat};
 use super::model::{ModelProvider, ModelResponse, RetryPolicy};
 use super::state::{SessionState, repeatable};
 use crate::hands::Hands;
@@ -325,15 +325,10 @@ impl<'h> Runner<'h> {
         owner: &str,
     ) -> Result<Self, RunError> {
         let ttl = lease::ttl();
-        let mut taken_from = None;
-        let lease = match store.acquire_lease(&session, owner, ttl).await {
-            Err(StoreError::LeaseHeld { owner: holder, .. }) if holder_is_dead(&holder, owner) => {
-                let lease = store.take_over(&session, &holder, owner, ttl).await?;
-                taken_from = Some(holder);
-                lease
-            }
-            other => other?,
-        };
+        // The store takes a lease whose holder is a dead process of this
+        // machine at once (`session::holder`), and says whose it was.
+        let lease = store.acquire_lease(&session, owner, ttl).await?;
+        let taken_from = lease.taken_from.clone();
         let state = super::snapshot::load_state(store.as_ref(), &session).await?;
         let mut runner = Self::new(store, hands, agent, provider, session, lease, ttl, state);
         // Every run ends finished, failed or paused; a session found
@@ -572,7 +567,7 @@ impl<'h> Runner<'h> {
             Err(RunError::LeaseLost(_)) => Ok(()),
             _ => self.settle().await,
         };
-        let _ = self.store.release(&self.lease).await;
+        lease::release(self.store.clone(), self.lease.clone(), self.lease_ttl).await;
         match (end, settled) {
             (Ok(_), Err(e)) => Err(e),
             (end, _) => end,

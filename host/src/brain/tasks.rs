@@ -387,7 +387,10 @@ impl Runner<'_> {
             Ok(resolved) => resolved,
             Err(error) => return finished(false, error.to_string(), None, None),
         };
-        match crate::checks::command::run(&resolved.spec).await {
+        // One marker per check of this session, the same on every run: a
+        // run after a crash first kills what the dead run left behind.
+        let marker = format!("{}/{task}/{index}", self.session);
+        match crate::checks::command::run_as(&resolved.spec, &marker).await {
             Err(error) => finished(false, format!("it could not run: {error}"), None, None),
             Ok(mut outcome) => {
                 // The model knows the directories by their guest paths;

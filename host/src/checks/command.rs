@@ -14,6 +14,23 @@
 //!   confinement it did not have.
 //!
 //! Exit status 0 passes.
+//!
+//! A check never outlives its run, nor the harness that ran it:
+//! - every process of a run carries `LONGHAND_CHECK=<marker>` in its
+//!   environment ([`MARKER_VAR`]); when the run ends — passed, failed,
+//!   timed out, or dropped because the worker lost its lease — every
+//!   process still carrying the marker is killed, background children and
+//!   those that left the process group included;
+//! - the command is started with `PR_SET_PDEATHSIG(SIGKILL)`, from a thread
+//!   that lives as long as the process (the signal follows the *thread*
+//!   that forked), so a harness killed with `kill -9` takes the command
+//!   with it at once;
+//! - what the command started in the background survives such a kill (no
+//!   signal reaches a grandchild), so [`run_as`] first kills every process
+//!   of this machine still carrying its marker — a resumed session's check
+//!   never runs beside the copy its dead predecessor started. A grandchild
+//!   that clears its own environment escapes the marker; one on another
+//!   machine is that machine's to reap.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -128,8 +145,34 @@ pub enum CommandError {
     },
 }
 
-/// Run `spec` to its end or its time limit.
+/// The environment variable naming the run every process of a command
+/// check belongs to.
+pub const MARKER_VAR: &str = "LONGHAND_CHECK";
+
+/// Run `spec` to its end or its time limit, its processes marked with a
+/// marker of their own.
 pub async fn run(spec: &CommandSpec) -> Result<CommandOutcome, CommandError> {
+    let mut random = [0u8; 16];
+    // A marker only has to differ from other runs' markers; the time and
+    // pid make it unique enough should randomness be unavailable.
+    let _ = getrandom::fill(&mut random);
+    let marker = format!(
+        "run-{}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis()),
+        random.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    );
+    run_as(spec, &marker).await
+}
+
+/// Run `spec` with its processes marked `marker` (the same for every run of
+/// the same check of the same session), after killing any process of this
+/// machine still carrying that marker: the leftovers of a harness that died
+/// while the check ran.
+pub async fn run_as(spec: &CommandSpec, marker: &str) -> Result<CommandOutcome, CommandError> {
+    reap(marker).await;
     let (program, args) = spec.argv.split_first().ok_or(CommandError::Empty)?;
     // Checked here because a missing cwd makes spawn fail with the same
     // ENOENT as a missing program, and the message would blame the program.
@@ -160,19 +203,30 @@ pub async fn run(spec: &CommandSpec) -> Result<CommandOutcome, CommandError> {
         .env_clear()
         .envs(allowed_env(&spec.env))
         .envs(&spec.set_env)
+        // Last, so no configured variable can unset it.
+        .env(MARKER_VAR, marker)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     #[cfg(unix)]
     command.process_group(0);
+    die_with_parent(&mut command);
     ruleset.apply_in_child(&mut command);
     let started = Instant::now();
-    let mut child = command.spawn().map_err(|source| CommandError::Spawn {
-        program: program.clone(),
-        source,
-    })?;
+    let mut child = spawner::spawn(command)
+        .await
+        .map_err(|source| CommandError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
     drop(ruleset);
+    // From here until the leader is reaped, dropping this future (a lost
+    // lease, a `cancel --now`) kills the whole run.
+    let mut guard = RunGuard {
+        group: child.id().and_then(|p| i32::try_from(p).ok()),
+        marker: Some(marker.to_owned()),
+    };
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let out = tokio::spawn(read_capped(stdout, spec.max_output));
@@ -181,11 +235,20 @@ pub async fn run(spec: &CommandSpec) -> Result<CommandOutcome, CommandError> {
         Ok(Ok(status)) => (status.code(), false),
         Ok(Err(_)) => (None, false),
         Err(_) => {
+            // The leader is not reaped yet, so its group id cannot have
+            // been reused.
             kill_group(&child);
             let _ = child.kill().await;
             (None, true)
         }
     };
+    // The leader is reaped: its pid (the group id) may be reused from now
+    // on, so what is left of the run is found by its marker instead —
+    // background children that would hold the output pipes open and keep
+    // running with the check's access.
+    guard.group = None;
+    guard.marker = None;
+    reap(marker).await;
     let (stdout, dropped_out) = out.await.unwrap_or_default();
     let (stderr, dropped_err) = err.await.unwrap_or_default();
     Ok(CommandOutcome {
@@ -239,6 +302,169 @@ fn kill_group(child: &tokio::process::Child) {
 
 #[cfg(not(unix))]
 fn kill_group(_: &tokio::process::Child) {}
+
+/// Kills a run that is dropped before its leader was reaped: its process
+/// group at once, then (off this thread) whatever still carries its marker.
+struct RunGuard {
+    group: Option<i32>,
+    marker: Option<String>,
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(group) = self.group {
+            // SAFETY: kill(2) on the group the unreaped leader heads; no
+            // memory is involved.
+            unsafe {
+                libc::kill(-group, libc::SIGKILL);
+            }
+        }
+        if let Some(marker) = self.marker.take() {
+            // Drop cannot wait; the scan is short and needs no runtime.
+            let _ = std::thread::Builder::new()
+                .name("longhand-reap".into())
+                .spawn(move || reap_blocking(&marker));
+        }
+    }
+}
+
+/// Kill every process of this machine whose environment carries
+/// `LONGHAND_CHECK=<marker>`, until none is left (at most about 5 s:
+/// a process being killed may fork once more). Returns how many were
+/// killed. Only processes of this user can be read, and so killed.
+pub async fn reap(marker: &str) -> usize {
+    let marker = marker.to_owned();
+    tokio::task::spawn_blocking(move || reap_blocking(&marker))
+        .await
+        .unwrap_or(0)
+}
+
+fn reap_blocking(marker: &str) -> usize {
+    let needle = format!("{MARKER_VAR}={marker}").into_bytes();
+    let mut killed = 0;
+    for _ in 0..50 {
+        let found = marked(&needle);
+        if found.is_empty() {
+            break;
+        }
+        for pid in found {
+            kill_pid(pid);
+            killed += 1;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    killed
+}
+
+/// Processes whose environment holds exactly the entry `needle`.
+#[cfg(target_os = "linux")]
+fn marked(needle: &[u8]) -> Vec<i32> {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| u32::try_from(*pid).is_ok_and(|p| p != me))
+        .filter(|pid| {
+            // Unreadable (another user's) or gone: not ours. A zombie's
+            // environment reads empty: it is dead already.
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|entry| entry == needle))
+        })
+        .collect()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn marked(_: &[u8]) -> Vec<i32> {
+    Vec::new()
+}
+
+#[cfg(unix)]
+fn kill_pid(pid: i32) {
+    // SAFETY: kill(2) with a positive pid signals that process only.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+#[cfg(not(unix))]
+fn kill_pid(_: i32) {}
+
+/// In the child: `PR_SET_PDEATHSIG(SIGKILL)`, so the command dies with the
+/// harness. The signal follows the thread that forked, which is why
+/// [`spawner`] forks from a thread that never exits. If the harness died
+/// between the fork and the `prctl`, the child is an orphan already and
+/// stops there.
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut tokio::process::Command) {
+    let parent = i32::try_from(std::process::id()).unwrap_or(0);
+    // SAFETY: the closure runs between fork and exec and calls only prctl
+    // and getppid, both async-signal-safe; it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("the harness exited before the check started"));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_: &mut tokio::process::Command) {}
+
+mod spawner {
+    //! One thread that forks every command check and never exits.
+    //!
+    //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child
+    //! exits, not the process. The async task running a check may sit on
+    //! any runtime thread, and the blocking pool's threads exit after ten
+    //! idle seconds: a check forked there would be killed mid-run for no
+    //! reason. Forking here ties the signal to the process's life.
+
+    use std::sync::OnceLock;
+    use std::sync::mpsc;
+
+    type Job = Box<dyn FnOnce() + Send>;
+
+    fn queue() -> Option<&'static mpsc::Sender<Job>> {
+        static QUEUE: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
+        QUEUE
+            .get_or_init(|| {
+                let (tx, rx) = mpsc::channel::<Job>();
+                std::thread::Builder::new()
+                    .name("longhand-spawner".into())
+                    .spawn(move || {
+                        for job in rx {
+                            job();
+                        }
+                    })
+                    .ok()?;
+                Some(tx)
+            })
+            .as_ref()
+    }
+
+    /// Spawns `command` on the spawner thread, registered with the calling
+    /// task's runtime (which reaps it).
+    pub async fn spawn(
+        mut command: tokio::process::Command,
+    ) -> std::io::Result<tokio::process::Child> {
+        let handle = tokio::runtime::Handle::current();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move || {
+            let _runtime = handle.enter();
+            let _ = tx.send(command.spawn());
+        });
+        let gone = || std::io::Error::other("the thread that starts command checks is gone");
+        queue().ok_or_else(gone)?.send(job).map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+}
 
 /// Read a pipe to its end, keeping `cap` bytes; returns the text kept and
 /// the count dropped.

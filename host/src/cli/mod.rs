@@ -347,6 +347,8 @@ mod tests {
         let held = StoreError::LeaseHeld {
             owner: "w".into(),
             expires_ms: 0,
+            holder: String::new(),
+            now_ms: 0,
         };
         assert_eq!(code_of(RunError::Store(held)), exit::DENIED);
         let fenced = StoreError::Fenced {

@@ -199,6 +199,8 @@ fn api_error(error: anyhow::Error) -> ApiError {
         ApiError::from_store(StoreError::LeaseHeld {
             owner: String::new(),
             expires_ms: 0,
+            holder: String::new(),
+            now_ms: 0,
         })
     };
     for cause in error.chain() {
@@ -349,6 +351,8 @@ mod tests {
         let held = StoreError::LeaseHeld {
             owner: "w".into(),
             expires_ms: 0,
+            holder: String::new(),
+            now_ms: 0,
         };
         assert_eq!(
             code(anyhow::Error::new(RunError::Store(held)).context("waking")),

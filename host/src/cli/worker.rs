@@ -14,8 +14,16 @@
 //! worker, so a fleet does not race for the same rows. Between claims the
 //! worker waits with [`Store::wait_for_change`]: on PostgreSQL a
 //! `NOTIFY` wakes it as soon as a session is started, resumed or released
-//! anywhere; otherwise, and for leases that merely expire (a worker killed
-//! mid-run), it looks again every [`POLL`].
+//! anywhere; otherwise, and for leases that merely expire, it looks again
+//! every [`POLL`].
+//!
+//! A session is never left waiting out a lease nobody uses:
+//! - a worker of this machine that died (killed, crashed) is seen dead
+//!   through its lease's process record, and its sessions are taken at
+//!   once (`session::holder`);
+//! - a run that stops on a store error (PostgreSQL restarting) releases its
+//!   lease, retrying until the store is back; and a claim takes back the
+//!   leases held in this worker's own name that it no longer runs.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -33,6 +41,10 @@ use crate::session::{PostgresStore, SessionId, Store, StoreError};
 /// How often the store is asked for runnable sessions when nothing wakes
 /// the worker sooner.
 const POLL: Duration = Duration::from_millis(500);
+
+/// How long a session whose run stopped with an error (a store that went
+/// away, a lost lease) is left before this worker claims it again.
+const AFTER_FAILURE: Duration = Duration::from_secs(1);
 
 /// The least time between two claims: a busy fleet notifies on every
 /// append, and a worker with free slots need not query for each one.
@@ -54,9 +66,9 @@ pub struct WorkerArgs {
     pub rates: Vec<String>,
     /// The session store to work for: `postgres://user:password@host/db`
     /// (shared by workers on many machines). Default: `LONGHAND_STORE`
-    /// when set, else the SQLite store in the data directory. Connections
-    /// are not encrypted yet (no TLS): use a server on this host or a
-    /// trusted network.
+    /// when set, else the SQLite store in the data directory. TLS: add
+    /// `?sslmode=verify-full&sslrootcert=/path/ca.pem` (without `sslmode`
+    /// the connection is plain TCP).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
 }
@@ -98,6 +110,11 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
     let owner = super::run::owner();
     let ttl = crate::brain::agent::lease_ttl();
     let mut running: HashSet<SessionId> = HashSet::new();
+    // Sessions left alone for a while: one that could not be woken (until
+    // its lease would have run out, as before claims took back our own
+    // leases), one whose run failed (a moment, so a store that is back
+    // gets it going again at once without spinning on a broken one).
+    let mut resting: HashMap<SessionId, Instant> = HashMap::new();
     // A session's priority is frozen at its start: read once, not per poll.
     let mut priorities: HashMap<SessionId, i64> = HashMap::new();
     let mut pool = FuturesUnordered::new();
@@ -113,7 +130,8 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
             }
             last_claim = Some(Instant::now());
             let free = args.concurrency - running.len();
-            let skip: Vec<SessionId> = running.iter().cloned().collect();
+            resting.retain(|_, until| *until > Instant::now());
+            let skip: Vec<SessionId> = running.iter().chain(resting.keys()).cloned().collect();
             let claimed = match store.claim_runnable(&owner, ttl, free, &skip).await {
                 Ok(claimed) => claimed,
                 // A store that fails for a while (a restarting server):
@@ -143,7 +161,10 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
                     }
                     // Another worker got it first, or holds it: theirs.
                     Err(e) if held(&e) => {}
-                    Err(e) => eprintln!("worker {owner}: cannot wake {session}: {e:#}"),
+                    Err(e) => {
+                        eprintln!("worker {owner}: cannot wake {session}: {e:#}");
+                        resting.insert(session, Instant::now() + ttl);
+                    }
                 }
             }
         }
@@ -156,6 +177,9 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
         tokio::select! {
             Some((session, end)) = pool.next() => {
                 running.remove(&session);
+                if end.is_err() {
+                    resting.insert(session.clone(), Instant::now() + AFTER_FAILURE);
+                }
                 report(&owner, &session, end);
             }
             _ = store.wait_for_change(POLL), if !full => {}

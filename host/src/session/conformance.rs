@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::event::tests::every_event;
+use super::holder::Process;
 use super::event::{BlobRef, Event, MAX_EVENT_JSON, PauseKind, PauseReason, SessionStatus};
 use super::inbox::{ControlKind, MAX_CONTROL_TEXT};
 use super::postgres::PostgresStore;
@@ -64,6 +65,8 @@ struct Harness {
     other: Arc<dyn Store>,
     sqlite: Option<(tempfile::TempDir, Arc<ManualClock>)>,
     postgres: Option<(String, String, [PostgresStore; 2])>,
+    /// Makes `other` act for another process (see `session::holder`).
+    other_acts_as: Box<dyn Fn(Option<Process>) + Send + Sync>,
 }
 
 impl Harness {
@@ -76,12 +79,14 @@ impl Harness {
         let other = SqliteStore::open_with_clock(dir.path(), clock.clone())
             .await
             .unwrap();
+        let acting = other.clone();
         Harness {
             backend: Backend::Sqlite,
             store: Arc::new(store),
             other: Arc::new(other),
             sqlite: Some((dir, clock)),
             postgres: None,
+            other_acts_as: Box::new(move |p| acting.act_as(p)),
         }
     }
 
@@ -106,12 +111,14 @@ impl Harness {
             PostgresStore::connect_config(config).await.unwrap()
         };
         let (store, other) = (open().await, open().await);
+        let acting = other.clone();
         Some(Harness {
             backend: Backend::Postgres,
             store: Arc::new(store.clone()),
             other: Arc::new(other.clone()),
             sqlite: None,
             postgres: Some((url, schema, [store, other])),
+            other_acts_as: Box::new(move |p| acting.act_as(p)),
         })
     }
 
@@ -339,7 +346,7 @@ async fn second_owner_is_refused_then_takes_over_and_fences_the_first(h: &Harnes
 
     let err = other.acquire_lease(&id, "w2", TTL).await.unwrap_err();
     assert!(
-        matches!(&err, StoreError::LeaseHeld { owner, expires_ms }
+        matches!(&err, StoreError::LeaseHeld { owner, expires_ms, .. }
             if owner == "w1" && *expires_ms == first.expires_ms),
         "{err:?}"
     );
@@ -958,6 +965,106 @@ async fn claims_give_each_runnable_session_to_one_worker(h: &Harness) {
     store.release(&held_lease).await.unwrap();
 }
 
+/// A lease names its holder's process: a holder of this machine whose
+/// process is gone is taken over at once (with a greater token, and named);
+/// a live one, one on another machine, or a row that names no process
+/// (an older Longhand) is waited out; the refusal says which.
+async fn a_holder_dead_on_this_machine_is_taken_over_at_once(h: &Harness) {
+    let Some(me) = Process::current() else {
+        eprintln!("skipped: this platform has no /proc to judge holders by");
+        return;
+    };
+    // Alive: this very process holds it.
+    let (id, _) = h.session().await;
+    let err = h.other.acquire_lease(&id, "w2", TTL).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, StoreError::LeaseHeld { .. }), "{err:?}");
+    assert!(
+        text.contains(&format!("pid {} on {}, alive on this machine", me.pid, me.host)),
+        "{text}"
+    );
+    assert!(text.contains("last renewed 0 s ago") && text.contains("UTC (in 10 s)"), "{text}");
+
+    // Dead: a process whose pid now belongs to another (start time differs).
+    let dead = Process {
+        started: me.started + 1,
+        ..me.clone()
+    };
+    (h.other_acts_as)(Some(dead));
+    let id = h.store.create("agent", &created("agent")).await.unwrap();
+    let first = h.other.acquire_lease(&id, "w-dead", TTL).await.unwrap();
+    assert_eq!(first.taken_from, None);
+    let taken = h.store.acquire_lease(&id, "w2", TTL).await.unwrap();
+    assert!(taken.token > first.token);
+    assert_eq!(taken.taken_from.as_deref(), Some("w-dead"));
+    let err = h
+        .other
+        .append(&id, &first, 2, &[goal("late")])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Fenced { .. }), "{err:?}");
+    // Renewing keeps the token and says nothing was taken.
+    let renewed = h.store.renew(&taken, TTL).await.unwrap();
+    assert_eq!((renewed.token, renewed.taken_from), (taken.token, None));
+
+    // Another machine, or no process recorded: only time frees it.
+    for (acting, says) in [
+        (
+            Some(Process {
+                machine: "another-boot/1".into(),
+                ..me.clone()
+            }),
+            "on another machine",
+        ),
+        (None, ""),
+    ] {
+        (h.other_acts_as)(acting);
+        let id = h.store.create("agent", &created("agent")).await.unwrap();
+        h.other.acquire_lease(&id, "w-far", TTL).await.unwrap();
+        let err = h.store.acquire_lease(&id, "w2", TTL).await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("leased by w-far"), "{text}");
+        match says {
+            "" => assert!(!text.contains("pid"), "{text}"),
+            says => assert!(text.contains(says), "{text}"),
+        }
+        h.advance(TTL.as_millis() as u64 + 1);
+        let later = h.store.acquire_lease(&id, "w2", TTL).await.unwrap();
+        assert_eq!(later.taken_from, None);
+    }
+
+    // A worker's claim takes a running session whose holder died here,
+    // and leaves one whose holder lives.
+    let dead = Process {
+        started: me.started + 1,
+        ..me.clone()
+    };
+    (h.other_acts_as)(Some(dead));
+    let orphan = h.store.create("agent", &created("agent")).await.unwrap();
+    let lease = h.other.acquire_lease(&orphan, "w-dead", TTL).await.unwrap();
+    h.other
+        .append(&orphan, &lease, 2, &[goal("go")])
+        .await
+        .unwrap();
+    (h.other_acts_as)(Some(me.clone()));
+    let live = h.store.create("agent", &created("agent")).await.unwrap();
+    let lease = h.other.acquire_lease(&live, "w-live", TTL).await.unwrap();
+    h.other.append(&live, &lease, 2, &[goal("go")]).await.unwrap();
+    let claimed = h.store.claim_runnable("w3", TTL, 8, &[]).await.unwrap();
+    assert!(claimed.contains(&orphan), "{claimed:?}");
+    let got = h.store.acquire_lease(&orphan, "w3", TTL).await.unwrap();
+    assert!(got.token > 1);
+    match h.backend {
+        Backend::Postgres => assert!(!claimed.contains(&live), "{claimed:?}"),
+        // The provided claim lists; the lease refuses the live one.
+        Backend::Sqlite => {}
+    }
+    assert!(matches!(
+        h.store.acquire_lease(&live, "w3", TTL).await,
+        Err(StoreError::LeaseHeld { .. })
+    ));
+}
+
 /// A change made through one handle wakes a waiter on another.
 async fn a_change_wakes_a_waiter(h: &Harness) {
     let (id, lease) = h.session().await;
@@ -1039,5 +1146,6 @@ conformance!(
     controls_after_an_id_are_the_newer_ones_oldest_first,
     settling_is_fenced_like_an_append,
     claims_give_each_runnable_session_to_one_worker,
+    a_holder_dead_on_this_machine_is_taken_over_at_once,
     a_change_wakes_a_waiter,
 );

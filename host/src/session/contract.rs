@@ -27,6 +27,7 @@ use sha2::{Digest, Sha256};
 
 use super::event::{BlobRef, Event, EventRecord, MAX_EVENT_JSON, SessionStatus};
 use super::inbox::MAX_CONTROL_TEXT;
+use super::holder::{Liveness, Process};
 use super::store::{Lease, Result, StoreError};
 
 /// The checksum every session's chain starts from.
@@ -147,44 +148,97 @@ pub(super) fn ttl_ms(ttl: Duration) -> Result<u64> {
 }
 
 /// A session's lease row as stored: the holder (`None` once released), the
-/// fencing token (only grows), and the expiry by the database's clock.
+/// fencing token (only grows), the expiry by the database's clock, and —
+/// when the writer recorded them — the holder's process and when it last
+/// took or renewed the lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct LeaseRow {
     pub owner: Option<String>,
     pub token: u64,
     pub expires_ms: u64,
+    pub holder: Option<Process>,
+    pub renewed_ms: Option<u64>,
+}
+
+/// A lease as granted: its token, and the holder it was taken from when
+/// that holder was proven dead before its lease ran out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Granted {
+    pub token: u64,
+    pub taken_from: Option<String>,
 }
 
 /// The token `owner` gets when asking for the lease at `now_ms` (the
-/// database's clock), given the current row: the same token when it renews
-/// its own live lease, a greater one for a new holder — when the lease is
-/// free or expired, or held by `dead_owner` (whose death the caller
-/// proved). [`StoreError::LeaseHeld`] when someone else holds it.
+/// database's clock), given the current row and `liveness`, what the asking
+/// process found out about the row's holder ([`super::holder`]): the same
+/// token when it renews its own live lease, a greater one for a new holder
+/// — when the lease is free or expired, held by `dead_owner` (whose death
+/// the caller proved), or held by a process `liveness` finds dead.
+/// [`StoreError::LeaseHeld`] when someone else holds it.
 pub(super) fn grant_token(
     row: Option<&LeaseRow>,
     owner: &str,
     dead_owner: Option<&str>,
+    liveness: &Liveness,
     now_ms: u64,
-) -> Result<u64> {
+) -> Result<Granted> {
+    let fresh = |token| Granted {
+        token,
+        taken_from: None,
+    };
     match row {
-        None => Ok(1),
+        None => Ok(fresh(1)),
         Some(LeaseRow {
             owner: Some(holder),
             token,
             expires_ms,
+            ..
         }) if *expires_ms > now_ms => {
             if holder == owner {
-                Ok(*token)
-            } else if dead_owner == Some(holder.as_str()) {
-                Ok(token + 1)
-            } else {
-                Err(StoreError::LeaseHeld {
-                    owner: holder.clone(),
-                    expires_ms: *expires_ms,
+                Ok(fresh(*token))
+            } else if dead_owner == Some(holder.as_str()) || liveness.is_dead() {
+                Ok(Granted {
+                    token: token + 1,
+                    taken_from: Some(holder.clone()),
                 })
+            } else {
+                Err(lease_held(row, liveness, now_ms))
             }
         }
-        Some(row) => Ok(row.token + 1),
+        Some(row) => Ok(fresh(row.token + 1)),
+    }
+}
+
+/// The refusal for a live lease held by someone else, saying who holds it
+/// and how alive it looks from here.
+pub(super) fn lease_held(row: Option<&LeaseRow>, liveness: &Liveness, now_ms: u64) -> StoreError {
+    let Some(row) = row else {
+        return StoreError::LeaseHeld {
+            owner: String::new(),
+            expires_ms: 0,
+            holder: String::new(),
+            now_ms,
+        };
+    };
+    let holder = match &row.holder {
+        None => String::new(),
+        Some(p) => {
+            let mut text = format!("pid {} on {}, {}", p.pid, p.host, liveness.describe());
+            if let Some(at) = row.renewed_ms {
+                // Rounded down: "0 s ago" right after a renewal.
+                text.push_str(&format!(
+                    ", last renewed {} s ago",
+                    now_ms.saturating_sub(at) / 1000
+                ));
+            }
+            text
+        }
+    };
+    StoreError::LeaseHeld {
+        owner: row.owner.clone().unwrap_or_default(),
+        expires_ms: row.expires_ms,
+        holder,
+        now_ms,
     }
 }
 
@@ -479,27 +533,72 @@ mod tests {
             owner: owner.map(str::to_owned),
             token,
             expires_ms,
+            holder: None,
+            renewed_ms: None,
         }
+    }
+
+    fn token(row: Option<&LeaseRow>, owner: &str, dead: Option<&str>, now: u64) -> u64 {
+        grant_token(row, owner, dead, &Liveness::Unknown, now)
+            .unwrap()
+            .token
     }
 
     #[test]
     fn lease_grants_follow_the_contract() {
-        assert_eq!(grant_token(None, "a", None, 10).unwrap(), 1);
+        assert_eq!(token(None, "a", None, 10), 1);
         let live = row(Some("a"), 4, 100);
-        assert_eq!(grant_token(Some(&live), "a", None, 50).unwrap(), 4);
+        assert_eq!(token(Some(&live), "a", None, 50), 4);
         assert!(matches!(
-            grant_token(Some(&live), "b", None, 50),
+            grant_token(Some(&live), "b", None, &Liveness::Unknown, 50),
             Err(StoreError::LeaseHeld {
                 expires_ms: 100,
                 ..
             })
         ));
-        assert_eq!(grant_token(Some(&live), "b", Some("a"), 50).unwrap(), 5);
-        assert_eq!(grant_token(Some(&live), "b", None, 100).unwrap(), 5);
+        assert_eq!(token(Some(&live), "b", Some("a"), 50), 5);
+        assert_eq!(token(Some(&live), "b", None, 100), 5);
         // Expired, even for the same owner: a new token.
-        assert_eq!(grant_token(Some(&live), "a", None, 100).unwrap(), 5);
+        assert_eq!(token(Some(&live), "a", None, 100), 5);
         let released = row(None, 7, 0);
-        assert_eq!(grant_token(Some(&released), "a", None, 1).unwrap(), 8);
+        assert_eq!(token(Some(&released), "a", None, 1), 8);
+        // A holder found dead is taken at once, and named.
+        let dead = Liveness::Dead("process 7 no longer exists".into());
+        let taken = grant_token(Some(&live), "b", None, &dead, 50).unwrap();
+        assert_eq!(taken.token, 5);
+        assert_eq!(taken.taken_from.as_deref(), Some("a"));
+        // Alive, elsewhere or unknown: only time frees it.
+        for alive in [
+            Liveness::Alive,
+            Liveness::OtherMachine,
+            Liveness::OtherNamespace,
+        ] {
+            assert!(grant_token(Some(&live), "b", None, &alive, 50).is_err());
+        }
+    }
+
+    #[test]
+    fn a_refusal_says_who_holds_the_lease_and_until_when() {
+        let mut held = row(Some("w-1"), 4, 1_700_000_042_000);
+        held.holder = Some(Process {
+            host: "build-1".into(),
+            pid: 4242,
+            started: 1,
+            machine: "b/1".into(),
+        });
+        held.renewed_ms = Some(1_699_999_997_000);
+        let err = lease_held(Some(&held), &Liveness::Alive, 1_700_000_000_000).to_string();
+        assert_eq!(
+            err,
+            "session is leased by w-1 (pid 4242 on build-1, alive on this machine, \
+             last renewed 3 s ago) until 22:14:02 UTC (in 42 s)"
+        );
+        let old = row(Some("w-2"), 1, 1_700_000_001_500);
+        let err = lease_held(Some(&old), &Liveness::Unknown, 1_700_000_000_000).to_string();
+        assert_eq!(
+            err,
+            "session is leased by w-2 until 22:13:21 UTC (in 2 s)"
+        );
     }
 
     #[test]
@@ -509,6 +608,7 @@ mod tests {
             owner: owner.into(),
             token,
             expires_ms: 0,
+            taken_from: None,
         };
         let current = row(Some("a"), 3, 0);
         assert!(check_lease(Some(&current), &lease("a", 3)).is_ok());

@@ -4,6 +4,7 @@
 //! - [`store`]: the [`Store`] contract (append with fencing and optimistic
 //!   seq checks, leases, verified reads, content-addressed blobs) and its
 //!   errors;
+//! - [`holder`]: the process behind a lease, and whether it still lives;
 //! - [`inbox`]: the control inbox, how a process that does not hold the
 //!   lease steers a session (pause, cancel, send);
 //! - [`sqlite`]: the embedded default backend, one file per store directory;
@@ -20,6 +21,7 @@
 mod conformance;
 mod contract;
 pub mod event;
+pub mod holder;
 pub mod inbox;
 pub mod postgres;
 pub mod sqlite;

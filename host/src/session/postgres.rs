@@ -34,25 +34,29 @@
 //!   storage system for a fleet to share is worse than a large table.
 //! - **Connections**: a small pool per store handle (at most
 //!   [`MAX_CONNECTIONS`]), statements prepared once per connection.
-//! - **No TLS yet**: connections are plain TCP (`NoTls`). Use a server on
-//!   the same host or a trusted network (or an SSH/WireGuard tunnel) until
-//!   TLS is built; `sslmode=require` in the URL is refused by the driver.
+//! - **TLS through rustls** ([`tls`]): `sslmode` (`disable`, `prefer`,
+//!   `require`, `verify-ca`, `verify-full`) and `sslrootcert` in the URL, as
+//!   libpq reads them. Without `sslmode` the connection is plain TCP, as it
+//!   was before TLS existed here.
 //!
 //! This module must not interpret events beyond what `contract` does.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
-use tokio_postgres::{AsyncMessage, Client, Config, IsolationLevel, NoTls, Statement};
+use tokio_postgres::{AsyncMessage, Client, Config, IsolationLevel, Statement};
+
+pub mod tls;
 
 use super::contract::{self, LeaseRow, Verifier, corrupt, hash_blobs, ttl_ms};
 use super::event::{BlobRef, Event, EventRecord, SessionStatus};
+use super::holder::{self, Process};
 use super::inbox::{Control, ControlKind};
 use super::store::{
     Appended, Durability, Lease, Result, SessionId, SessionSummary, Store, StoreError,
@@ -129,7 +133,20 @@ const MIGRATIONS: &[&str] = &[r#"
         handled_ms  int8,
         PRIMARY KEY (session_id, id)
     );
-    "#];
+    "#,
+    // 2: the lease holder's process (`session::holder`), so a worker on the
+    // holder's machine can tell it dead and take over at once. Rows written
+    // before have NULLs here and expire by time only.
+    r#"
+    ALTER TABLE leases
+        ADD COLUMN holder_host text,
+        ADD COLUMN holder_pid int8,
+        ADD COLUMN holder_started int8,
+        ADD COLUMN holder_machine text,
+        ADD COLUMN renewed_ms int8;
+    CREATE INDEX leases_by_machine ON leases (holder_machine) WHERE owner IS NOT NULL;
+    "#,
+];
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -146,6 +163,10 @@ pub struct PostgresStore {
 
 struct Inner {
     config: Config,
+    /// Every connection's TLS (none under `sslmode=disable`).
+    tls: tls::MakeRustls,
+    /// The URL's `sslmode`, for messages.
+    ssl_mode: tls::SslMode,
     /// What error messages call the database: host and name, never the
     /// password.
     name: String,
@@ -157,6 +178,9 @@ struct Inner {
     /// Bumped by the listener on every notification.
     changes: watch::Sender<u64>,
     listener: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The process this handle's leases are recorded for: this one
+    /// ([`Process::current`]); tests play another.
+    process: RwLock<Option<Process>>,
 }
 
 impl Drop for Inner {
@@ -246,7 +270,12 @@ impl Pooled {
 fn db_error(name: &str, context: &str, e: tokio_postgres::Error) -> StoreError {
     let detail = match e.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => e.to_string(),
+        // The driver's text names the kind only ("error performing TLS
+        // handshake"); the cause says what happened.
+        None => match std::error::Error::source(&e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        },
     };
     StoreError::Db {
         context: format!("{name}: {context}: {detail}"),
@@ -279,18 +308,33 @@ impl PostgresStore {
     /// The tables live in the connection's `search_path` (normally
     /// `public`); `?options=-c%20search_path%3Dname` in the URL picks
     /// another schema.
+    ///
+    /// TLS follows the URL's `sslmode` and `sslrootcert` ([`tls`]); without
+    /// them the connection is plain TCP.
     pub async fn connect(url: &str) -> Result<Self> {
-        let config: Config = url.parse().map_err(|e| {
+        let (rest, settings) = tls::split_url(url)?;
+        let config: Config = rest.parse().map_err(|e| {
             StoreError::Invalid(format!(
                 "the store URL is not a PostgreSQL URL ({e}); expected \
                  postgres://user:password@host:port/database"
             ))
         })?;
-        Self::connect_config(config).await
+        Self::connect_tls(config, &settings).await
     }
 
-    /// [`PostgresStore::connect`] with a parsed configuration.
-    pub async fn connect_config(mut config: Config) -> Result<Self> {
+    /// [`PostgresStore::connect`] with a parsed configuration, plain TCP.
+    pub async fn connect_config(config: Config) -> Result<Self> {
+        let plain = tls::TlsSettings {
+            mode: tls::SslMode::Disable,
+            root: None,
+        };
+        Self::connect_tls(config, &plain).await
+    }
+
+    /// [`PostgresStore::connect`] with a parsed configuration and TLS
+    /// settings.
+    pub async fn connect_tls(mut config: Config, settings: &tls::TlsSettings) -> Result<Self> {
+        let tls = tls::connector(&mut config, settings)?;
         if config.get_application_name().is_none() {
             config.application_name("longhand");
         }
@@ -310,12 +354,15 @@ impl PostgresStore {
         let store = PostgresStore {
             inner: Arc::new(Inner {
                 config,
+                tls,
+                ssl_mode: settings.mode,
                 name,
                 idle: Mutex::new(Vec::new()),
                 slots: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
                 skew_ms: AtomicU64::new(0),
                 changes: watch::channel(0).0,
                 listener: Mutex::new(None),
+                process: RwLock::new(Process::current()),
             }),
         };
         store.migrate().await?;
@@ -334,6 +381,26 @@ impl PostgresStore {
         self.inner.skew_ms.fetch_add(ms, Ordering::Relaxed);
     }
 
+    /// The process leases are granted to through this handle.
+    fn process(&self) -> Option<Process> {
+        self.inner
+            .process
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Makes this handle act for `process` (tests of a dead or distant
+    /// holder).
+    #[cfg(test)]
+    pub(crate) fn act_as(&self, process: Option<Process>) {
+        *self
+            .inner
+            .process
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = process;
+    }
+
     fn skew(&self) -> i64 {
         i(self.inner.skew_ms.load(Ordering::Relaxed))
     }
@@ -343,9 +410,9 @@ impl PostgresStore {
         let (client, connection) = self
             .inner
             .config
-            .connect(NoTls)
+            .connect(self.inner.tls.clone())
             .await
-            .db(name, "connecting")?;
+            .map_err(|e| self.connect_error(e))?;
         tokio::spawn(async move {
             // Ends when the client is dropped or the server goes away; the
             // client then reports the error on its next use.
@@ -355,6 +422,25 @@ impl PostgresStore {
             client,
             statements: HashMap::new(),
         })
+    }
+
+    /// A failed connection in words: a plain server under a mode that
+    /// requires TLS is named as such (the driver only says the server
+    /// "does not support TLS").
+    fn connect_error(&self, e: tokio_postgres::Error) -> StoreError {
+        let name = &self.inner.name;
+        if self.inner.ssl_mode.requires_tls() && e.to_string().contains("does not support TLS") {
+            return StoreError::Db {
+                context: format!(
+                    "{name}: connecting: the server does not accept TLS, and the store URL \
+                     requires it (sslmode={}): enable ssl on the server, or check that the \
+                     URL names the right one",
+                    self.inner.ssl_mode.as_str()
+                ),
+                source: Box::new(e),
+            };
+        }
+        db_error(name, "connecting", e)
     }
 
     async fn conn(&self) -> Result<Pooled> {
@@ -449,10 +535,11 @@ impl PostgresStore {
         // The task holds the configuration, not the store: dropping the
         // last store handle aborts it.
         let config = self.inner.config.clone();
+        let tls = self.inner.tls.clone();
         let changes = self.inner.changes.clone();
         *listener = Some(tokio::spawn(async move {
             loop {
-                if let Ok((client, mut connection)) = config.connect(NoTls).await {
+                if let Ok((client, mut connection)) = config.connect(tls.clone()).await {
                     let mut messages =
                         futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
                     let listen = client.batch_execute(LISTEN);
@@ -505,17 +592,36 @@ impl PostgresStore {
         let sid = session.as_str();
         let (_, _, now) = lock_session(&tx, &lock, &name, sid, self.skew()).await?;
         let row = lease_row(&tx, &read_lease, &name, sid).await?;
-        let token = contract::grant_token(row.as_ref(), owner, dead_owner, now)?;
+        // Judged while the session row is locked: no other lease write
+        // can come between the look at /proc and the grant.
+        let me = self.process();
+        let liveness = holder::liveness(row.as_ref().and_then(|r| r.holder.as_ref()), me.as_ref());
+        let granted = contract::grant_token(row.as_ref(), owner, dead_owner, &liveness, now)?;
         let expires_ms = now.saturating_add(ttl);
-        tx.execute(&write_lease, &[&sid, &owner, &i(token), &i(expires_ms)])
-            .await
-            .db(&name, "writing the lease")?;
+        let (host, pid, started, machine) = holder_columns(me.as_ref());
+        tx.execute(
+            &write_lease,
+            &[
+                &sid,
+                &owner,
+                &i(granted.token),
+                &i(expires_ms),
+                &host,
+                &pid,
+                &started,
+                &machine,
+                &i(now),
+            ],
+        )
+        .await
+        .db(&name, "writing the lease")?;
         tx.commit().await.db(&name, "committing the lease")?;
         Ok(Lease {
             session: session.clone(),
             owner: owner.to_owned(),
-            token,
+            token: granted.token,
             expires_ms,
+            taken_from: granted.taken_from,
         })
     }
 
@@ -536,11 +642,46 @@ impl PostgresStore {
 
 const LOCK_SESSION: &str = "SELECT last_seq, head, (extract(epoch FROM now()) * 1000)::int8 + $2
      FROM sessions WHERE id = $1 FOR UPDATE";
-const READ_LEASE: &str = "SELECT owner, token, expires_ms FROM leases WHERE session_id = $1";
-const WRITE_LEASE: &str = "INSERT INTO leases (session_id, owner, token, expires_ms)
-     VALUES ($1, $2, $3, $4)
+const READ_LEASE: &str = "SELECT owner, token, expires_ms, holder_host, holder_pid,
+         holder_started, holder_machine, renewed_ms
+     FROM leases WHERE session_id = $1";
+const WRITE_LEASE: &str = "INSERT INTO leases (session_id, owner, token, expires_ms,
+         holder_host, holder_pid, holder_started, holder_machine, renewed_ms)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
      ON CONFLICT (session_id) DO UPDATE
-     SET owner = excluded.owner, token = excluded.token, expires_ms = excluded.expires_ms";
+     SET owner = excluded.owner, token = excluded.token, expires_ms = excluded.expires_ms,
+         holder_host = excluded.holder_host, holder_pid = excluded.holder_pid,
+         holder_started = excluded.holder_started, holder_machine = excluded.holder_machine,
+         renewed_ms = excluded.renewed_ms";
+
+/// The lease columns naming the holder's process (all NULL without one).
+fn holder_columns(
+    me: Option<&Process>,
+) -> (Option<&str>, Option<i64>, Option<i64>, Option<&str>) {
+    match me {
+        Some(m) => (
+            Some(m.host.as_str()),
+            Some(i64::from(m.pid)),
+            Some(i(m.started)),
+            Some(m.machine.as_str()),
+        ),
+        None => (None, None, None, None),
+    }
+}
+
+/// A lease row's holder process, when all its columns are there.
+fn holder_of(r: &tokio_postgres::Row, first: usize) -> Option<Process> {
+    let host: Option<String> = r.get(first);
+    let pid: Option<i64> = r.get(first + 1);
+    let started: Option<i64> = r.get(first + 2);
+    let machine: Option<String> = r.get(first + 3);
+    Some(Process {
+        host: host?,
+        pid: u32::try_from(pid?).ok()?,
+        started: u(started?),
+        machine: machine?,
+    })
+}
 const SESSION_ROW: &str = "SELECT last_seq, head FROM sessions WHERE id = $1";
 const INSERT_BLOB: &str = "INSERT INTO blobs (digest, size, bytes) VALUES ($1, $2, $3)
      ON CONFLICT (digest) DO NOTHING";
@@ -586,6 +727,8 @@ async fn lease_row(
             owner: r.get(0),
             token: u(r.get(1)),
             expires_ms: u(r.get(2)),
+            holder: holder_of(&r, 3),
+            renewed_ms: r.get::<_, Option<i64>>(7).map(u),
         }))
 }
 
@@ -786,8 +929,8 @@ impl Store for PostgresStore {
         )?;
         let expires_ms = now.saturating_add(ttl);
         tx.execute(
-            "UPDATE leases SET expires_ms = $2 WHERE session_id = $1",
-            &[&sid, &i(expires_ms)],
+            "UPDATE leases SET expires_ms = $2, renewed_ms = $3 WHERE session_id = $1",
+            &[&sid, &i(expires_ms), &i(now)],
         )
         .await
         .db(&name, "renewing a lease")?;
@@ -798,6 +941,7 @@ impl Store for PostgresStore {
         tx.commit().await.db(&name, "committing a renewal")?;
         Ok(Lease {
             expires_ms,
+            taken_from: None,
             ..lease.clone()
         })
     }
@@ -1109,7 +1253,10 @@ impl Store for PostgresStore {
 
     /// Claims with `FOR UPDATE SKIP LOCKED`: running sessions with no live
     /// lease, highest priority then longest waiting, leased to `owner` in
-    /// the same statement.
+    /// the same statement. A live lease held by `owner` itself counts as
+    /// free: `owner` does not run the session (it would be in `skip`), so
+    /// the lease is a leftover — a run that stopped when the database went
+    /// away and could not release it.
     ///
     /// Why the lease is checked again in `ON CONFLICT … WHERE`: the
     /// `SELECT` judged the lease row as of the statement's snapshot, and a
@@ -1131,44 +1278,111 @@ impl Store for PostgresStore {
         let name = self.inner.name.clone();
         let skip: Vec<&str> = skip.iter().map(SessionId::as_str).collect();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let me = self.process();
+        let (host, pid, started, machine) = holder_columns(me.as_ref());
         let mut pooled = self.conn().await?;
-        let [claim] = pooled
-            .prepare([r#"
+        let [claim, held_here] = pooled
+            .prepare([
+                r#"
                 WITH clock AS (SELECT (extract(epoch FROM now()) * 1000)::int8 + $5 AS now_ms),
                 picked AS (
                     SELECT s.id FROM sessions s
                     LEFT JOIN leases l ON l.session_id = s.id
                     CROSS JOIN clock
                     WHERE s.status = 'running'
-                      AND (l.owner IS NULL OR l.expires_ms <= clock.now_ms)
+                      AND (l.owner IS NULL OR l.expires_ms <= clock.now_ms OR l.owner = $1)
                       AND NOT (s.id = ANY ($3::text[]))
                     ORDER BY s.priority DESC, s.updated_ms
                     LIMIT $4
                     FOR UPDATE OF s SKIP LOCKED
                 )
-                INSERT INTO leases AS l (session_id, owner, token, expires_ms)
-                SELECT picked.id, $1, 1, clock.now_ms + $2 FROM picked CROSS JOIN clock
+                INSERT INTO leases AS l (session_id, owner, token, expires_ms,
+                    holder_host, holder_pid, holder_started, holder_machine, renewed_ms)
+                SELECT picked.id, $1, 1, clock.now_ms + $2, $6, $7, $8, $9, clock.now_ms
+                FROM picked CROSS JOIN clock
                 ON CONFLICT (session_id) DO UPDATE
-                SET owner = excluded.owner, token = l.token + 1, expires_ms = excluded.expires_ms
+                SET owner = excluded.owner, token = l.token + 1, expires_ms = excluded.expires_ms,
+                    holder_host = excluded.holder_host, holder_pid = excluded.holder_pid,
+                    holder_started = excluded.holder_started,
+                    holder_machine = excluded.holder_machine, renewed_ms = excluded.renewed_ms
                 WHERE l.owner IS NULL OR l.expires_ms <= (SELECT now_ms FROM clock)
-                RETURNING l.session_id"#])
+                    OR l.owner = excluded.owner
+                RETURNING l.session_id"#,
+                // Live leases held by processes of this machine: the
+                // candidates for taking over at once. Bounded: they are
+                // the sessions of this machine's workers, a handful each.
+                r#"
+                SELECT l.session_id, l.holder_host, l.holder_pid, l.holder_started,
+                       l.holder_machine
+                FROM leases l JOIN sessions s ON s.id = l.session_id
+                WHERE s.status = 'running' AND l.owner IS NOT NULL AND l.owner <> $2
+                  AND l.holder_machine = $1
+                  AND l.expires_ms > (extract(epoch FROM now()) * 1000)::int8 + $4
+                  AND NOT (s.id = ANY ($3::text[]))
+                ORDER BY s.priority DESC, s.updated_ms
+                LIMIT 256"#,
+            ])
             .await?;
         let rows = pooled
             .conn()?
             .client
-            .query(&claim, &[&owner, &i(ttl), &skip, &limit, &self.skew()])
+            .query(
+                &claim,
+                &[
+                    &owner,
+                    &i(ttl),
+                    &skip,
+                    &limit,
+                    &self.skew(),
+                    &host,
+                    &pid,
+                    &started,
+                    &machine,
+                ],
+            )
             .await
             .db(&name, "claiming runnable sessions")?;
-        rows.iter()
-            .map(|r| {
-                r.get::<_, String>(0)
-                    .parse::<SessionId>()
-                    .map_err(|_| StoreError::Corrupt {
-                        seq: None,
-                        detail: format!("{name}: a lease row names a session id that is not one"),
-                    })
+        let parse = |id: String| {
+            id.parse::<SessionId>().map_err(|_| StoreError::Corrupt {
+                seq: None,
+                detail: format!("{name}: a lease row names a session id that is not one"),
             })
-            .collect()
+        };
+        let mut claimed = rows
+            .iter()
+            .map(|r| parse(r.get::<_, String>(0)))
+            .collect::<Result<Vec<_>>>()?;
+        let room = usize::try_from(limit).unwrap_or(usize::MAX);
+        let Some(me) = me.filter(|_| claimed.len() < room) else {
+            return Ok(claimed);
+        };
+        // Sessions whose holder died on this machine (a worker killed and
+        // restarted): judged here, where its pids mean something, and
+        // taken through `grant_lease`, which judges again under the row
+        // lock so that a holder that is alive after all keeps its lease.
+        let held = pooled
+            .conn()?
+            .client
+            .query(&held_here, &[&me.machine, &owner, &skip, &self.skew()])
+            .await
+            .db(&name, "looking for leases of dead local workers")?;
+        drop(pooled);
+        for row in held {
+            if claimed.len() >= room {
+                break;
+            }
+            let dead = holder_of(&row, 1).is_some_and(|h| h.liveness(Some(&me)).is_dead());
+            if !dead {
+                continue;
+            }
+            let id = parse(row.get::<_, String>(0))?;
+            match self.grant_lease(&id, owner, None, Duration::from_millis(ttl)).await {
+                Ok(_) => claimed.push(id),
+                Err(StoreError::LeaseHeld { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(claimed)
     }
 
     async fn wait_for_change(&self, timeout: Duration) -> Result<bool> {

@@ -48,11 +48,12 @@ mod writer;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use super::contract::{self, Encoded, LeaseRow, Verifier, corrupt, hash_blobs, ttl_ms};
 use super::event::{BlobRef, Event, EventRecord, SessionStatus};
+use super::holder::{self, Process};
 use super::inbox::{Control, ControlKind};
 use super::store::{
     Appended, Clock, Durability, Lease, Result, SessionId, SessionSummary, Store, StoreError,
@@ -137,6 +138,16 @@ const MIGRATIONS: &[&str] = &[
         BEFORE UPDATE OF session_id, id, kind, text, posted_ms, posted_by ON controls
         BEGIN SELECT RAISE(ABORT, 'a control is only ever settled'); END;
     "#,
+    // 3: the lease holder's process (`session::holder`), so a worker on the
+    // same machine can tell a dead holder and take over at once. Rows
+    // written before have NULLs here and expire by time only.
+    r#"
+    ALTER TABLE leases ADD COLUMN holder_host TEXT;
+    ALTER TABLE leases ADD COLUMN holder_pid INTEGER;
+    ALTER TABLE leases ADD COLUMN holder_started INTEGER;
+    ALTER TABLE leases ADD COLUMN holder_machine TEXT;
+    ALTER TABLE leases ADD COLUMN renewed_ms INTEGER;
+    "#,
 ];
 
 /// The schema version this binary writes.
@@ -181,6 +192,9 @@ pub struct SqliteStore {
 struct Inner {
     path: PathBuf,
     writer: Writer,
+    /// The process this handle's leases are recorded for: this one
+    /// ([`Process::current`]); tests play another.
+    process: RwLock<Option<Process>>,
     /// Idle read connections.
     readers: Mutex<Vec<Connection>>,
 }
@@ -240,9 +254,30 @@ impl SqliteStore {
             inner: Arc::new(Inner {
                 path,
                 writer,
+                process: RwLock::new(Process::current()),
                 readers: Mutex::new(Vec::new()),
             }),
         })
+    }
+
+    /// The process leases are granted to through this handle.
+    fn process(&self) -> Option<Process> {
+        self.inner
+            .process
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Makes this handle act for `process` (tests of a dead or distant
+    /// holder).
+    #[cfg(test)]
+    pub(crate) fn act_as(&self, process: Option<Process>) {
+        *self
+            .inner
+            .process
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = process;
     }
 
     /// The database file.
@@ -323,21 +358,66 @@ impl SqliteStore {
         let session = session.clone();
         let owner = owner.to_owned();
         let dead_owner = dead_owner.map(str::to_owned);
+        let me = self.process();
         self.write(Durability::Now, 0, move |conn, ctx| {
             let p = ctx.path;
             session_row(conn, p, session.as_str())?;
             let now = ctx.now_ms;
             let expires_ms = now.saturating_add(ttl);
             let row = lease_row(conn, p, session.as_str())?;
-            let token = contract::grant_token(row.as_ref(), &owner, dead_owner.as_deref(), now)?;
+            // Judged inside the write transaction: the row cannot change
+            // between the look at /proc and the grant.
+            let liveness =
+                holder::liveness(row.as_ref().and_then(|r| r.holder.as_ref()), me.as_ref());
+            let granted = contract::grant_token(
+                row.as_ref(),
+                &owner,
+                dead_owner.as_deref(),
+                &liveness,
+                now,
+            )?;
+            let (host, pid, started, machine) = match &me {
+                Some(m) => (
+                    Some(m.host.as_str()),
+                    Some(m.pid),
+                    Some(m.started),
+                    Some(m.machine.as_str()),
+                ),
+                None => (None, None, None, None),
+            };
             conn.prepare_cached(
-                "INSERT INTO leases (session_id, owner, token, expires_ms) VALUES (?1, ?2, ?3, ?4)
+                "INSERT INTO leases (session_id, owner, token, expires_ms,
+                     holder_host, holder_pid, holder_started, holder_machine, renewed_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                  ON CONFLICT (session_id) DO UPDATE
-                 SET owner = excluded.owner, token = excluded.token, expires_ms = excluded.expires_ms",
+                 SET owner = excluded.owner, token = excluded.token,
+                     expires_ms = excluded.expires_ms, holder_host = excluded.holder_host,
+                     holder_pid = excluded.holder_pid,
+                     holder_started = excluded.holder_started,
+                     holder_machine = excluded.holder_machine,
+                     renewed_ms = excluded.renewed_ms",
             )
-            .and_then(|mut s| s.execute(params![session.as_str(), owner, token, expires_ms]))
+            .and_then(|mut s| {
+                s.execute(params![
+                    session.as_str(),
+                    owner,
+                    granted.token,
+                    expires_ms,
+                    host,
+                    pid,
+                    started,
+                    machine,
+                    now
+                ])
+            })
             .db(p, "writing the lease")?;
-            Ok(Lease { session, owner, token, expires_ms })
+            Ok(Lease {
+                session,
+                owner,
+                token: granted.token,
+                expires_ms,
+                taken_from: granted.taken_from,
+            })
         })
         .await
     }
@@ -509,16 +589,31 @@ fn session_row(tx: &Connection, p: &Path, session: &str) -> Result<(u64, Vec<u8>
 
 /// The session's lease row, if any.
 fn lease_row(tx: &Connection, p: &Path, session: &str) -> Result<Option<LeaseRow>> {
-    tx.prepare_cached("SELECT owner, token, expires_ms FROM leases WHERE session_id = ?1")
-        .and_then(|mut s| {
-            s.query_row([session], |r| {
-                Ok(LeaseRow {
-                    owner: r.get(0)?,
-                    token: r.get(1)?,
-                    expires_ms: r.get(2)?,
-                })
+    tx.prepare_cached(
+        "SELECT owner, token, expires_ms, holder_host, holder_pid, holder_started,
+             holder_machine, renewed_ms
+         FROM leases WHERE session_id = ?1",
+    )
+    .and_then(|mut s| {
+        s.query_row([session], |r| {
+            let holder = match (r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?) {
+                (Some(host), Some(pid), Some(started), Some(machine)) => Some(Process {
+                    host,
+                    pid,
+                    started,
+                    machine,
+                }),
+                _ => None,
+            };
+            Ok(LeaseRow {
+                owner: r.get(0)?,
+                token: r.get(1)?,
+                expires_ms: r.get(2)?,
+                holder,
+                renewed_ms: r.get(7)?,
             })
         })
+    })
         .optional()
         .db(p, "reading the lease")
 }
@@ -753,9 +848,11 @@ impl Store for SqliteStore {
             let p = ctx.path;
             check_lease(conn, p, &lease)?;
             let expires_ms = ctx.now_ms.saturating_add(ttl);
-            conn.prepare_cached("UPDATE leases SET expires_ms = ?2 WHERE session_id = ?1")
-                .and_then(|mut s| s.execute(params![lease.session.as_str(), expires_ms]))
-                .db(p, "renewing a lease")?;
+            conn.prepare_cached(
+                "UPDATE leases SET expires_ms = ?2, renewed_ms = ?3 WHERE session_id = ?1",
+            )
+            .and_then(|mut s| s.execute(params![lease.session.as_str(), expires_ms, ctx.now_ms]))
+            .db(p, "renewing a lease")?;
             Ok(Lease {
                 expires_ms,
                 ..lease

@@ -39,12 +39,20 @@ pub enum StoreError {
     /// Another worker holds a live lease on the session. The caller does not
     /// retry at once: it leaves the session alone, or waits until
     /// `expires_ms` (the holder may renew) and tries again.
-    #[error("session is leased by {owner} until {expires_ms} (unix ms)")]
+    #[error("{}", held_message(owner, holder, *expires_ms, *now_ms))]
     LeaseHeld {
         /// The current holder.
         owner: String,
         /// When its lease runs out unless renewed, unix ms.
         expires_ms: u64,
+        /// The holder's process as the store recorded it and how alive it
+        /// looks from here, for people (e.g. `pid 4242 on build-1, alive
+        /// on this machine, last renewed 3 s ago`); empty when the lease
+        /// row names no process.
+        holder: String,
+        /// The store's clock when it refused, unix ms: what "in 42 s" is
+        /// measured from.
+        now_ms: u64,
     },
     /// The caller's lease is no longer the session's current one (it was
     /// released, or another worker took over after it expired). The caller
@@ -133,6 +141,37 @@ pub enum StoreError {
     },
 }
 
+/// "session is leased by w-1 (pid 4242 on build-1, alive on this machine,
+/// last renewed 3 s ago) until 12:04:31 UTC (in 42 s)".
+fn held_message(owner: &str, holder: &str, expires_ms: u64, now_ms: u64) -> String {
+    let who = match holder {
+        "" => owner.to_owned(),
+        holder => format!("{owner} ({holder})"),
+    };
+    format!(
+        "session is leased by {who} until {} (in {})",
+        clock_utc(expires_ms),
+        seconds(expires_ms.saturating_sub(now_ms))
+    )
+}
+
+/// `12:04:31 UTC` of a unix-ms time (the date is left out: leases last
+/// minutes).
+pub(crate) fn clock_utc(ms: u64) -> String {
+    let s = ms / 1000;
+    format!(
+        "{:02}:{:02}:{:02} UTC",
+        s / 3600 % 24,
+        s / 60 % 60,
+        s % 60
+    )
+}
+
+/// A span of ms for people, rounded up to whole seconds: `42 s`.
+pub(crate) fn seconds(ms: u64) -> String {
+    format!("{} s", ms.div_ceil(1000))
+}
+
 /// Shorthand for store results.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -219,6 +258,11 @@ pub struct Lease {
     pub token: u64,
     /// When it runs out unless renewed, unix ms, by the store's clock.
     pub expires_ms: u64,
+    /// Set when this grant took the session from a live lease whose holder
+    /// was proven dead (same machine, process gone): that holder's name.
+    /// `None` for every other grant and for renewals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_from: Option<String>,
 }
 
 /// One line of `list`.
@@ -327,7 +371,13 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// - No live lease (none yet, released, or expired): granted with a
     ///   token greater than any before, even when `owner` held the old one.
     /// - A live lease held by `owner`: renewed, same token, new expiry.
+    /// - A live lease held by a process of this machine that is gone
+    ///   (see [`super::holder`]): taken at once, greater token,
+    ///   [`Lease::taken_from`] naming the dead holder.
     /// - A live lease held by someone else: [`StoreError::LeaseHeld`].
+    ///
+    /// Every grant records the calling process ([`super::holder::Process`])
+    /// so that others can judge it the same way.
     async fn acquire_lease(&self, session: &SessionId, owner: &str, ttl: Duration)
     -> Result<Lease>;
 
@@ -492,7 +542,10 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// same session and none waits on another's row lock (PostgreSQL:
     /// `SELECT … FOR UPDATE SKIP LOCKED`). The worker's `acquire_lease` then
     /// renews the lease it already holds. A claimed session the worker
-    /// cannot wake keeps its lease until the TTL runs out.
+    /// cannot wake keeps its lease until the TTL runs out. It also takes
+    /// the sessions whose live lease is held by a dead process of this
+    /// machine, as `acquire_lease` does, so a worker restarted after a
+    /// crash does not wait out its predecessor's leases.
     async fn claim_runnable(
         &self,
         owner: &str,

@@ -30,6 +30,8 @@
 //!   pause), revision after a failed task, judge and handoff fallback.
 //! - [`stream_timeouts`]: a live stream longer than `request_timeout` finishes.
 //! - [`serve`]: the HTTP API and, in Chromium, the web page.
+//! - [`takeover`]: a harness killed mid-check leaves no check running, and
+//!   `resume` or a new worker takes its session at once.
 
 mod support;
 mod telemetry;
@@ -63,4 +65,5 @@ mod serve;
 mod skills;
 mod steer;
 mod stream_timeouts;
+mod takeover;
 mod worker;
