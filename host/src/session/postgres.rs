@@ -406,7 +406,6 @@ impl PostgresStore {
     }
 
     async fn open_conn(&self) -> Result<Conn> {
-        let name = &self.inner.name;
         let (client, connection) = self
             .inner
             .config
@@ -429,7 +428,10 @@ impl PostgresStore {
     /// "does not support TLS").
     fn connect_error(&self, e: tokio_postgres::Error) -> StoreError {
         let name = &self.inner.name;
-        if self.inner.ssl_mode.requires_tls() && e.to_string().contains("does not support TLS") {
+        let cause = std::error::Error::source(&e).map(ToString::to_string);
+        if self.inner.ssl_mode.requires_tls()
+            && cause.is_some_and(|c| c.contains("does not support TLS"))
+        {
             return StoreError::Db {
                 context: format!(
                     "{name}: connecting: the server does not accept TLS, and the store URL \
@@ -1298,7 +1300,8 @@ impl Store for PostgresStore {
                 )
                 INSERT INTO leases AS l (session_id, owner, token, expires_ms,
                     holder_host, holder_pid, holder_started, holder_machine, renewed_ms)
-                SELECT picked.id, $1, 1, clock.now_ms + $2, $6, $7, $8, $9, clock.now_ms
+                SELECT picked.id, $1, 1, clock.now_ms + $2, $6::text, $7::int8, $8::int8, $9::text,
+                    clock.now_ms
                 FROM picked CROSS JOIN clock
                 ON CONFLICT (session_id) DO UPDATE
                 SET owner = excluded.owner, token = l.token + 1, expires_ms = excluded.expires_ms,

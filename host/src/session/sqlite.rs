@@ -855,6 +855,7 @@ impl Store for SqliteStore {
             .db(p, "renewing a lease")?;
             Ok(Lease {
                 expires_ms,
+                taken_from: None,
                 ..lease
             })
         })

@@ -809,10 +809,18 @@ async fn a_schema_1_database_gains_an_inbox_and_keeps_its_sessions() {
         store.append(&id, &lease, 2, &[goal("g")]).await.unwrap();
         id
     };
-    // Undo migration 2, as a database of the previous release looks.
+    // Undo migrations 2 and 3, as a database of an older release looks.
     let conn = bare(&dir);
-    conn.execute_batch("DROP TABLE controls; PRAGMA user_version = 1;")
-        .unwrap();
+    conn.execute_batch(
+        "DROP TABLE controls;
+         ALTER TABLE leases DROP COLUMN holder_host;
+         ALTER TABLE leases DROP COLUMN holder_pid;
+         ALTER TABLE leases DROP COLUMN holder_started;
+         ALTER TABLE leases DROP COLUMN holder_machine;
+         ALTER TABLE leases DROP COLUMN renewed_ms;
+         PRAGMA user_version = 1;",
+    )
+    .unwrap();
     drop(conn);
     let (store, _clock) = open(&dir).await;
     assert_eq!(store.read(&id, 1).await.unwrap().len(), 2);
