@@ -162,7 +162,10 @@ pub async fn run(spec: &CommandSpec) -> Result<CommandOutcome, CommandError> {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis()),
-        random.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        random
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
     );
     run_as(spec, &marker).await
 }
@@ -407,7 +410,9 @@ fn die_with_parent(command: &mut tokio::process::Command) {
                 return Err(std::io::Error::last_os_error());
             }
             if libc::getppid() != parent {
-                return Err(std::io::Error::other("the harness exited before the check started"));
+                return Err(std::io::Error::other(
+                    "the harness exited before the check started",
+                ));
             }
             Ok(())
         });

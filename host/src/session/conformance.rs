@@ -20,8 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::event::tests::every_event;
-use super::holder::Process;
 use super::event::{BlobRef, Event, MAX_EVENT_JSON, PauseKind, PauseReason, SessionStatus};
+use super::holder::Process;
 use super::inbox::{ControlKind, MAX_CONTROL_TEXT};
 use super::postgres::PostgresStore;
 use super::sqlite::{DB_FILE, SqliteStore};
@@ -980,10 +980,16 @@ async fn a_holder_dead_on_this_machine_is_taken_over_at_once(h: &Harness) {
     let text = err.to_string();
     assert!(matches!(err, StoreError::LeaseHeld { .. }), "{err:?}");
     assert!(
-        text.contains(&format!("pid {} on {}, alive on this machine", me.pid, me.host)),
+        text.contains(&format!(
+            "pid {} on {}, alive on this machine",
+            me.pid, me.host
+        )),
         "{text}"
     );
-    assert!(text.contains("last renewed 0 s ago") && text.contains("UTC (in 10 s)"), "{text}");
+    assert!(
+        text.contains("last renewed 0 s ago") && text.contains("UTC (in 10 s)"),
+        "{text}"
+    );
 
     // Dead: a process whose pid now belongs to another (start time differs).
     let dead = Process {
@@ -1049,7 +1055,10 @@ async fn a_holder_dead_on_this_machine_is_taken_over_at_once(h: &Harness) {
     (h.other_acts_as)(Some(me.clone()));
     let live = h.store.create("agent", &created("agent")).await.unwrap();
     let lease = h.other.acquire_lease(&live, "w-live", TTL).await.unwrap();
-    h.other.append(&live, &lease, 2, &[goal("go")]).await.unwrap();
+    h.other
+        .append(&live, &lease, 2, &[goal("go")])
+        .await
+        .unwrap();
     let claimed = h.store.claim_runnable("w3", TTL, 8, &[]).await.unwrap();
     assert!(claimed.contains(&orphan), "{claimed:?}");
     let got = h.store.acquire_lease(&orphan, "w3", TTL).await.unwrap();

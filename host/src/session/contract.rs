@@ -26,8 +26,8 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use super::event::{BlobRef, Event, EventRecord, MAX_EVENT_JSON, SessionStatus};
-use super::inbox::MAX_CONTROL_TEXT;
 use super::holder::{Liveness, Process};
+use super::inbox::MAX_CONTROL_TEXT;
 use super::store::{Lease, Result, StoreError};
 
 /// The checksum every session's chain starts from.
@@ -595,10 +595,7 @@ mod tests {
         );
         let old = row(Some("w-2"), 1, 1_700_000_001_500);
         let err = lease_held(Some(&old), &Liveness::Unknown, 1_700_000_000_000).to_string();
-        assert_eq!(
-            err,
-            "session is leased by w-2 until 22:13:21 UTC (in 2 s)"
-        );
+        assert_eq!(err, "session is leased by w-2 until 22:13:21 UTC (in 2 s)");
     }
 
     #[test]

@@ -99,10 +99,9 @@ impl Process {
         }
         match proc_stat(self.pid) {
             None => Liveness::Dead(format!("process {} no longer exists", self.pid)),
-            Some(stat) if stat.started != self.started => Liveness::Dead(format!(
-                "pid {} now belongs to another process",
-                self.pid
-            )),
+            Some(stat) if stat.started != self.started => {
+                Liveness::Dead(format!("pid {} now belongs to another process", self.pid))
+            }
             Some(stat) if matches!(stat.state, 'Z' | 'X' | 'x') => Liveness::Dead(format!(
                 "process {} has exited (not yet reaped by its parent)",
                 self.pid

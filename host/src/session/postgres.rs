@@ -81,7 +81,8 @@ const MIGRATION_LOCK: i64 = 0x4C4E_4748;
 /// `i + 1`. Append only; never edit a released entry. Every table has the
 /// columns of its SQLite twin, plus `sessions.priority` (the agent's
 /// `--priority`, copied from `session_created` so claims can order by it).
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
     CREATE TABLE sessions (
         id          text PRIMARY KEY,
         agent_name  text NOT NULL,
@@ -657,9 +658,7 @@ const WRITE_LEASE: &str = "INSERT INTO leases (session_id, owner, token, expires
          renewed_ms = excluded.renewed_ms";
 
 /// The lease columns naming the holder's process (all NULL without one).
-fn holder_columns(
-    me: Option<&Process>,
-) -> (Option<&str>, Option<i64>, Option<i64>, Option<&str>) {
+fn holder_columns(me: Option<&Process>) -> (Option<&str>, Option<i64>, Option<i64>, Option<&str>) {
     match me {
         Some(m) => (
             Some(m.host.as_str()),
@@ -1379,7 +1378,10 @@ impl Store for PostgresStore {
                 continue;
             }
             let id = parse(row.get::<_, String>(0))?;
-            match self.grant_lease(&id, owner, None, Duration::from_millis(ttl)).await {
+            match self
+                .grant_lease(&id, owner, None, Duration::from_millis(ttl))
+                .await
+            {
                 Ok(_) => claimed.push(id),
                 Err(StoreError::LeaseHeld { .. }) => {}
                 Err(e) => return Err(e),

@@ -369,13 +369,8 @@ impl SqliteStore {
             // between the look at /proc and the grant.
             let liveness =
                 holder::liveness(row.as_ref().and_then(|r| r.holder.as_ref()), me.as_ref());
-            let granted = contract::grant_token(
-                row.as_ref(),
-                &owner,
-                dead_owner.as_deref(),
-                &liveness,
-                now,
-            )?;
+            let granted =
+                contract::grant_token(row.as_ref(), &owner, dead_owner.as_deref(), &liveness, now)?;
             let (host, pid, started, machine) = match &me {
                 Some(m) => (
                     Some(m.host.as_str()),
@@ -614,8 +609,8 @@ fn lease_row(tx: &Connection, p: &Path, session: &str) -> Result<Option<LeaseRow
             })
         })
     })
-        .optional()
-        .db(p, "reading the lease")
+    .optional()
+    .db(p, "reading the lease")
 }
 
 /// Reads and verifies events `from..=to` (to the end when `to` is `None`,

@@ -159,12 +159,7 @@ fn held_message(owner: &str, holder: &str, expires_ms: u64, now_ms: u64) -> Stri
 /// minutes).
 pub(crate) fn clock_utc(ms: u64) -> String {
     let s = ms / 1000;
-    format!(
-        "{:02}:{:02}:{:02} UTC",
-        s / 3600 % 24,
-        s / 60 % 60,
-        s % 60
-    )
+    format!("{:02}:{:02}:{:02} UTC", s / 3600 % 24, s / 60 % 60, s % 60)
 }
 
 /// A span of ms for people, rounded up to whole seconds: `42 s`.

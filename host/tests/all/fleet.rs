@@ -432,9 +432,11 @@ fn a_database_restart_does_not_stall_the_sessions_of_a_worker() {
             .filter(|s| s.status == SessionStatus::Running)
             .count()
     };
-    wait_until("every session after the restart", &store, |(done, failed)| {
-        done + failed >= RUNS
-    });
+    wait_until(
+        "every session after the restart",
+        &store,
+        |(done, failed)| done + failed >= RUNS,
+    );
     let took = restarted.elapsed();
     let log = worker.kill().stderr;
     eprintln!(

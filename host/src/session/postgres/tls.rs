@@ -175,8 +175,7 @@ pub fn split_url(url: &str) -> Result<(String, TlsSettings), StoreError> {
         mode: mode.unwrap_or(SslMode::Disable),
         root,
     };
-    if matches!(settings.mode, SslMode::VerifyCa | SslMode::VerifyFull) && settings.root.is_none()
-    {
+    if matches!(settings.mode, SslMode::VerifyCa | SslMode::VerifyFull) && settings.root.is_none() {
         return Err(StoreError::Invalid(format!(
             "the store URL's sslmode={} needs sslrootcert=<PEM file of the CA that signed the \
              server's certificate> (or sslrootcert=system for a publicly signed one)",
@@ -197,9 +196,7 @@ fn percent_decode(text: &str) -> Result<String, StoreError> {
                 .get(i + 1..i + 3)
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
                 .ok_or_else(|| {
-                    StoreError::Invalid(format!(
-                        "the store URL has a bad %-escape in {text:?}"
-                    ))
+                    StoreError::Invalid(format!("the store URL has a bad %-escape in {text:?}"))
                 })?;
             out.push(hex);
             i += 3;
@@ -321,7 +318,9 @@ fn load_roots(root: &RootCert) -> Result<rustls::RootCertStore, StoreError> {
             .map_err(|e| bad(format!("holds a certificate rustls refuses: {e}")))?;
     }
     if store.is_empty() {
-        return Err(bad("holds no certificate (expected PEM `BEGIN CERTIFICATE` blocks)".into()));
+        return Err(bad(
+            "holds no certificate (expected PEM `BEGIN CERTIFICATE` blocks)".into(),
+        ));
     }
     Ok(store)
 }
@@ -464,7 +463,9 @@ where
 
     fn make_tls_connect(&mut self, domain: &str) -> Result<RustlsConnect, TlsError> {
         let name = ServerName::try_from(domain.to_owned()).map_err(|e| {
-            TlsError(format!("{domain:?} cannot be checked against a certificate: {e}"))
+            TlsError(format!(
+                "{domain:?} cannot be checked against a certificate: {e}"
+            ))
         })?;
         Ok(RustlsConnect {
             connector: self.connector.clone(),
@@ -586,7 +587,10 @@ mod tests {
         assert_eq!(s.root, Some(RootCert::File("/a b/ca.pem".into())));
         // Absent: plain TCP, as before.
         let (rest, s) = split_url("postgres://u@db/x").unwrap();
-        assert_eq!((rest.as_str(), s.mode), ("postgres://u@db/x", SslMode::Disable));
+        assert_eq!(
+            (rest.as_str(), s.mode),
+            ("postgres://u@db/x", SslMode::Disable)
+        );
         let (_, s) = split_url("postgres://u@db/x?sslrootcert=system&sslmode=verify-ca").unwrap();
         assert_eq!(s.root, Some(RootCert::System));
     }
@@ -603,7 +607,10 @@ mod tests {
             root: Some(RootCert::File("/nonexistent/ca.pem".into())),
         };
         let err = connector(&mut config, &settings).err().unwrap().to_string();
-        assert!(err.contains("/nonexistent/ca.pem") && err.contains("cannot be read"), "{err}");
+        assert!(
+            err.contains("/nonexistent/ca.pem") && err.contains("cannot be read"),
+            "{err}"
+        );
         let dir = tempfile::TempDir::new().unwrap();
         let empty = dir.path().join("ca.pem");
         std::fs::write(&empty, "not a certificate\n").unwrap();
@@ -673,7 +680,8 @@ F19fInPwyHTgJD+S5yD1mA==
             .batch_execute(&format!("CREATE SCHEMA {schema}"))
             .await
             .unwrap();
-        let password = String::from_utf8_lossy(config.get_password().unwrap_or_default()).into_owned();
+        let password =
+            String::from_utf8_lossy(config.get_password().unwrap_or_default()).into_owned();
         let text = format!(
             "host={host} hostaddr={addr} port={} user={} password='{password}' dbname={} \
              options='-c search_path={schema}' {extra}",
@@ -702,7 +710,10 @@ F19fInPwyHTgJD+S5yD1mA==
             .conn()
             .unwrap()
             .client
-            .query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])
+            .query_one(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                &[],
+            )
             .await
             .unwrap()
             .get(0)
@@ -718,15 +729,26 @@ F19fInPwyHTgJD+S5yD1mA==
         let ca = ca.display().to_string();
         // The right CA and the certificate's name: encrypted, and the
         // store works over it.
-        let (text, schema) = words(&url, "localhost", &format!("sslmode=verify-full sslrootcert={ca}")).await;
+        let (text, schema) = words(
+            &url,
+            "localhost",
+            &format!("sslmode=verify-full sslrootcert={ca}"),
+        )
+        .await;
         let store = PostgresStore::connect(&text).await.unwrap();
         assert!(encrypted(&store).await, "not encrypted");
         assert!(store.list().await.unwrap().is_empty());
         // A name the certificate does not carry: refused by verify-full,
         // accepted by verify-ca (chain only).
         let wrong_name = text.replace("host=localhost", "host=db.invalid");
-        let err = PostgresStore::connect(&wrong_name).await.unwrap_err().to_string();
-        assert!(err.contains(&format!("does not verify against the CA in {ca}")), "{err}");
+        let err = PostgresStore::connect(&wrong_name)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("does not verify against the CA in {ca}")),
+            "{err}"
+        );
         assert!(err.contains("db.invalid"), "{err}");
         let chain_only = wrong_name.replace("sslmode=verify-full", "sslmode=verify-ca");
         let store = PostgresStore::connect(&chain_only).await.unwrap();
@@ -736,18 +758,33 @@ F19fInPwyHTgJD+S5yD1mA==
         let wrong = dir.path().join("wrong-ca.pem");
         std::fs::write(&wrong, WRONG_CA).unwrap();
         let other_ca = text.replace(&ca, &wrong.display().to_string());
-        let err = PostgresStore::connect(&other_ca).await.unwrap_err().to_string();
+        let err = PostgresStore::connect(&other_ca)
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(
-            err.contains(&format!("does not verify against the CA in {}", wrong.display())),
+            err.contains(&format!(
+                "does not verify against the CA in {}",
+                wrong.display()
+            )),
             "{err}"
         );
-        assert!(err.contains("UnknownIssuer") || err.contains("unknown issuer"), "{err}");
+        assert!(
+            err.contains("UnknownIssuer") || err.contains("unknown issuer"),
+            "{err}"
+        );
         let public = text.replace(&format!("sslrootcert={ca}"), "sslrootcert=system");
-        let err = PostgresStore::connect(&public).await.unwrap_err().to_string();
+        let err = PostgresStore::connect(&public)
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("the public CAs"), "{err}");
         // require without a CA: encrypted, not authenticated (libpq's
         // meaning); without sslmode: plain, as before.
-        let encrypt_only = text.replace(&format!("sslmode=verify-full sslrootcert={ca}"), "sslmode=require");
+        let encrypt_only = text.replace(
+            &format!("sslmode=verify-full sslrootcert={ca}"),
+            "sslmode=require",
+        );
         let store = PostgresStore::connect(&encrypt_only).await.unwrap();
         assert!(encrypted(&store).await);
         let plain = text.replace(&format!("sslmode=verify-full sslrootcert={ca}"), "");
