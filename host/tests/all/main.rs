@@ -30,6 +30,9 @@
 //!   pause), revision after a failed task, judge and handoff fallback.
 //! - [`stream_timeouts`]: a live stream longer than `request_timeout` finishes.
 //! - [`serve`]: the HTTP API and, in Chromium, the web page.
+//! - [`host_spend`]: what a guest can make the host spend: listings of a
+//!   huge directory, descriptor hogs beside a normal call, symbolic links
+//!   moved into a grant without them.
 
 mod support;
 mod telemetry;
@@ -50,6 +53,7 @@ mod exit_codes;
 mod fleet;
 mod grants;
 mod heartbeat;
+mod host_spend;
 mod large;
 mod lease;
 mod limits;
