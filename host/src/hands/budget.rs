@@ -124,8 +124,7 @@ pub fn fd_limit() -> u64 {
 /// `budget_bytes`: half the budget spread over them, between 4 KiB and
 /// `cap`.
 pub(crate) fn per_object_bytes(budget_bytes: u64, max_objects: usize, cap: usize) -> usize {
-    let share =
-        usize::try_from(budget_bytes / 2 / max_objects.max(1) as u64).unwrap_or(usize::MAX);
+    let share = usize::try_from(budget_bytes / 2 / max_objects.max(1) as u64).unwrap_or(usize::MAX);
     share.clamp(MIN_PER_OBJECT, cap.max(MIN_PER_OBJECT))
 }
 
@@ -188,7 +187,8 @@ impl HostBudget {
         let fits = self
             .bytes
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
-                b.checked_add(bytes).filter(|next| *next <= self.bytes_limit)
+                b.checked_add(bytes)
+                    .filter(|next| *next <= self.bytes_limit)
             })
             .is_ok();
         if fits {
@@ -297,7 +297,11 @@ mod tests {
         assert_eq!(b.admit(1, "y"), Err(Exceeded::Descriptors));
         let clone = file.clone();
         drop(file);
-        assert_eq!(b.admit(1, "y"), Err(Exceeded::Descriptors), "a clone holds it");
+        assert_eq!(
+            b.admit(1, "y"),
+            Err(Exceeded::Descriptors),
+            "a clone holds it"
+        );
         drop(clone);
         assert!(b.admit(2, "z").is_ok());
         let token = b.admit_token("t").expect("fits");

@@ -581,7 +581,13 @@ impl HostDescriptor for GuardedFsView<'_> {
         self.fs.quota.charge(ENTRY_COST)?;
         let dest = self.dir_of(&new_descriptor)?;
         self.inner()
-            .link_at(fd, old_path_flags, old_path, new_descriptor, new_path.clone())
+            .link_at(
+                fd,
+                old_path_flags,
+                old_path,
+                new_descriptor,
+                new_path.clone(),
+            )
             .await?;
         self.recheck_landing(landing, dest, new_path, "hard-linking")
             .await
@@ -702,9 +708,12 @@ impl HostDescriptor for GuardedFsView<'_> {
             .charge(LISTING_BYTES, "a directory listing")
             .map_err(over_budget)?;
         let handle = dir.dir.clone();
-        let reader = tokio::task::spawn_blocking(move || cap_primitives::fs::read_base_dir(&handle))
-            .await
-            .map_err(|e| FsError::trap(wasmtime::Error::msg(format!("listing task failed: {e}"))))??;
+        let reader =
+            tokio::task::spawn_blocking(move || cap_primitives::fs::read_base_dir(&handle))
+                .await
+                .map_err(|e| {
+                    FsError::trap(wasmtime::Error::msg(format!("listing task failed: {e}")))
+                })??;
         let held = Arc::new(());
         budget.track(&held, LISTING_FDS);
         let listing = self.table.push(Listing {
@@ -774,7 +783,8 @@ impl HostDescriptor for GuardedFsView<'_> {
         self.inner()
             .rename_at(fd, old_path, new_fd, new_path.clone())
             .await?;
-        self.recheck_landing(landing, dest, new_path, "moving").await
+        self.recheck_landing(landing, dest, new_path, "moving")
+            .await
     }
 
     async fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {

@@ -37,7 +37,15 @@ fn probe() -> &'static str {
 fn call_measured(home: &Home, tool: &str, input: Value, grants: &[&str]) -> (Value, u64) {
     let input = input.to_string();
     let args = [
-        &["tool", "call", probe(), tool, "--json", "--input", input.as_str()],
+        &[
+            "tool",
+            "call",
+            probe(),
+            tool,
+            "--json",
+            "--input",
+            input.as_str(),
+        ],
         grants,
     ]
     .concat();
@@ -109,7 +117,10 @@ fn listings_of_a_huge_directory_stay_within_the_host_budget() {
     // 64 descriptors, two per listing.
     assert_eq!(output["made"], json!(32), "{many}");
     assert!(
-        output["error"].as_str().unwrap_or_default().contains("Quota"),
+        output["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Quota"),
         "{many}"
     );
     assert!(limits_hit(&many).contains("max_open_files"), "{many}");
@@ -256,17 +267,21 @@ fn twenty_descriptor_hogs_do_not_starve_a_normal_call() {
         stdin,
         stdout,
     };
-    mcp.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    mcp.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "hogs", "version": "0"}}}));
+        "clientInfo": {"name": "hogs", "version": "0"}}}),
+    );
     mcp.answer(1);
     mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
 
     for i in 0..HOGS {
-        mcp.send(&json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call", "params": {
+        mcp.send(
+            &json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call", "params": {
             "name": "hoard_fs", "arguments": {
                 "path": "/w/f.txt", "count": 5000, "how": "files",
-                "held": format!("/w/held-{i}"), "release": "/w/release"}}}));
+                "held": format!("/w/held-{i}"), "release": "/w/release"}}}),
+        );
     }
     let deadline = Instant::now() + Duration::from_secs(90);
     while (0..HOGS).any(|i| !ws.join(format!("held-{i}")).exists()) {
@@ -274,8 +289,10 @@ fn twenty_descriptor_hogs_do_not_starve_a_normal_call() {
         std::thread::sleep(Duration::from_millis(20));
     }
 
-    mcp.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": "read", "arguments": {"path": "/w/f.txt"}}}));
+    mcp.send(
+        &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "read", "arguments": {"path": "/w/f.txt"}}}),
+    );
     let normal = mcp.answer(7);
     write(&ws.join("release"), "");
     assert_eq!(normal["result"]["isError"], json!(false), "{normal}");
@@ -290,7 +307,10 @@ fn twenty_descriptor_hogs_do_not_starve_a_normal_call() {
         let result = &hog["result"]["structuredContent"];
         assert_eq!(result["made"], json!(64), "{hog}");
         assert!(
-            result["error"].as_str().unwrap_or_default().contains("Quota"),
+            result["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("Quota"),
             "{hog}"
         );
         let receipt = hog["result"]["_meta"]["longhand/receipt"].to_string();
@@ -350,11 +370,22 @@ impl TwoGrants {
 #[test]
 fn a_symlink_cannot_be_moved_or_linked_into_a_plain_grant() {
     let g = TwoGrants::new();
-    let made = g.call("symlink", json!({"target": "/etc/passwd", "link": "/l/link"}));
+    let made = g.call(
+        "symlink",
+        json!({"target": "/etc/passwd", "link": "/l/link"}),
+    );
     assert_eq!(made["output"]["ok"], json!(true), "{made}");
 
-    g.refused("rename", json!({"from": "/l/link", "to": "/p/link"}), "link");
-    g.refused("hardlink", json!({"from": "/l/link", "to": "/p/hard"}), "hard");
+    g.refused(
+        "rename",
+        json!({"from": "/l/link", "to": "/p/link"}),
+        "link",
+    );
+    g.refused(
+        "hardlink",
+        json!({"from": "/l/link", "to": "/p/hard"}),
+        "hard",
+    );
     assert!(std::fs::symlink_metadata(g.linked.join("link")).is_ok());
 
     // A directory from the linked grant may hold links: it stays there.
@@ -375,7 +406,11 @@ fn a_symlink_cannot_be_moved_or_linked_into_a_plain_grant() {
         ("rename", "/l/link", "/l/moved"),
     ] {
         let out = g.call(tool, json!({"from": from, "to": to}));
-        assert_eq!(out["output"]["ok"], json!(true), "{tool} {from} {to}: {out}");
+        assert_eq!(
+            out["output"]["ok"],
+            json!(true),
+            "{tool} {from} {to}: {out}"
+        );
     }
     assert_eq!(
         std::fs::read_to_string(g.plain.join("g.txt")).expect("read"),
@@ -388,10 +423,22 @@ fn grants_with_and_without_symlinks_may_not_overlap() {
     let g = TwoGrants::new();
     std::fs::create_dir_all(g.linked.join("sub")).expect("mkdir");
     let inner = format!("src={},dst=/s,mode=ro", g.linked.join("sub").display());
-    let flags = [g.flags[0].as_str(), g.flags[1].as_str(), "--mount", inner.as_str()];
+    let flags = [
+        g.flags[0].as_str(),
+        g.flags[1].as_str(),
+        "--mount",
+        inner.as_str(),
+    ];
     let out = g.home.run(
         &[
-            &["tool", "call", probe(), "read", "--input", r#"{"path":"/s/x"}"#],
+            &[
+                "tool",
+                "call",
+                probe(),
+                "read",
+                "--input",
+                r#"{"path":"/s/x"}"#,
+            ],
             &flags[..],
         ]
         .concat(),
