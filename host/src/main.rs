@@ -2,6 +2,9 @@
 
 fn main() -> std::process::ExitCode {
     restore_sigpipe();
+    // Before any thread or file exists: every tool call's descriptor share
+    // is computed from the limit in force (see docs/security.md).
+    longhand_host::hands::budget::raise_fd_limit();
     longhand_host::cli::main()
 }
 

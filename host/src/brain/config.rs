@@ -674,6 +674,10 @@ pub struct ToolConfig {
     /// that does not set it freezes (and digests) as it did before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fuel: Option<u64>,
+    /// Host memory one call may make the host hold, in MiB. Default 4 ×
+    /// `memory_mib`. Left out of the frozen config when unset, as `fuel`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_memory_mib: Option<u64>,
 }
 
 /// One directory grant in `agent.toml`: the short string form or a table.
@@ -909,6 +913,7 @@ impl ToolConfig {
                 fuel: self.fuel,
                 max_output: self.max_output,
                 max_write: self.max_write,
+                host_memory_mib: self.host_memory_mib,
             },
         })
     }

@@ -48,6 +48,7 @@ pub const LIMITS: Limits = Limits {
     max_stdio_bytes: 4 << 10,
     max_http_requests: 0,
     max_write_bytes: 0,
+    max_host_bytes: None,
 };
 
 /// Whether the predicate held, and what the expression yielded.

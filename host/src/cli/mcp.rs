@@ -61,6 +61,7 @@ fn no_grant_flags(g: &GrantFlags) -> bool {
         && g.timeout.is_none()
         && g.max_output.is_none()
         && g.max_write.is_none()
+        && g.host_memory.is_none()
         && g.fuel.is_none()
         && g.digest.is_none()
 }

@@ -78,6 +78,10 @@ pub struct GrantFlags {
     /// Linear memory limit in MiB, 1 to 4096 (default 256).
     #[arg(long, value_name = "MiB")]
     pub memory: Option<u64>,
+    /// Host memory the call may make the host hold for it (directory
+    /// listings, buffered bodies, header maps), in MiB (default 4 × --memory).
+    #[arg(long = "host-memory", value_name = "MiB")]
+    pub host_memory: Option<u64>,
     /// Wall-clock limit, e.g. 500ms, 30s, 2m (default 30s).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
@@ -120,6 +124,7 @@ impl GrantFlags {
                 fuel: self.fuel,
                 max_output: self.max_output,
                 max_write: self.max_write,
+                host_memory_mib: self.host_memory,
             },
         })
     }

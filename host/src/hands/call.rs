@@ -19,8 +19,9 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpHooks, WasiHttpView};
 
 use super::bindings::longhand::tool::host::{self as host_api, LogLevel};
+use super::budget::HostBudget;
 use super::fs::{FsState, GuardedFsView, WriteQuota};
-use super::grants::Grants;
+use super::grants::{Grants, Limits};
 use super::net::HttpPolicy;
 use super::receipt::{Captured, Journal, Progress};
 
@@ -70,12 +71,24 @@ impl WasiHttpView for CallState {
     }
 }
 
-/// Routes `send_request` to the call's [`HttpPolicy`].
+/// Routes `send_request` to the call's [`HttpPolicy`], and bounds what a
+/// request body may buffer before it is sent.
 struct Hooks {
     policy: Arc<HttpPolicy>,
+    /// Largest write to an outgoing body the host buffers; derived from the
+    /// call's host budget (see [`HostBudget::per_object_bytes`]).
+    body_chunk: usize,
 }
 
 impl WasiHttpHooks for Hooks {
+    fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
+        1
+    }
+
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        self.body_chunk
+    }
+
     fn send_request(
         &mut self,
         request: http::Request<wasmtime_wasi_http::WasiBody>,
@@ -144,8 +157,13 @@ impl wasmtime::ResourceLimiter for Limiter {
 
 /// Most host-side resources (handles) a call may hold at once.
 pub(crate) const MAX_RESOURCES: usize = 1024;
-/// Largest header map a guest may build, in bytes.
+/// Largest header map a guest may build, in bytes; less when the call's
+/// host budget spread over [`MAX_RESOURCES`] is less (see
+/// [`HostBudget::per_object_bytes`]).
 pub(crate) const MAX_HTTP_FIELDS_BYTES: usize = 32 << 10;
+/// Largest outgoing body write the host buffers (wasmtime's default is
+/// 1 MiB); less when the call's host budget is small.
+const MAX_BODY_CHUNK_BYTES: usize = 64 << 10;
 
 /// Collects the pieces of a [`CallState`] while capabilities prepare them.
 pub(crate) struct CallBuilder {
@@ -158,12 +176,19 @@ pub(crate) struct CallBuilder {
     stderr: Option<CappedPipe>,
     policy: Option<Arc<HttpPolicy>>,
     memory_limit: u64,
+    budget: Arc<HostBudget>,
 }
 
 impl CallBuilder {
-    pub(crate) fn new(memory_limit: u64, write_limit: u64) -> Self {
+    /// A call with `limits`, allowed to hold `fd_limit` descriptors.
+    pub(crate) fn new(limits: &Limits, fd_limit: usize) -> Self {
         let journal = Arc::new(Mutex::new(Journal::default()));
-        let quota = Arc::new(WriteQuota::new(write_limit, journal.clone()));
+        let quota = Arc::new(WriteQuota::new(limits.max_write_bytes, journal.clone()));
+        let budget = Arc::new(HostBudget::new(
+            limits.host_memory_bytes(),
+            fd_limit,
+            journal.clone(),
+        ));
         let mut wasi = WasiCtxBuilder::new();
         // Nothing ambient: no args, no inherited env, no network, and the
         // socket checks refuse everything even though sockets are never linked.
@@ -173,12 +198,13 @@ impl CallBuilder {
             .socket_addr_check(|_, _| Box::pin(async { false }));
         Self {
             wasi,
-            fs: FsState::new(quota, journal.clone()),
+            fs: FsState::new(quota, budget.clone(), journal.clone()),
             journal,
             stdout: None,
             stderr: None,
             policy: None,
-            memory_limit,
+            memory_limit: limits.memory_bytes,
+            budget,
         }
     }
 
@@ -197,6 +223,7 @@ impl CallBuilder {
             max_response_bytes: grants.limits.max_http_response_bytes,
             max_requests: grants.limits.max_http_requests,
             journal: self.journal.clone(),
+            budget: self.budget.clone(),
         }));
     }
 
@@ -208,6 +235,7 @@ impl CallBuilder {
                 max_response_bytes: 0,
                 max_requests: 0,
                 journal: self.journal.clone(),
+                budget: self.budget.clone(),
             })
         });
         let stdio = Stdio {
@@ -216,16 +244,23 @@ impl CallBuilder {
         };
         // Guest limits cover linear memory only; host-side resources (header
         // maps, streams, pollables) are bounded here, so a guest cannot grow
-        // the host through them.
+        // the host through them: at most MAX_RESOURCES handles, none of them
+        // larger than half the host budget spread over that many.
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_RESOURCES);
         let mut http = WasiHttpCtx::new();
-        http.set_field_size_limit(MAX_HTTP_FIELDS_BYTES);
+        http.set_field_size_limit(
+            self.budget
+                .per_object_bytes(MAX_RESOURCES, MAX_HTTP_FIELDS_BYTES),
+        );
+        let body_chunk = self
+            .budget
+            .per_object_bytes(MAX_RESOURCES, MAX_BODY_CHUNK_BYTES);
         let state = CallState {
             wasi: self.wasi.build(),
             table,
             http,
-            hooks: Hooks { policy },
+            hooks: Hooks { policy, body_chunk },
             fs: self.fs,
             limiter: Limiter {
                 memory_limit: self.memory_limit,

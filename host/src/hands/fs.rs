@@ -10,7 +10,16 @@
 //! - opens files itself, non-blocking, and refuses anything that is not a
 //!   regular file or a directory: a FIFO would block a host thread forever,
 //!   a device or socket is not what a grant of "files" means;
-//! - refuses to create symbolic links unless the grant says `symlinks`;
+//! - refuses to create symbolic links unless the grant says `symlinks`, and
+//!   refuses to move or hard-link a symbolic link into a grant that does
+//!   not say it (nor a directory out of a grant that does, since it may
+//!   hold links): a link lands only where links are granted, however it
+//!   gets there;
+//! - counts every descriptor the guest makes the host hold (files,
+//!   directories, directory listings) against the call's descriptor budget,
+//!   and lists directories lazily, a bounded batch at a time, charged to the
+//!   call's host memory budget ([`super::budget`]) — wasmtime-wasi would
+//!   read a whole listing into host memory at once;
 //! - counts bytes written (data however written, growth by truncation, one
 //!   block per created entry) against the call's write limit and answers
 //!   "no space left" past it.
@@ -20,7 +29,7 @@
 //! must not decide which directories are granted (that is the grant), and
 //! it keeps no state beyond the call.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -36,6 +45,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 use wasmtime_wasi::p2::{FsError, FsResult};
 use wasmtime_wasi_io::streams::{DynInputStream, DynOutputStream, OutputStream, StreamError};
 
+use super::budget::{Charge, Exceeded, HostBudget};
 use super::grants::{Access, DirGrant};
 use super::receipt::Journal;
 
@@ -111,16 +121,22 @@ pub(crate) struct FsState {
     /// per-grant rule (symlinks) applies to descriptors opened beneath it.
     origin: HashMap<u32, usize>,
     quota: Arc<WriteQuota>,
+    budget: Arc<HostBudget>,
     journal: Arc<Mutex<Journal>>,
 }
 
 impl FsState {
-    pub(crate) fn new(quota: Arc<WriteQuota>, journal: Arc<Mutex<Journal>>) -> Self {
+    pub(crate) fn new(
+        quota: Arc<WriteQuota>,
+        budget: Arc<HostBudget>,
+        journal: Arc<Mutex<Journal>>,
+    ) -> Self {
         Self {
             ctx: WasiFilesystemCtx::default(),
             preopens: Vec::new(),
             origin: HashMap::new(),
             quota,
+            budget,
             journal,
         }
     }
@@ -214,6 +230,98 @@ impl GuardedFsView<'_> {
             quota: self.fs.quota.clone(),
         });
         Ok(self.table.push(counted)?)
+    }
+}
+
+impl GuardedFsView<'_> {
+    /// Refuse to move or hard-link `path` (under `fd`) to `new_path` (under
+    /// `new_fd`) when that would put a symbolic link where the destination's
+    /// grant does not allow one: the entry is a link, or it is a directory
+    /// coming from a grant that allows links (it may hold some; scanning it
+    /// would race with whoever else writes there).
+    async fn check_landing(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        new_fd: &Resource<Descriptor>,
+        new_path: &str,
+        doing: &str,
+    ) -> FsResult<Landing> {
+        if self.origin_of(new_fd).is_some_and(|p| p.symlinks) {
+            return Ok(Landing::Free);
+        }
+        let from_links = self.origin_of(fd).is_some_and(|p| p.symlinks);
+        let handle = self.dir_of(fd)?.dir.clone();
+        let target = path.to_owned();
+        let kind = tokio::task::spawn_blocking(move || {
+            cap_primitives::fs::stat(
+                &handle,
+                target.as_ref(),
+                cap_primitives::fs::FollowSymlinks::No,
+            )
+            .map(|m| m.file_type())
+        })
+        .await
+        .map_err(|e| FsError::trap(wasmtime::Error::msg(format!("stat task failed: {e}"))))?;
+        // A missing source is the operation's own error to report.
+        let Ok(kind) = kind else {
+            return Ok(Landing::Recheck);
+        };
+        let reason = if kind.is_symlink() {
+            "symbolic links may only be placed in a grant that allows them (symlinks = true)"
+        } else if kind.is_dir() && from_links {
+            "a directory from a grant that allows symbolic links may hold some; it may not \
+             move into a grant that does not allow them"
+        } else {
+            return Ok(Landing::Recheck);
+        };
+        let shown = self.shown(new_fd, new_path);
+        self.fs
+            .deny(shown, format!("{doing} {}: {reason}", self.shown(fd, path)));
+        Err(ErrorCode::NotPermitted.into())
+    }
+
+    /// After a move or link into a grant without symbolic links: if what
+    /// landed is a link after all (the source was swapped for one between
+    /// the check and the operation), remove it and refuse.
+    async fn recheck_landing(
+        &mut self,
+        landing: Landing,
+        dest: Dir,
+        new_path: String,
+        doing: &str,
+    ) -> FsResult<()> {
+        if landing == Landing::Free {
+            return Ok(());
+        }
+        let handle = dest.dir.clone();
+        let target = new_path.clone();
+        let removed = tokio::task::spawn_blocking(move || {
+            let meta = cap_primitives::fs::stat(
+                &handle,
+                target.as_ref(),
+                cap_primitives::fs::FollowSymlinks::No,
+            );
+            match meta {
+                Ok(m) if m.file_type().is_symlink() => {
+                    cap_primitives::fs::remove_file(&handle, target.as_ref()).map(|()| true)
+                }
+                _ => Ok(false),
+            }
+        })
+        .await
+        .map_err(|e| FsError::trap(wasmtime::Error::msg(format!("stat task failed: {e}"))))??;
+        if removed {
+            self.fs.deny(
+                new_path,
+                format!(
+                    "{doing} put a symbolic link where the grant does not allow them; it was \
+                     removed"
+                ),
+            );
+            return Err(ErrorCode::NotPermitted.into());
+        }
+        Ok(())
     }
 }
 
@@ -386,6 +494,10 @@ impl HostDescriptor for GuardedFsView<'_> {
         if dir.perms.write_not_permitted() && (create || mode.contains(OpenMode::WRITE)) {
             return Err(ErrorCode::NotPermitted.into());
         }
+        self.fs
+            .budget
+            .admit(1, "opening a file or directory")
+            .map_err(over_budget)?;
         if create {
             self.fs.quota.charge(ENTRY_COST)?;
         }
@@ -415,6 +527,12 @@ impl HostDescriptor for GuardedFsView<'_> {
                 return Err(ErrorCode::Access.into());
             }
         };
+        // Counted for as long as anything (the handle, a stream, a clone)
+        // keeps the descriptor open.
+        match &descriptor {
+            Descriptor::File(f) => self.fs.budget.track(&f.file, 1),
+            Descriptor::Dir(d) => self.fs.budget.track(&d.dir, 1),
+        }
         let new = self.table.push(descriptor)?;
         if let Some(origin) = origin {
             self.fs.origin.insert(new.rep(), origin);
@@ -457,9 +575,21 @@ impl HostDescriptor for GuardedFsView<'_> {
         new_descriptor: Resource<Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
+        let landing = self
+            .check_landing(&fd, &old_path, &new_descriptor, &new_path, "hard-linking")
+            .await?;
         self.fs.quota.charge(ENTRY_COST)?;
+        let dest = self.dir_of(&new_descriptor)?;
         self.inner()
-            .link_at(fd, old_path_flags, old_path, new_descriptor, new_path)
+            .link_at(
+                fd,
+                old_path_flags,
+                old_path,
+                new_descriptor,
+                new_path.clone(),
+            )
+            .await?;
+        self.recheck_landing(landing, dest, new_path, "hard-linking")
             .await
     }
 
@@ -523,7 +653,7 @@ impl HostDescriptor for GuardedFsView<'_> {
         self.wrap_stream(stream)
     }
 
-    // Unguarded: reads, metadata, renames and removals within a grant.
+    // Unguarded: reads, metadata and removals.
 
     async fn advise(
         &mut self,
@@ -569,7 +699,32 @@ impl HostDescriptor for GuardedFsView<'_> {
         &mut self,
         fd: Resource<Descriptor>,
     ) -> FsResult<Resource<types::DirectoryEntryStream>> {
-        self.inner().read_directory(fd).await
+        let dir = self.dir_of(&fd)?;
+        let budget = &self.fs.budget;
+        budget
+            .admit(LISTING_FDS, "listing a directory")
+            .map_err(over_budget)?;
+        let charge = budget
+            .charge(LISTING_BYTES, "a directory listing")
+            .map_err(over_budget)?;
+        let handle = dir.dir.clone();
+        let reader =
+            tokio::task::spawn_blocking(move || cap_primitives::fs::read_base_dir(&handle))
+                .await
+                .map_err(|e| {
+                    FsError::trap(wasmtime::Error::msg(format!("listing task failed: {e}")))
+                })??;
+        let held = Arc::new(());
+        budget.track(&held, LISTING_FDS);
+        let listing = self.table.push(Listing {
+            reader: Some(reader),
+            batch: VecDeque::new(),
+            _held: held,
+            _charge: charge,
+        })?;
+        // The bindings name wasmtime-wasi's listing type for this resource;
+        // only this guard ever reads the entry (see `Listing`).
+        Ok(Resource::new_own(listing.rep()))
     }
 
     async fn sync(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
@@ -621,7 +776,15 @@ impl HostDescriptor for GuardedFsView<'_> {
         new_fd: Resource<Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
-        self.inner().rename_at(fd, old_path, new_fd, new_path).await
+        let landing = self
+            .check_landing(&fd, &old_path, &new_fd, &new_path, "moving")
+            .await?;
+        let dest = self.dir_of(&new_fd)?;
+        self.inner()
+            .rename_at(fd, old_path, new_fd, new_path.clone())
+            .await?;
+        self.recheck_landing(landing, dest, new_path, "moving")
+            .await
     }
 
     async fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
@@ -666,12 +829,149 @@ impl HostDirectoryEntryStream for GuardedFsView<'_> {
         &mut self,
         stream: Resource<types::DirectoryEntryStream>,
     ) -> FsResult<Option<types::DirectoryEntry>> {
-        self.inner().read_directory_entry(stream).await
+        let listing = self
+            .table
+            .get_mut(&Resource::<Listing>::new_borrow(stream.rep()))?;
+        if let Some(entry) = listing.batch.pop_front() {
+            return entry.map(Some);
+        }
+        let Some(mut reader) = listing.reader.take() else {
+            return Ok(None);
+        };
+        let (reader, batch) = tokio::task::spawn_blocking(move || {
+            let batch = read_batch(&mut reader);
+            // An empty batch is the end: the reader (and its descriptors)
+            // can go at once.
+            ((!batch.is_empty()).then_some(reader), batch)
+        })
+        .await
+        .map_err(|e| FsError::trap(wasmtime::Error::msg(format!("listing task failed: {e}"))))?;
+        let listing = self
+            .table
+            .get_mut(&Resource::<Listing>::new_borrow(stream.rep()))?;
+        listing.reader = reader;
+        listing.batch = batch;
+        match listing.batch.pop_front() {
+            Some(entry) => entry.map(Some),
+            None => Ok(None),
+        }
     }
 
     fn drop(&mut self, stream: Resource<types::DirectoryEntryStream>) -> wasmtime::Result<()> {
-        HostDirectoryEntryStream::drop(&mut self.inner(), stream)
+        self.table
+            .delete(Resource::<Listing>::new_own(stream.rep()))?;
+        Ok(())
     }
+}
+
+/// Descriptors a directory listing holds: cap-primitives opens the
+/// directory again (its own read position) and rustix's reader once more.
+const LISTING_FDS: usize = 2;
+
+/// Entries read from the OS at once, on a blocking thread.
+const LISTING_BATCH: usize = 128;
+
+/// What one open listing may hold in host memory, charged while it is
+/// open: the OS reader's buffer (rustix grows it to about 24 KiB) and a
+/// batch of entries with names of up to 255 bytes.
+const LISTING_BYTES: u64 = 24 * 1024 + (LISTING_BATCH as u64) * (255 + 64);
+
+/// A directory listing, read lazily.
+///
+/// wasmtime-wasi's own listing reads the whole directory into host memory
+/// when the guest opens it, so a guest with a tiny memory limit could hold
+/// gigabytes by opening listings of a large granted directory. This one
+/// holds at most [`LISTING_BATCH`] entries, is charged [`LISTING_BYTES`]
+/// and [`LISTING_FDS`] descriptors while open.
+///
+/// The WIT bindings map `directory-entry-stream` to wasmtime-wasi's
+/// `ReaddirIterator`, which has no public constructor; the resource table
+/// is typed per entry, so this guard stores a `Listing` under that
+/// resource's index and reads it back as a `Listing`. Only this guard's
+/// `read-directory-entry` and `drop` ever see the index, and a type
+/// mismatch would be a table error, not undefined behaviour.
+pub(crate) struct Listing {
+    /// `None` once the directory is exhausted (or while a batch is read).
+    reader: Option<cap_primitives::fs::ReadDir>,
+    batch: VecDeque<FsResult<types::DirectoryEntry>>,
+    _held: Arc<()>,
+    _charge: Charge,
+}
+
+/// The next entries of `reader`, at most [`LISTING_BATCH`]; empty at the end.
+fn read_batch(
+    reader: &mut cap_primitives::fs::ReadDir,
+) -> VecDeque<FsResult<types::DirectoryEntry>> {
+    let mut batch = VecDeque::with_capacity(LISTING_BATCH);
+    for entry in reader.by_ref().take(LISTING_BATCH) {
+        batch.push_back(directory_entry(entry));
+    }
+    batch
+}
+
+fn directory_entry(
+    entry: std::io::Result<cap_primitives::fs::DirEntry>,
+) -> FsResult<types::DirectoryEntry> {
+    let entry = entry?;
+    let kind = entry.file_type()?;
+    let name = entry
+        .file_name()
+        .into_string()
+        .map_err(|_| ErrorCode::IllegalByteSequence)?;
+    Ok(types::DirectoryEntry {
+        type_: descriptor_type(kind),
+        name,
+    })
+}
+
+fn descriptor_type(kind: cap_primitives::fs::FileType) -> types::DescriptorType {
+    use types::DescriptorType as T;
+    if kind.is_dir() {
+        return T::Directory;
+    }
+    if kind.is_file() {
+        return T::RegularFile;
+    }
+    if kind.is_symlink() {
+        return T::SymbolicLink;
+    }
+    #[cfg(unix)]
+    {
+        use cap_primitives::fs::FileTypeExt;
+        if kind.is_block_device() {
+            return T::BlockDevice;
+        }
+        if kind.is_char_device() {
+            return T::CharacterDevice;
+        }
+        if kind.is_fifo() {
+            return T::Fifo;
+        }
+        if kind.is_socket() {
+            return T::Socket;
+        }
+    }
+    T::Unknown
+}
+
+/// The error a guest gets past its host budget: "out of memory" for bytes,
+/// "quota exceeded" for descriptors (WASI has no "too many open files").
+fn over_budget(exceeded: Exceeded) -> FsError {
+    match exceeded {
+        Exceeded::Bytes => ErrorCode::InsufficientMemory.into(),
+        Exceeded::Descriptors => ErrorCode::Quota.into(),
+    }
+}
+
+/// What [`GuardedFsView::check_landing`] decided: whether the destination
+/// must be looked at again once the entry has landed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Landing {
+    /// The destination grant allows symbolic links: anything may land.
+    Free,
+    /// It does not: the landed entry is checked again, against a swap
+    /// between the check and the move.
+    Recheck,
 }
 
 /// A file output stream whose bytes count against the call's write limit.

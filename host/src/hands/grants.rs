@@ -679,6 +679,25 @@ pub struct Limits {
     /// for each file, directory or link it creates. Past it the guest gets
     /// "no space left" and the receipt names the limit. Default 256 MiB.
     pub max_write_bytes: u64,
+    /// Bytes of host memory the call may make the host hold for it
+    /// (`host_memory`): directory listings, buffered body data, header maps
+    /// and other handles (see `docs/security.md`, "What a guest can make the
+    /// host spend"). Past it the guest gets an error and the receipt names
+    /// the limit. Default `None`: 4 × `memory_bytes`
+    /// ([`Limits::host_memory_bytes`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_host_bytes: Option<u64>,
+}
+
+impl Limits {
+    /// The host memory budget in force: [`Limits::max_host_bytes`], or
+    /// 4 × the memory limit when unset.
+    pub fn host_memory_bytes(&self) -> u64 {
+        self.max_host_bytes.unwrap_or_else(|| {
+            self.memory_bytes
+                .saturating_mul(super::budget::HOST_MEMORY_PER_GUEST_MEMORY)
+        })
+    }
 }
 
 impl Default for Limits {
@@ -692,6 +711,7 @@ impl Default for Limits {
             max_stdio_bytes: 64 << 10,
             max_http_requests: 64,
             max_write_bytes: 256 << 20,
+            max_host_bytes: None,
         }
     }
 }
@@ -762,6 +782,27 @@ impl Grants {
             }
             // The host side was opened and pinned when the grant was
             // resolved; every call checks it again (`super::dirs::open`).
+        }
+        // A link made where links are granted must not appear where they
+        // are not: no grant allowing symlinks may contain, or lie inside,
+        // one that does not.
+        for linked in self.dirs.iter().filter(|d| d.symlinks) {
+            for plain in self.dirs.iter().filter(|d| !d.symlinks) {
+                if linked.host_path.starts_with(&plain.host_path)
+                    || plain.host_path.starts_with(&linked.host_path)
+                {
+                    return Err(GrantError::Dir {
+                        spec: linked.guest_path.clone(),
+                        reason: format!(
+                            "it allows symbolic links and overlaps {} ({}), which does not; \
+                             a link made in one would appear in the other. Grant them \
+                             without overlap, or allow symlinks in both",
+                            plain.guest_path,
+                            plain.host_path.display()
+                        ),
+                    });
+                }
+            }
         }
         for name in self.env.keys() {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
@@ -854,7 +895,13 @@ pub struct LimitSpec {
     pub max_output: Option<u64>,
     /// Bytes one call may write into granted directories. Default 256 MiB.
     pub max_write: Option<u64>,
+    /// Host memory one call may make the host hold, in MiB, 1 to
+    /// [`MAX_HOST_MEMORY_BYTES`] (16384 MiB). Default 4 × `memory_mib`.
+    pub host_memory_mib: Option<u64>,
 }
+
+/// Upper bound on [`Limits::max_host_bytes`]: 16 GiB.
+pub const MAX_HOST_MEMORY_BYTES: u64 = 16 << 30;
 
 impl LimitSpec {
     /// The limits, defaults filled in. A value out of range is refused
@@ -874,8 +921,22 @@ impl LimitSpec {
                     ))
                 })?,
         };
+        let max_host_bytes = match self.host_memory_mib {
+            None => None,
+            Some(mib) => Some(
+                mib.checked_mul(1 << 20)
+                    .filter(|bytes| (1..=MAX_HOST_MEMORY_BYTES).contains(bytes))
+                    .ok_or_else(|| {
+                        GrantError::Limit(format!(
+                            "host memory {mib} MiB is out of range: give 1 to {} MiB",
+                            MAX_HOST_MEMORY_BYTES >> 20
+                        ))
+                    })?,
+            ),
+        };
         let limits = Limits {
             memory_bytes,
+            max_host_bytes,
             timeout: self.timeout.unwrap_or(d.timeout),
             fuel: self.fuel.unwrap_or(d.fuel),
             max_output_bytes: self.max_output.unwrap_or(d.max_output_bytes),

@@ -12,6 +12,7 @@
 
 mod addr;
 mod bound;
+pub mod budget;
 pub mod builtin;
 mod call;
 pub mod caps;
@@ -97,6 +98,9 @@ pub struct Hands {
     loaded: std::sync::Mutex<std::collections::HashMap<String, Arc<LoadedTool>>>,
     /// Moves calls that run long off the caller's thread.
     offloader: exec::Offloader,
+    /// Descriptors each call may hold: [`budget::MAX_OPEN_FILES`], or its
+    /// share of the process limit when that is lower ([`budget::fd_share`]).
+    fd_share: usize,
 }
 
 /// Why a call did not produce output.
@@ -249,7 +253,13 @@ impl Hands {
             permits: Arc::new(Semaphore::new(slots as usize)),
             loaded: std::sync::Mutex::new(std::collections::HashMap::new()),
             offloader: exec::Offloader::default(),
+            fd_share: budget::fd_share(budget::fd_limit(), slots),
         })
+    }
+
+    /// Descriptors each call may hold open at once (see [`budget`]).
+    pub fn fd_share(&self) -> usize {
+        self.fd_share
     }
 
     /// Calls (and describes) running right now on a thread of their own:
@@ -353,7 +363,7 @@ impl Hands {
             label: label.clone(),
             reason,
         };
-        let (state, stdio) = CallBuilder::new(limits.memory_bytes, limits.max_write_bytes).build();
+        let (state, stdio) = CallBuilder::new(&limits, self.fd_share).build();
         let (store, watch) = self
             .store(state, &limits)
             .map_err(|e| describe_err(format!("{e:#}")))?;
@@ -501,7 +511,7 @@ impl Hands {
             })?;
 
         let limits = &grants.limits;
-        let mut builder = CallBuilder::new(limits.memory_bytes, limits.max_write_bytes);
+        let mut builder = CallBuilder::new(limits, self.fd_share);
         caps::prepare_all(grants, &mut builder).map_err(|e| CallError::Refused {
             message: format!("{e:#}"),
         })?;
@@ -676,9 +686,14 @@ fn classify_trap(
     }
     match cause::<FieldMapError>(err) {
         Some(FieldMapError::TotalSizeTooBig) => {
+            let bound = budget::per_object_bytes(
+                limits.host_memory_bytes(),
+                call::MAX_RESOURCES,
+                call::MAX_HTTP_FIELDS_BYTES,
+            );
             return limit(format!(
-                "HTTP header fields of more than {} KiB",
-                call::MAX_HTTP_FIELDS_BYTES >> 10
+                "HTTP header fields of more than {} KiB (their share of host_memory)",
+                bound >> 10
             ));
         }
         Some(FieldMapError::TooManyFields) => {

@@ -38,6 +38,7 @@ use hyper_util::rt::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 
 use super::addr;
+use super::budget::HostBudget;
 use super::grants::{HostPattern, SecretGrant};
 use super::receipt::Journal;
 use super::redact::{self, REDACTED, Redactor};
@@ -54,6 +55,9 @@ pub(crate) struct HttpPolicy {
     pub max_response_bytes: u64,
     pub max_requests: u32,
     pub journal: Arc<Mutex<Journal>>,
+    /// The call's descriptor budget: each connection holds one socket
+    /// until its response is read or dropped.
+    pub budget: Arc<HostBudget>,
 }
 
 impl HttpPolicy {
@@ -239,6 +243,12 @@ impl HttpPolicy {
         }
         let method = req.method().clone();
 
+        // The socket counts against the call's descriptors for as long as
+        // the connection lives (the token rides in its task).
+        let held = self
+            .budget
+            .admit_token("an HTTP connection")
+            .map_err(|_| HttpError::ConnectionLimitReached)?;
         let stream = connect(&allowed).await?;
         let response = if scheme_https {
             let server_name = rustls::pki_types::ServerName::try_from(host.clone())
@@ -250,9 +260,9 @@ impl HttpPolicy {
             .await
             .map_err(|_| HttpError::ConnectionTimeout)?
             .map_err(|e| HttpError::Tls(std::io::Error::other(e)))?;
-            exchange(TokioIo::new(tls), req).await?
+            exchange(TokioIo::new(tls), req, held).await?
         } else {
-            exchange(TokioIo::new(stream), req).await?
+            exchange(TokioIo::new(stream), req, held).await?
         };
 
         let status = response.status().as_u16();
@@ -489,6 +499,7 @@ async fn connect(addrs: &[SocketAddr]) -> Result<tokio::net::TcpStream, HttpErro
 async fn exchange<S>(
     io: TokioIo<S>,
     req: http::Request<WasiBody>,
+    held: Arc<()>,
 ) -> Result<http::Response<hyper::body::Incoming>, HttpError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
@@ -499,6 +510,7 @@ where
             .map_err(|_| HttpError::ConnectionTimeout)??;
     // The connection task ends when the response body is dropped or done.
     tokio::spawn(async move {
+        let _held = held;
         if let Err(err) = conn.await {
             tracing::debug!(%err, "guest http connection ended with an error");
         }

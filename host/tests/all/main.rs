@@ -32,6 +32,9 @@
 //! - [`serve`]: the HTTP API and, in Chromium, the web page.
 //! - [`takeover`]: a harness killed mid-check leaves no check running, and
 //!   `resume` or a new worker takes its session at once.
+//! - [`host_spend`]: what a guest can make the host spend: listings of a
+//!   huge directory, descriptor hogs beside a normal call, symbolic links
+//!   moved into a grant without them.
 
 mod support;
 mod telemetry;
@@ -52,6 +55,7 @@ mod exit_codes;
 mod fleet;
 mod grants;
 mod heartbeat;
+mod host_spend;
 mod large;
 mod lease;
 mod limits;
