@@ -30,6 +30,7 @@
 //!   pause), revision after a failed task, judge and handoff fallback.
 //! - [`stream_timeouts`]: a live stream longer than `request_timeout` finishes.
 //! - [`serve`]: the HTTP API and, in Chromium, the web page.
+//! - [`printed`]: names in errors and indented output stay bounded.
 
 mod support;
 mod telemetry;
@@ -56,6 +57,7 @@ mod limits;
 mod mcp;
 mod memory;
 mod plan;
+mod printed;
 mod providers;
 mod roles;
 mod script;
