@@ -135,7 +135,10 @@ mod tests {
         assert_eq!(cut("éé".to_owned(), 3), "é … [2 bytes dropped]");
         assert_eq!(cut("x".repeat(100), 0), " … [100 bytes dropped]");
         assert_eq!(cut_str("abcdef", 3), "abc … [3 bytes dropped]");
-        assert!(matches!(cut_str("abc", 3), std::borrow::Cow::Borrowed("abc")));
+        assert!(matches!(
+            cut_str("abc", 3),
+            std::borrow::Cow::Borrowed("abc")
+        ));
         assert!(name(&"n".repeat(64 << 20)).len() < MAX_NAME_BYTES + 64);
     }
 }

@@ -30,6 +30,9 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use super::protocol::{self, Incoming, code};
+use super::server::{Outbox, Server, Session};
+use crate::hands::bound;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -39,9 +42,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use futures_util::stream;
 use serde_json::Value;
-use super::protocol::{self, Incoming, code};
-use super::server::{Outbox, Server, Session};
-use crate::hands::bound;
 
 /// The session header.
 pub const SESSION_HEADER: &str = "mcp-session-id";

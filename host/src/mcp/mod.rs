@@ -369,7 +369,11 @@ mod tests {
         for grants in [Grants::default(), dir_grant(dir.path(), Access::ReadOnly)] {
             let box_ = Toolbox::component(fs.clone(), grants.clone(), None).unwrap();
             assert!(!names(&box_).is_empty());
-            assert!(box_.tools().iter().all(|t| t.spec.effect == Effect::ReadOnly));
+            assert!(
+                box_.tools()
+                    .iter()
+                    .all(|t| t.spec.effect == Effect::ReadOnly)
+            );
             assert!(box_.left_out().contains(&"write".to_owned()));
             assert!(box_.left_out().contains(&"edit".to_owned()));
             let only = Toolbox::component(fs.clone(), grants, Some(&["edit".to_owned()]));
@@ -391,12 +395,9 @@ mod tests {
             .map(|t| t.name.clone())
             .collect::<Vec<_>>();
         assert!(!writes_over_http.is_empty());
-        let closed = Toolbox::component(
-            http.clone(),
-            dir_grant(dir.path(), Access::ReadWrite),
-            None,
-        )
-        .unwrap();
+        let closed =
+            Toolbox::component(http.clone(), dir_grant(dir.path(), Access::ReadWrite), None)
+                .unwrap();
         assert_eq!(closed.left_out(), writes_over_http.as_slice());
         let open = crate::hands::GrantSpec {
             hosts: vec!["example.com".to_owned()],

@@ -82,9 +82,7 @@ impl Outbox {
     /// Serialize `message` and queue it; false when the transport is gone.
     /// The value is dropped here, so the queue holds the text only.
     pub fn send(&self, message: Value) -> bool {
-        let success = message
-            .get("id")
-            .map(|_| message.get("result").is_some());
+        let success = message.get("id").map(|_| message.get("result").is_some());
         let text = match serde_json::to_string(&message) {
             Ok(text) => text,
             // A `Value` always serializes (its keys are strings).

@@ -37,8 +37,10 @@ use super::server::{Outbox, Server, Session};
 pub const MAX_LINE_BYTES: usize = 16 << 20;
 
 /// Requests read but not yet answered on stdout before the server stops
-/// reading: 32.
-pub const MAX_PENDING: usize = 32;
+/// reading: 16, `--max-concurrent`'s default. Memory, not speed, sets it:
+/// a stalled session holds up to this many answers, and the calls behind
+/// them ran side by side (measured in docs/mcp.md).
+pub const MAX_PENDING: usize = 16;
 
 /// Bytes of request text pending before the server stops reading: 16 MiB.
 /// A single line up to [`MAX_LINE_BYTES`] is still taken when nothing else

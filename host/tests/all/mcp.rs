@@ -514,8 +514,10 @@ fn status_kib(pid: u32, field: &str) -> u64 {
 fn warmed(s: &mut Server) -> u64 {
     let answer = s.ask(init("2025-11-25"));
     assert!(answer.get("result").is_some(), "{answer}");
-    let call = s.ask(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "query", "arguments": {"filter": "[range(80000)]", "input": null}}}));
+    let call = s.ask(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "query", "arguments": {"filter": "[range(80000)]", "input": null}}}),
+    );
     assert_eq!(call["result"]["isError"], json!(false), "{call}");
     status_kib(s.child.id(), "VmHWM")
 }
@@ -579,7 +581,11 @@ fn stdio_stops_reading_while_answers_wait_and_stays_bounded() {
     while still < 6 && started.elapsed() < Duration::from_secs(120) {
         std::thread::sleep(Duration::from_millis(500));
         let now = status_kib(pid, "VmRSS");
-        still = if now.abs_diff(last) < 1024 { still + 1 } else { 0 };
+        still = if now.abs_diff(last) < 1024 {
+            still + 1
+        } else {
+            0
+        };
         last = now;
     }
     assert!(
@@ -592,7 +598,9 @@ fn stdio_stops_reading_while_answers_wait_and_stays_bounded() {
     for _ in 0..CALLS {
         let answer = s.recv();
         assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
-        let text = answer["result"]["content"][0]["text"].as_str().unwrap_or("");
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("");
         assert!(text.len() > 200_000, "{} bytes", text.len());
         seen.insert(answer["id"].as_u64().expect("id"));
     }
@@ -626,10 +634,18 @@ fn stdio_refuses_arguments_that_are_not_an_object() {
     let answer = s.ask(json!({"jsonrpc": "2.0", "id": "n", "method": "tools/call",
         "params": {"name": long}}));
     assert_eq!(answer["error"]["code"], json!(-32602), "{answer}");
-    assert!(answer.to_string().len() < 1024, "{} bytes", answer.to_string().len());
+    assert!(
+        answer.to_string().len() < 1024,
+        "{} bytes",
+        answer.to_string().len()
+    );
     let answer = s.ask(json!({"jsonrpc": "2.0", "id": "m", "method": long}));
     assert_eq!(answer["error"]["code"], json!(-32601));
-    assert!(answer.to_string().len() < 1024, "{} bytes", answer.to_string().len());
+    assert!(
+        answer.to_string().len() < 1024,
+        "{} bytes",
+        answer.to_string().len()
+    );
 }
 
 #[test]
@@ -644,14 +660,21 @@ fn a_read_only_grant_serves_no_tool_that_can_only_fail() {
     let tools = list["result"]["tools"].as_array().expect("tools");
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     assert!(names.contains(&"read"), "{names:?}");
-    assert!(!names.contains(&"write") && !names.contains(&"edit"), "{names:?}");
     assert!(
-        tools.iter().all(|t| t["annotations"]["readOnlyHint"] == json!(true)),
+        !names.contains(&"write") && !names.contains(&"edit"),
+        "{names:?}"
+    );
+    assert!(
+        tools
+            .iter()
+            .all(|t| t["annotations"]["readOnlyHint"] == json!(true)),
         "{list}"
     );
     // Calling one anyway is an unknown tool; the file is untouched.
-    let call = s.ask(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-        "name": "write", "arguments": {"path": "/workspace/a.txt", "content": "x"}}}));
+    let call = s.ask(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "write", "arguments": {"path": "/workspace/a.txt", "content": "x"}}}),
+    );
     assert_eq!(call["error"]["code"], json!(-32602), "{call}");
     assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "kept");
     drop(s);
@@ -672,7 +695,9 @@ fn a_read_only_grant_serves_no_tool_that_can_only_fail() {
 
     // Asking for one by name under a read-only grant is refused at start,
     // saying what to grant; the stderr note names what is left out.
-    let only = home.run(&["mcp", "--stdio", "--tool", "fs", "--dir", &ro, "--only", "edit"]);
+    let only = home.run(&[
+        "mcp", "--stdio", "--tool", "fs", "--dir", &ro, "--only", "edit",
+    ]);
     only.expect_code(2);
     assert!(only.stderr.contains("read-write"), "{}", only.stderr);
 }

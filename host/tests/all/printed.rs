@@ -19,8 +19,16 @@ fn long_component_and_tool_names_are_cut_in_errors() {
     let out = home.run(&["tool", "call", &name, "read"]);
     out.expect_code(2);
     assert!(out.stderr.len() < ERROR_BOUND, "{} bytes", out.stderr.len());
-    assert!(out.stderr.contains("no built-in tool named"), "{}", &out.stderr[..200]);
-    assert!(out.stderr.contains("bytes dropped]"), "{}", &out.stderr[..400]);
+    assert!(
+        out.stderr.contains("no built-in tool named"),
+        "{}",
+        &out.stderr[..200]
+    );
+    assert!(
+        out.stderr.contains("bytes dropped]"),
+        "{}",
+        &out.stderr[..400]
+    );
 
     let tool = "t".repeat(120_000);
     let out = home.run(&["tool", "call", "json", &tool]);
@@ -41,7 +49,11 @@ fn long_component_and_tool_names_are_cut_in_errors() {
     let out = home.run(&["mcp", "--stdio", "--agent", agent.to_str().expect("utf-8")]);
     assert_ne!(out.code, Some(0));
     assert!(out.stderr.len() < ERROR_BOUND, "{} bytes", out.stderr.len());
-    assert!(out.stderr.contains("bytes dropped]"), "{}", &out.stderr[..400]);
+    assert!(
+        out.stderr.contains("bytes dropped]"),
+        "{}",
+        &out.stderr[..400]
+    );
     // A name in `only` is cut too.
     write(
         &agent.join("agent.toml"),
@@ -74,8 +86,14 @@ fn nested_output_prints_within_a_bounded_factor_of_its_size() {
         let value: Value = serde_json::from_str(&printed).expect("still JSON");
         let compact = serde_json::to_string(&value).expect("json").len();
         let pretty = serde_json::to_string_pretty(&value).expect("json").len();
-        assert!(pretty > 50 * compact, "the case is not explosive: {pretty} vs {compact}");
-        eprintln!("printed {} bytes for {compact} compact ({pretty} indented)", printed.len());
+        assert!(
+            pretty > 50 * compact,
+            "the case is not explosive: {pretty} vs {compact}"
+        );
+        eprintln!(
+            "printed {} bytes for {compact} compact ({pretty} indented)",
+            printed.len()
+        );
         assert!(
             printed.len() <= 3 * compact + 4096 + 1,
             "printed {} bytes for {compact} compact",
@@ -84,7 +102,11 @@ fn nested_output_prints_within_a_bounded_factor_of_its_size() {
     }
     // An ordinary output is still indented.
     let out = home.run(&[
-        "tool", "call", "json", "query", "--input",
+        "tool",
+        "call",
+        "json",
+        "query",
+        "--input",
         r#"{"filter": "{a: 1, b: [2, 3]}", "input": null}"#,
     ]);
     out.expect_code(0);
