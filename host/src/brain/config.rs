@@ -810,9 +810,12 @@ impl AgentConfig {
         } else {
             path.to_owned()
         };
+        // The message can quote the file (a TOML error shows the line it
+        // failed on; a check names a component): cut, as the file may be
+        // any size.
         let err = |message: String| ConfigError {
             path: file.clone(),
-            message,
+            message: crate::hands::bound::cut(message, crate::hands::bound::MAX_REASON_BYTES),
         };
         let text = std::fs::read_to_string(&file).map_err(|e| err(format!("cannot read: {e}")))?;
         let config: Self = toml::from_str(&text).map_err(|e| err(e.to_string()))?;

@@ -76,6 +76,12 @@ pub enum RunError {
     CancelNow(Box<crate::session::inbox::Control>),
 }
 
+/// A component as an agent file names it, as an error shows it: cut to a
+/// path's length, since the file may say anything.
+fn shown(component: &str) -> std::borrow::Cow<'_, str> {
+    crate::hands::bound::cut_str(component, crate::hands::bound::MAX_PATH_BYTES)
+}
+
 /// Why an agent cannot be frozen or bound. Nothing has run.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
@@ -108,8 +114,9 @@ pub enum AgentError {
     Plan(String),
     /// `only` names a tool the component does not offer.
     #[error(
-        "tool {component}: `only` names `{name}`, which this component does not offer; it \
-         offers: {offered}"
+        "tool {}: `only` names `{}`, which this component does not offer; it offers: {offered}",
+        shown(.component),
+        crate::hands::bound::name(.name)
     )]
     UnknownTool {
         /// The component as configured.
@@ -120,7 +127,7 @@ pub enum AgentError {
         offered: String,
     },
     /// A grant is invalid (an unset variable, a bad directory, a bad limit).
-    #[error("tool {component}: {source}")]
+    #[error("tool {}: {source}", shown(.component))]
     Grant {
         /// The component as configured.
         component: String,
@@ -129,8 +136,9 @@ pub enum AgentError {
     },
     /// The component's binary is not the one the session was started with.
     #[error(
-        "component {component} changed since the session started (was {was}, now {now}); its \
-         grants are not carried over to a different binary"
+        "component {} changed since the session started (was {was}, now {now}); its grants are \
+         not carried over to a different binary",
+        shown(.component)
     )]
     Changed {
         /// The component as configured.

@@ -72,7 +72,9 @@ fn for_exit_code(error: ToolboxError) -> anyhow::Error {
         ToolboxError::Config(e) => e.into(),
         ToolboxError::Agent(e) => e.into(),
         ToolboxError::Load(e) => e.into(),
-        e @ (ToolboxError::UnknownTool { .. } | ToolboxError::Empty(_)) => usage(e),
+        e @ (ToolboxError::UnknownTool { .. }
+        | ToolboxError::CannotChange(_)
+        | ToolboxError::Empty(_)) => usage(e),
     }
 }
 
@@ -119,6 +121,13 @@ pub async fn mcp(args: McpArgs) -> anyhow::Result<Outcome> {
         }
         (None, None) => return Err(usage("pass --agent DIR or --tool COMPONENT")),
     };
+    if !toolbox.left_out().is_empty() {
+        eprintln!(
+            "longhand mcp: not serving {} (they write, and the grants let them change nothing: \
+             every directory is read-only and no host is allowed)",
+            toolbox.left_out().join(", ")
+        );
+    }
     let count = toolbox.tools().len();
     let server = Server::new(Arc::new(hands), toolbox).with_receipts(Box::new(|tool, outcome| {
         let line = serde_json::json!({

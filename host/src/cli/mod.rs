@@ -253,11 +253,18 @@ pub fn main() -> ExitCode {
         Err(err) => Err(anyhow::Error::new(err).context("cannot start the async runtime")),
     };
     if let Err(error) = &result {
-        // Errors can carry guest text (a describe panic, a name).
-        eprintln!("error: {}", term::printable(&message_of(error)));
+        // Errors can carry guest text (a describe panic, a name): made
+        // harmless, and cut, whatever layer forgot to bound its part.
+        let message = crate::hands::bound::cut(message_of(error), MAX_ERROR_BYTES);
+        eprintln!("error: {}", term::printable(&message));
     }
     ExitCode::from(exit_code(&result))
 }
+
+/// Longest error message the CLI prints, in bytes: 64 KiB. Each layer
+/// bounds what it quotes (names 256 bytes, paths 4 KiB, reasons 16 KiB);
+/// this is the last line of defence for one that does not.
+pub const MAX_ERROR_BYTES: usize = 64 << 10;
 
 /// The error and its causes on one line, outermost first, as `{:#}` prints
 /// them, except that a cause whose text an outer layer already quoted

@@ -83,9 +83,54 @@ pub fn json_line<T: serde::Serialize + ?Sized>(value: &T) -> String {
     json_safe(&serde_json::to_string(value).unwrap_or_default()).into_owned()
 }
 
-/// `value` as indented JSON, made terminal-safe by [`json_safe`].
+/// Indented JSON is printed only while it is at most this many times the
+/// compact form, plus [`PRETTY_SLACK`] bytes. Indentation grows with
+/// depth, so a deeply nested value (`[[[[…]]]]`) would otherwise print
+/// a hundred times its size (an 800 KB output as 103 MB); past the bound
+/// the value is printed compact, which is the same JSON.
+pub const PRETTY_FACTOR: usize = 3;
+
+/// What any value may grow by when indented, whatever its size: small
+/// values always print indented.
+pub const PRETTY_SLACK: usize = 4096;
+
+/// `value` as indented JSON when that stays within [`PRETTY_FACTOR`] times
+/// its compact form (plus [`PRETTY_SLACK`]), else compact; made
+/// terminal-safe by [`json_safe`]. The indented form is written into a
+/// buffer that refuses to grow past the bound, so the explosion is never
+/// built in memory either.
 pub fn json_pretty<T: serde::Serialize + ?Sized>(value: &T) -> String {
-    json_safe(&serde_json::to_string_pretty(value).unwrap_or_default()).into_owned()
+    /// A buffer that fails a write past its limit.
+    struct Capped {
+        bytes: Vec<u8>,
+        limit: usize,
+    }
+    impl std::io::Write for Capped {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.bytes.len() + buf.len() > self.limit {
+                return Err(std::io::Error::other("over the pretty-printing bound"));
+            }
+            self.bytes.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let compact = serde_json::to_string(value).unwrap_or_default();
+    let mut pretty = Capped {
+        bytes: Vec::new(),
+        limit: compact
+            .len()
+            .saturating_mul(PRETTY_FACTOR)
+            .saturating_add(PRETTY_SLACK),
+    };
+    let text = match serde_json::to_writer_pretty(&mut pretty, value) {
+        // serde_json writes UTF-8.
+        Ok(()) => String::from_utf8(pretty.bytes).unwrap_or(compact),
+        Err(_) => compact,
+    };
+    json_safe(&text).into_owned()
 }
 
 fn escape(text: &str, escaped: impl Fn(char) -> bool) -> Cow<'_, str> {

@@ -13,7 +13,7 @@ use serde_json::json;
 use super::settings::{GrantFlags, hands_config};
 use super::term::{json_line, json_pretty, one_line};
 use super::{Outcome, usage};
-use crate::hands::{Hands, LoadedTool, Receipt, ToolSource, builtin};
+use crate::hands::{Hands, LoadedTool, Receipt, ToolSource, bound, builtin};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ToolCommand {
@@ -246,7 +246,9 @@ async fn call(
     if tool.tool(tool_name).is_none() {
         let names: Vec<&str> = tool.info().tools.iter().map(|t| t.name.as_str()).collect();
         return Err(usage(format!(
-            "{component} has no tool `{tool_name}`; it offers: {}",
+            "{} has no tool `{}`; it offers: {}",
+            bound::cut_str(component, bound::MAX_PATH_BYTES),
+            bound::name(tool_name),
             one_line(&names.join(", "))
         )));
     }

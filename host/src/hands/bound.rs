@@ -47,6 +47,34 @@ pub fn cut(mut text: String, limit: usize) -> String {
     text
 }
 
+/// [`cut`] for borrowed text: borrowed as it is when it fits. For names
+/// and paths that someone else chose, placed into the host's own messages.
+pub fn cut_str(text: &str, limit: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= limit {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let end = text.floor_char_boundary(limit);
+    std::borrow::Cow::Owned(format!(
+        "{} … [{} bytes dropped]",
+        &text[..end],
+        text.len() - end
+    ))
+}
+
+/// A name someone else chose (a component, a tool, a method) cut to
+/// [`MAX_NAME_BYTES`] for a message.
+pub fn name(text: &str) -> std::borrow::Cow<'_, str> {
+    cut_str(text, MAX_NAME_BYTES)
+}
+
+/// Longest path kept in a message, in bytes: Linux's `PATH_MAX`, so a
+/// path the system could open is shown whole.
+pub const MAX_PATH_BYTES: usize = 4096;
+
+/// Longest reason kept in a load error, in bytes (a wasmtime error can
+/// quote an import name of any length from the component's bytes).
+pub const MAX_REASON_BYTES: usize = 16 << 10;
+
 /// Cut every string of a tool error to `limit` bytes.
 pub(crate) fn tool_error(err: wit::ToolError, limit: u64) -> wit::ToolError {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
@@ -106,5 +134,11 @@ mod tests {
         // Never splits a character: "é" is two bytes.
         assert_eq!(cut("éé".to_owned(), 3), "é … [2 bytes dropped]");
         assert_eq!(cut("x".repeat(100), 0), " … [100 bytes dropped]");
+        assert_eq!(cut_str("abcdef", 3), "abc … [3 bytes dropped]");
+        assert!(matches!(
+            cut_str("abc", 3),
+            std::borrow::Cow::Borrowed("abc")
+        ));
+        assert!(name(&"n".repeat(64 << 20)).len() < MAX_NAME_BYTES + 64);
     }
 }

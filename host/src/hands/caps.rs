@@ -16,7 +16,7 @@
 use wasmtime::component::{Linker, types::ComponentItem};
 
 use super::call::{CallBuilder, CallState};
-use super::grants::Grants;
+use super::grants::{Access, Grants};
 
 /// One grantable capability.
 pub(crate) trait Capability {
@@ -41,6 +41,12 @@ pub struct CapabilityInfo {
     pub interfaces: &'static [&'static str],
     /// What granting it means, for `longhand tool describe`.
     pub grant: &'static str,
+    /// Whether, under these grants, a guest can change anything outside
+    /// its own call through this capability. A tool that declares a
+    /// write effect but whose every capability answers false here can
+    /// only fail (an `fs` `write` with read-only directories), so a front
+    /// end need not offer it (see [`can_change_anything`]).
+    pub changes: fn(&Grants) -> bool,
 }
 
 /// Every interface a tool component may import, by the capability that
@@ -62,6 +68,8 @@ pub const CAPABILITIES: &[CapabilityInfo] = &[
             "longhand:tool/types",
         ],
         grant: "always available: streams, clocks, randomness, exit, host log/progress",
+        // Log lines and progress go to the call's receipt only.
+        changes: |_| false,
     },
     CapabilityInfo {
         name: "stdio",
@@ -76,23 +84,40 @@ pub const CAPABILITIES: &[CapabilityInfo] = &[
             "wasi:cli/terminal-stderr",
         ],
         grant: "always available: empty stdin; stdout/stderr captured and capped",
+        // Captured into the receipt, never the host's own stdio.
+        changes: |_| false,
     },
     CapabilityInfo {
         name: "env",
         interfaces: &["wasi:cli/environment"],
         grant: "only the variables named by --env",
+        // The guest reads its own copy.
+        changes: |_| false,
     },
     CapabilityInfo {
         name: "filesystem",
         interfaces: &["wasi:filesystem/types", "wasi:filesystem/preopens"],
         grant: "only the directories granted by --mount/--dir (pinned; regular files and directories only)",
+        changes: |g| g.dirs.iter().any(|d| d.access() == Access::ReadWrite),
     },
     CapabilityInfo {
         name: "http",
         interfaces: &["wasi:http/types", "wasi:http/outgoing-handler"],
         grant: "only hosts granted by --allow-host; secrets added by the host",
+        // Any request to a granted host may change something there.
+        changes: |g| !g.hosts.is_empty(),
     },
 ];
+
+/// Whether a component using `capabilities` (its [`check_imports`]
+/// result) can change anything outside its call under `grants`: some
+/// capability it imports lets it. Default-deny reading: a capability not
+/// in the table changes nothing because it is never linked.
+pub fn can_change_anything(capabilities: &[&str], grants: &Grants) -> bool {
+    CAPABILITIES
+        .iter()
+        .any(|cap| capabilities.contains(&cap.name) && (cap.changes)(grants))
+}
 
 /// Find the capability governing an import like `wasi:http/types@0.2.6`.
 pub fn capability_for_import(import: &str) -> Option<&'static CapabilityInfo> {
@@ -144,8 +169,10 @@ pub(crate) fn check_imports(
                             .join(", ")
                     )
                 };
+                // The name comes from the component's bytes: any length.
                 return Err(UnsupportedImport {
-                    import: name.to_owned(),
+                    import: super::bound::cut_str(name, super::bound::MAX_REQUEST_BYTES)
+                        .into_owned(),
                     hint,
                 });
             }

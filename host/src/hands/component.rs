@@ -16,6 +16,7 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::bindings::ToolPre;
+use super::bound;
 use super::call::CallState;
 use super::caps::{UnsupportedImport, check_imports};
 use super::grants::Access;
@@ -150,7 +151,8 @@ impl std::fmt::Debug for LoadedTool {
 pub enum LoadError {
     /// No built-in tool has this name.
     #[error(
-        "no built-in tool named `{name}` (built-ins: {known}); to load a file give a path ending in .wasm"
+        "no built-in tool named `{}` (built-ins: {known}); to load a file give a path ending in .wasm",
+        bound::name(.name)
     )]
     UnknownBuiltin {
         /// The name asked for.
@@ -159,7 +161,7 @@ pub enum LoadError {
         known: String,
     },
     /// The file could not be read.
-    #[error("cannot read {path}: {cause}")]
+    #[error("cannot read {}: {cause}", shown_path(.path))]
     Read {
         /// The path.
         path: PathBuf,
@@ -167,7 +169,11 @@ pub enum LoadError {
         cause: std::io::Error,
     },
     /// The bytes are not a WebAssembly component.
-    #[error("{label} is not a usable WebAssembly component: {reason}")]
+    #[error(
+        "{} is not a usable WebAssembly component: {}",
+        shown_label(.label),
+        shown_reason(.reason)
+    )]
     NotComponent {
         /// Where it came from.
         label: String,
@@ -175,7 +181,7 @@ pub enum LoadError {
         reason: String,
     },
     /// It imports something the host refuses to provide.
-    #[error("{label} was refused: {cause}")]
+    #[error("{} was refused: {cause}", shown_label(.label))]
     Unsupported {
         /// Where it came from.
         label: String,
@@ -183,7 +189,11 @@ pub enum LoadError {
         cause: UnsupportedImport,
     },
     /// It does not export the `longhand:tool/tools` interface, or linking failed.
-    #[error("{label} does not fit the longhand:tool world: {reason}")]
+    #[error(
+        "{} does not fit the longhand:tool world: {}",
+        shown_label(.label),
+        shown_reason(.reason)
+    )]
     Link {
         /// Where it came from.
         label: String,
@@ -191,13 +201,37 @@ pub enum LoadError {
         reason: String,
     },
     /// `describe` failed or returned something unusable.
-    #[error("{label}: describe failed: {reason}")]
+    #[error(
+        "{}: describe failed: {}",
+        shown_label(.label),
+        shown_reason(.reason)
+    )]
     Describe {
         /// Where it came from.
         label: String,
         /// Why.
         reason: String,
     },
+}
+
+// A load error names what the operator (or an agent file, or an API
+// client) asked for and quotes what wasmtime or the guest said: any of it
+// can be of any length. Each is cut when the error is shown, so every
+// place that prints or records the error gets the bounded form.
+
+/// A component label (a built-in name or a path) as a load error shows it.
+fn shown_label(label: &str) -> std::borrow::Cow<'_, str> {
+    bound::cut_str(label, bound::MAX_PATH_BYTES)
+}
+
+/// A path as a load error shows it.
+fn shown_path(path: &Path) -> String {
+    shown_label(&path.display().to_string()).into_owned()
+}
+
+/// A reason (wasmtime's or the guest's words) as a load error shows it.
+fn shown_reason(reason: &str) -> std::borrow::Cow<'_, str> {
+    bound::cut_str(reason, bound::MAX_REASON_BYTES)
 }
 
 /// `sha256:<hex>` of some bytes.
@@ -388,9 +422,10 @@ pub(crate) fn validate_info(
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
         if !name_ok {
+            // The guest's name, of any length: quoted cut.
             return Err(bad(format!(
                 "tool name `{}` must be 1-64 characters of a-z, 0-9, `-` or `_`",
-                t.name
+                bound::name(&t.name)
             )));
         }
         if validators.contains_key(&t.name) {
@@ -456,4 +491,56 @@ pub(crate) fn check(
         label: label.to_owned(),
         cause,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hands::bindings::longhand::tool::types as wit;
+
+    /// A guest's name of any length, and a label of any length, come back
+    /// cut in the error that quotes them.
+    #[test]
+    fn load_errors_cut_what_they_quote() {
+        let huge = "T".repeat(64 << 20);
+        let raw = wit::ComponentInfo {
+            name: "x".to_owned(),
+            version: "0".to_owned(),
+            description: String::new(),
+            tools: vec![wit::ToolSpec {
+                name: huge.clone(),
+                description: String::new(),
+                input_schema: r#"{"type":"object"}"#.to_owned(),
+                effect: wit::Effect::ReadOnly,
+            }],
+            requests: wit::CapabilityRequests {
+                dirs: Vec::new(),
+                hosts: Vec::new(),
+                env: Vec::new(),
+                secrets: Vec::new(),
+            },
+        };
+        let err = validate_info(&huge, raw).err().expect("refused");
+        let shown = err.to_string();
+        assert!(shown.len() < 8 << 10, "{} bytes", shown.len());
+        assert!(shown.contains("must be 1-64 characters"), "{shown}");
+        for err in [
+            LoadError::UnknownBuiltin {
+                name: huge.clone(),
+                known: "fs".to_owned(),
+            },
+            LoadError::Read {
+                path: PathBuf::from(&huge),
+                cause: std::io::Error::other("too long"),
+            },
+            LoadError::Link {
+                label: huge.clone(),
+                reason: huge.clone(),
+            },
+        ] {
+            let shown = err.to_string();
+            assert!(shown.len() < 24 << 10, "{} bytes", shown.len());
+            assert!(shown.contains("bytes dropped]"), "{}", &shown[..300]);
+        }
+    }
 }

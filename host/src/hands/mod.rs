@@ -11,7 +11,7 @@
 //! a receipt; recording them is the caller's business.
 
 mod addr;
-mod bound;
+pub mod bound;
 pub mod budget;
 pub mod builtin;
 mod call;

@@ -30,6 +30,9 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use super::protocol::{self, Incoming, code};
+use super::server::{Outbox, Server, Session};
+use crate::hands::bound;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -39,10 +42,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use futures_util::stream;
 use serde_json::Value;
-use tokio::sync::mpsc;
-
-use super::protocol::{self, Incoming, code};
-use super::server::{Server, Session};
 
 /// The session header.
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -93,6 +92,11 @@ pub async fn serve(
         served = axum::serve(listener, router(server, origins)).into_future() => served,
         () = stop => Ok(()),
     }
+}
+
+/// A JSON body already serialized (an outgoing message's text).
+fn json_text(text: String) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], text).into_response()
 }
 
 fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response {
@@ -224,7 +228,7 @@ async fn on_post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -
         return rpc_error(
             StatusCode::BAD_REQUEST,
             code::INVALID_REQUEST,
-            &format!("unsupported MCP-Protocol-Version: {v}"),
+            &format!("unsupported MCP-Protocol-Version: {}", bound::name(v)),
         );
     }
     let session_id = header_text(&headers, SESSION_HEADER);
@@ -258,18 +262,21 @@ async fn on_post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -
         return rpc_error(
             StatusCode::BAD_REQUEST,
             code::INVALID_REQUEST,
-            &format!("MCP-Protocol-Version {v} is not the session's {agreed}"),
+            &format!(
+                "MCP-Protocol-Version {} is not the session's {agreed}",
+                bound::name(v)
+            ),
         );
     }
     let (id, is_call) = match &message {
         Incoming::Request { id, method, .. } => (id.clone(), method == "tools/call"),
         Incoming::Notification { .. } | Incoming::Response => {
-            let (out, _) = mpsc::unbounded_channel();
+            let (out, _) = Outbox::new();
             session.handle(message, &out);
             return StatusCode::ACCEPTED.into_response();
         }
     };
-    let (out, mut answers) = mpsc::unbounded_channel();
+    let (out, mut answers) = Outbox::new();
     session.handle(message, &out);
     // Only the call's task (if any) holds a sender now: the channel closes
     // when the call answers or is cancelled.
@@ -281,15 +288,15 @@ async fn on_post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -
     if is_call && accepts_sse {
         let events = stream::unfold((answers, guard), |(mut answers, guard)| async move {
             let message = answers.recv().await?;
-            let event = Event::default().event("message").data(message.to_string());
+            let event = Event::default().event("message").data(message.text);
             Some((Ok::<_, Infallible>(event), (answers, guard)))
         });
         return Sse::new(events).into_response();
     }
     while let Some(message) = answers.recv().await {
-        if message.get("id").is_some() {
+        if message.success.is_some() {
             drop(guard);
-            return axum::Json(message).into_response();
+            return json_text(message.text);
         }
     }
     drop(guard);
@@ -336,14 +343,15 @@ async fn initialize(app: &App, message: Incoming) -> Response {
         );
     };
     let session = Session::new(app.server.clone());
-    let (out, mut answers) = mpsc::unbounded_channel();
+    let (out, mut answers) = Outbox::new();
     session.handle(message, &out);
     drop(out);
     let Some(answer) = answers.recv().await else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
-    let mut response = axum::Json(&answer).into_response();
-    if answer.get("result").is_some() {
+    let success = answer.success == Some(true);
+    let mut response = json_text(answer.text);
+    if success {
         if let Ok(mut sessions) = app.sessions.lock() {
             let used = Instant::now();
             sessions.insert(session_id.clone(), Entry { session, used });

@@ -35,7 +35,9 @@ use serde_json::{Value, json};
 
 use crate::brain::agent::{self, RunError};
 use crate::brain::config::{AgentConfig, ApprovePolicy, ConfigError, approve_policy};
-use crate::hands::{Effect, Grants, Hands, LoadError, LoadedTool, ToolSource, ToolSpec};
+use crate::hands::{
+    Effect, Grants, Hands, LoadError, LoadedTool, ToolSource, ToolSpec, bound, caps,
+};
 
 /// One tool as MCP clients see it, bound to its component and grants.
 #[derive(Clone)]
@@ -103,7 +105,11 @@ pub enum ToolboxError {
     #[error(transparent)]
     Load(#[from] LoadError),
     /// `--only` names a tool the component does not offer.
-    #[error("{component} has no tool `{name}`; it offers: {offered}")]
+    #[error(
+        "{} has no tool `{}`; it offers: {offered}",
+        bound::cut_str(.component, bound::MAX_PATH_BYTES),
+        bound::name(.name)
+    )]
     UnknownTool {
         /// The component.
         component: String,
@@ -112,6 +118,16 @@ pub enum ToolboxError {
         /// What it offers.
         offered: String,
     },
+    /// `--only` names a tool that can only fail under the grants given:
+    /// it declares a write effect and nothing granted lets it change
+    /// anything (see [`caps::can_change_anything`]).
+    #[error(
+        "`{}` writes, but these grants let it change nothing (every directory is read-only and \
+         no host is allowed), so every call would fail; grant a read-write directory \
+         (--dir PATH:GUEST:rw) or a host, or leave it out of --only",
+        bound::name(.0)
+    )]
+    CannotChange(String),
     /// Nothing would be served.
     #[error("no tool to serve: {0}")]
     Empty(String),
@@ -121,12 +137,32 @@ pub enum ToolboxError {
 #[derive(Clone, Default)]
 pub struct Toolbox {
     tools: Vec<ServedTool>,
+    /// Tools not served because they can only fail (see
+    /// [`Toolbox::left_out`]).
+    inert: Vec<String>,
+}
+
+/// Whether a tool can do what it declares under its grants: a read-only
+/// tool always can; a tool with a write effect only when some capability
+/// its component imports lets it change something (a read-write
+/// directory, an allowed host). The rule follows the capability table, so
+/// a new capability brings its own answer; no tool is named here.
+fn can_act(component: &LoadedTool, grants: &Grants, spec: &ToolSpec) -> bool {
+    spec.effect == Effect::ReadOnly || caps::can_change_anything(component.capabilities(), grants)
 }
 
 impl Toolbox {
     /// The tools, in listing order.
     pub fn tools(&self) -> &[ServedTool] {
         &self.tools
+    }
+
+    /// Tools left out because they declare a write effect and their
+    /// grants let them change nothing, so every call could only fail
+    /// (`fs`'s `write` and `edit` with read-only directories). Offering
+    /// them would only invite a client to try.
+    pub fn left_out(&self) -> &[String] {
+        &self.inert
     }
 
     /// The tool an MCP client calls `name`.
@@ -156,21 +192,39 @@ impl Toolbox {
                 offered: offered.join(", "),
             });
         }
+        let mut tools = Vec::new();
+        let mut inert = Vec::new();
         let grants = Arc::new(grants);
-        let tools = component
-            .info()
-            .tools
-            .iter()
-            .filter(|t| only.is_none_or(|o| o.contains(&t.name)))
-            .map(|spec| ServedTool {
+        for spec in &component.info().tools {
+            if only.is_some_and(|o| !o.contains(&spec.name)) {
+                continue;
+            }
+            if !can_act(&component, &grants, spec) {
+                // Named on purpose: say why rather than serve a tool that
+                // fails every call.
+                if only.is_some() {
+                    return Err(ToolboxError::CannotChange(spec.name.clone()));
+                }
+                inert.push(spec.name.clone());
+                continue;
+            }
+            tools.push(ServedTool {
                 name: spec.name.clone(),
                 tool: spec.name.clone(),
                 component: component.clone(),
                 grants: grants.clone(),
                 spec: spec.clone(),
-            })
-            .collect();
-        Ok(Self { tools })
+            });
+        }
+        if tools.is_empty() {
+            return Err(ToolboxError::Empty(format!(
+                "every tool of {} writes and these grants let it change nothing ({}); \
+                 grant a read-write directory (--dir PATH:GUEST:rw) or a host",
+                bound::cut_str(component.label(), bound::MAX_PATH_BYTES),
+                inert.join(", ")
+            )));
+        }
+        Ok(Self { tools, inert })
     }
 
     /// An agent's tools with its grants, loaded and bound as `longhand run`
@@ -193,7 +247,12 @@ impl Toolbox {
         let approve = &bound.frozen().approve;
         let mut tools = Vec::new();
         let mut held = Vec::new();
+        let mut inert = Vec::new();
         for (name, component, grants, spec) in bound.bound_tools() {
+            if !can_act(component, grants, spec) {
+                inert.push(name.to_owned());
+                continue;
+            }
             let needs_approval = match approve_policy(approve, name) {
                 ApprovePolicy::Never => false,
                 ApprovePolicy::Writes => spec.effect != Effect::ReadOnly,
@@ -212,17 +271,24 @@ impl Toolbox {
             });
         }
         if tools.is_empty() {
-            return Err(ToolboxError::Empty(if held.is_empty() {
-                format!("{} has no tools", config.name)
+            let name = bound::name(&config.name);
+            let mut why = Vec::new();
+            if !held.is_empty() {
+                why.push(format!("held for approval: {}", held.join(", ")));
+            }
+            if !inert.is_empty() {
+                why.push(format!(
+                    "writing, with grants that let them change nothing: {}",
+                    inert.join(", ")
+                ));
+            }
+            return Err(ToolboxError::Empty(if why.is_empty() {
+                format!("{name} has no tools")
             } else {
-                format!(
-                    "every tool of {} waits for approval ({})",
-                    config.name,
-                    held.join(", ")
-                )
+                format!("no tool of {name} can be served ({})", why.join("; "))
             }));
         }
-        Ok((Self { tools }, held))
+        Ok((Self { tools, inert }, held))
     }
 
     /// Load a component by name (built-in) or path, as `tool call` does.
@@ -239,12 +305,14 @@ impl Toolbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hands::Access;
 
     #[tokio::test]
     async fn annotations_follow_effects_and_grants() {
         let hands = Hands::new(crate::hands::HandsConfig::default()).unwrap();
         let fs = Toolbox::load(&hands, "fs").await.unwrap();
-        let box_ = Toolbox::component(fs, Grants::default(), None).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let box_ = Toolbox::component(fs, dir_grant(dir.path(), Access::ReadWrite), None).unwrap();
         let hint = |name: &str, key: &str| box_.get(name).unwrap().annotations()[key].clone();
         assert_eq!(hint("read", "readOnlyHint"), json!(true));
         assert_eq!(hint("read", "destructiveHint"), json!(false));
@@ -276,6 +344,69 @@ mod tests {
                 .get("annotations")
                 .is_none()
         );
+    }
+
+    fn dir_grant(path: &Path, access: Access) -> Grants {
+        crate::hands::GrantSpec {
+            dirs: vec![crate::hands::DirSpec {
+                host_path: path.to_owned(),
+                guest_path: "/workspace".to_owned(),
+                access,
+                symlinks: false,
+            }],
+            ..Default::default()
+        }
+        .resolve(Path::new("/"), |_| None)
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn tools_that_can_only_fail_are_left_out() {
+        let hands = Hands::new(crate::hands::HandsConfig::default()).unwrap();
+        let fs = Toolbox::load(&hands, "fs").await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let names = |b: &Toolbox| b.tools().iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+        for grants in [Grants::default(), dir_grant(dir.path(), Access::ReadOnly)] {
+            let box_ = Toolbox::component(fs.clone(), grants.clone(), None).unwrap();
+            assert!(!names(&box_).is_empty());
+            assert!(
+                box_.tools()
+                    .iter()
+                    .all(|t| t.spec.effect == Effect::ReadOnly)
+            );
+            assert!(box_.left_out().contains(&"write".to_owned()));
+            assert!(box_.left_out().contains(&"edit".to_owned()));
+            let only = Toolbox::component(fs.clone(), grants, Some(&["edit".to_owned()]));
+            let err = only.err().unwrap();
+            assert!(matches!(err, ToolboxError::CannotChange(_)), "{err}");
+        }
+        let rw = Toolbox::component(fs, dir_grant(dir.path(), Access::ReadWrite), None).unwrap();
+        assert!(names(&rw).contains(&"write".to_owned()));
+        assert!(rw.left_out().is_empty());
+
+        // A tool that writes through the network needs a host, not a
+        // directory.
+        let http = Toolbox::load(&hands, "http").await.unwrap();
+        let writes_over_http = http
+            .info()
+            .tools
+            .iter()
+            .filter(|t| t.effect != Effect::ReadOnly)
+            .map(|t| t.name.clone())
+            .collect::<Vec<_>>();
+        assert!(!writes_over_http.is_empty());
+        let closed =
+            Toolbox::component(http.clone(), dir_grant(dir.path(), Access::ReadWrite), None)
+                .unwrap();
+        assert_eq!(closed.left_out(), writes_over_http.as_slice());
+        let open = crate::hands::GrantSpec {
+            hosts: vec!["example.com".to_owned()],
+            ..Default::default()
+        }
+        .resolve(Path::new("/"), |_| None)
+        .unwrap();
+        let open = Toolbox::component(http, open, None).unwrap();
+        assert!(open.left_out().is_empty());
     }
 
     #[tokio::test]

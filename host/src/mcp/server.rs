@@ -33,10 +33,71 @@ use tokio::task::AbortHandle;
 
 use super::protocol::{self, Incoming, code};
 use super::{ServedTool, Toolbox};
-use crate::hands::{CallOutcome, Hands};
+use crate::hands::{CallOutcome, Hands, bound};
+
+/// One message on its way to the client, serialized once: the transport
+/// writes `text` as it is, and nothing else holds the message (a call's
+/// output is not kept both as a value and as text while it waits).
+pub struct Outgoing {
+    /// The JSON text of the message, without a trailing newline.
+    pub text: String,
+    /// For a response, whether it is a success (`result`); `None` for a
+    /// notification.
+    pub success: Option<bool>,
+    /// Whatever the transport tied to the request this answers (the stdio
+    /// transport's pending slot), released when the message is dropped,
+    /// that is once it is written.
+    _hold: Option<Arc<dyn std::any::Any + Send + Sync>>,
+}
 
 /// Where a session's answers and notifications go, in order.
-pub type Outbox = mpsc::UnboundedSender<Value>;
+///
+/// A transport may tie something to one request ([`Outbox::holding`]): it
+/// lives as long as anything that can still answer that request (the
+/// call's task, a queued answer), so a transport can count requests not
+/// yet answered and stop reading when too many are (stdio's backpressure).
+#[derive(Clone)]
+pub struct Outbox {
+    tx: mpsc::UnboundedSender<Outgoing>,
+    hold: Option<Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+impl Outbox {
+    /// An outbox and the receiving end a transport writes from. Default:
+    /// nothing held.
+    pub fn new() -> (Self, mpsc::UnboundedReceiver<Outgoing>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Self { tx, hold: None }, rx)
+    }
+
+    /// The same outbox, with `hold` kept alive by every message sent
+    /// through this copy (and its clones) until the message is dropped.
+    pub fn holding(&self, hold: impl std::any::Any + Send + Sync) -> Self {
+        Self {
+            tx: self.tx.clone(),
+            hold: Some(Arc::new(hold)),
+        }
+    }
+
+    /// Serialize `message` and queue it; false when the transport is gone.
+    /// The value is dropped here, so the queue holds the text only.
+    pub fn send(&self, message: Value) -> bool {
+        let success = message.get("id").map(|_| message.get("result").is_some());
+        let text = match serde_json::to_string(&message) {
+            Ok(text) => text,
+            // A `Value` always serializes (its keys are strings).
+            Err(_) => return false,
+        };
+        drop(message);
+        self.tx
+            .send(Outgoing {
+                text,
+                success,
+                _hold: self.hold.clone(),
+            })
+            .is_ok()
+    }
+}
 
 /// Called with each finished call (tool and outcome with its receipt);
 /// the CLI writes receipts to stderr.
@@ -117,7 +178,7 @@ impl Session {
             return answer(protocol::error(
                 id,
                 code::METHOD_NOT_FOUND,
-                format!("method not found: {method}"),
+                format!("method not found: {}", bound::name(method)),
             ));
         }
         if method == "ping" {
@@ -189,14 +250,23 @@ impl Session {
             return refuse("tools/call needs `name` (a string)".to_owned());
         };
         let Some(tool) = self.server.toolbox.get(name).cloned() else {
-            return refuse(format!("unknown tool: {name}"));
+            return refuse(format!("unknown tool: {}", bound::name(name)));
         };
         // A missing `arguments` is the input of a tool with no required
-        // fields; anything else goes to the tool's schema check, whose
-        // refusal is a result the model reads.
-        let arguments = match params.get("arguments") {
+        // fields. The spec types `arguments` as an object, so anything else
+        // is params of the wrong shape (-32602), not a tool's input; an
+        // object goes to the tool's schema check, whose refusal is a
+        // result the model reads.
+        let mut params = params;
+        let arguments = match params.get_mut("arguments").map(Value::take) {
             None | Some(Value::Null) => json!({}),
-            Some(a) => a.clone(),
+            Some(a @ Value::Object(_)) => a,
+            Some(other) => {
+                return refuse(format!(
+                    "tools/call `arguments` must be an object, not {}",
+                    kind_of(&other)
+                ));
+            }
         };
         let token = params
             .get("_meta")
@@ -228,6 +298,9 @@ impl Session {
                 .hands
                 .call(&tool.component, &tool.grants, &tool.tool, &arguments)
                 .await;
+            // The input is not needed any more; drop it before the answer
+            // is made, so a call holds its input or its output, not both.
+            drop(arguments);
             if let Some(sink) = &server.on_receipt {
                 sink(&tool, &outcome);
             }
@@ -246,7 +319,7 @@ impl Session {
             if let Ok(mut calls) = session.calls.lock() {
                 calls.remove(&task_key);
             }
-            let _ = out.send(protocol::result(id, call_result(&outcome, version)));
+            let _ = out.send(protocol::result(id, call_result(outcome, version)));
         });
         calls.insert(key, task.abort_handle());
     }
@@ -287,12 +360,28 @@ impl Session {
     }
 }
 
+/// What a JSON value is, for a message about the wrong one.
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// A `CallToolResult`: the output as JSON text (and, from 2025-06-18, as
 /// `structuredContent` when it is an object), or the error's text with
 /// `isError`. `_meta` carries the receipt's figures, not its resources:
 /// what the call touched is the operator's to read (stderr), not the
 /// client's.
-fn call_result(outcome: &CallOutcome, version: &str) -> Value {
+///
+/// Takes the outcome by value: the output moves into the answer (as
+/// `structuredContent`), so it is held once as a value and once as text,
+/// and both go when [`Outbox::send`] has serialized the answer.
+fn call_result(outcome: CallOutcome, version: &str) -> Value {
     let r = &outcome.receipt;
     let meta = json!({
         "longhand/receipt": {
@@ -304,7 +393,7 @@ fn call_result(outcome: &CallOutcome, version: &str) -> Value {
             "limits_hit": r.limits_hit,
         }
     });
-    match &outcome.result {
+    match outcome.result {
         Ok(output) => {
             let mut result = json!({
                 "content": [{"type": "text", "text": output.to_string()}],
@@ -312,7 +401,7 @@ fn call_result(outcome: &CallOutcome, version: &str) -> Value {
                 "_meta": meta,
             });
             if output.is_object() && protocol::has_structured_content(version) {
-                result["structuredContent"] = output.clone();
+                result["structuredContent"] = output;
             }
             result
         }
@@ -329,13 +418,23 @@ mod tests {
     use super::*;
     use crate::hands::{Grants, HandsConfig};
 
-    async fn session() -> (Arc<Session>, mpsc::UnboundedReceiver<Value>, Outbox) {
+    /// The answers a session sent, parsed back.
+    struct Answers(mpsc::UnboundedReceiver<Outgoing>);
+
+    impl Answers {
+        async fn recv(&mut self) -> Option<Value> {
+            let message = self.0.recv().await?;
+            Some(serde_json::from_str(&message.text).unwrap())
+        }
+    }
+
+    async fn session() -> (Arc<Session>, Answers, Outbox) {
         let hands = Arc::new(Hands::new(HandsConfig::default()).unwrap());
         let json_tool = Toolbox::load(&hands, "json").await.unwrap();
         let toolbox = Toolbox::component(json_tool, Grants::default(), None).unwrap();
         let server = Arc::new(Server::new(hands, toolbox));
-        let (tx, rx) = mpsc::unbounded_channel();
-        (Session::new(server), rx, tx)
+        let (tx, rx) = Outbox::new();
+        (Session::new(server), Answers(rx), tx)
     }
 
     fn request(id: i64, method: &str, params: Value) -> Incoming {
@@ -393,6 +492,42 @@ mod tests {
         assert_eq!(bad["result"]["isError"], json!(true));
         let text = bad["result"]["content"][0]["text"].as_str().unwrap();
         assert!(text.starts_with("invalid input"), "{text}");
+        // Arguments that are not an object are params of the wrong shape.
+        for (i, arguments) in [json!([1]), json!("x"), json!(3), json!(true)]
+            .into_iter()
+            .enumerate()
+        {
+            let id = 9 + i as i64;
+            let params = json!({"name": "query", "arguments": arguments});
+            s.handle(request(id, "tools/call", params), &out);
+            let refused = rx.recv().await.unwrap();
+            assert_eq!(refused["id"], json!(id));
+            assert_eq!(refused["error"]["code"], json!(code::INVALID_PARAMS));
+        }
+        // Names the client chose are cut in what comes back.
+        let long = "m".repeat(1 << 20);
+        s.handle(request(20, &long, Value::Null), &out);
+        let refused = rx.recv().await.unwrap();
+        assert!(refused.to_string().len() < 1024, "{refused}");
+        s.handle(request(21, "tools/call", json!({"name": long})), &out);
+        let refused = rx.recv().await.unwrap();
+        assert!(refused.to_string().len() < 1024, "{refused}");
         assert_eq!(s.calls_in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_held_value_lives_until_every_message_is_dropped() {
+        let (s, mut rx, out) = session().await;
+        let hold = Arc::new(());
+        let weak = Arc::downgrade(&hold);
+        let held = out.holding(hold);
+        s.handle(request(1, "ping", Value::Null), &held);
+        drop(held);
+        assert!(weak.upgrade().is_some(), "the queued answer holds it");
+        let answer = rx.0.recv().await.unwrap();
+        assert_eq!(answer.success, Some(true));
+        assert!(weak.upgrade().is_some());
+        drop(answer);
+        assert!(weak.upgrade().is_none(), "written, so released");
     }
 }

@@ -35,6 +35,7 @@
 //! - [`host_spend`]: what a guest can make the host spend: listings of a
 //!   huge directory, descriptor hogs beside a normal call, symbolic links
 //!   moved into a grant without them.
+//! - [`printed`]: names in errors and indented output stay bounded.
 
 mod support;
 mod telemetry;
@@ -62,6 +63,7 @@ mod limits;
 mod mcp;
 mod memory;
 mod plan;
+mod printed;
 mod providers;
 mod roles;
 mod script;

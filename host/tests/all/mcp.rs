@@ -497,3 +497,207 @@ fn http_sessions_headers_and_origins() {
     let status = child.wait().expect("wait");
     assert!(status.success(), "{status}");
 }
+
+/// A field of `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`).
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {status}"))
+}
+
+/// The server's memory growth is measured against this: what it holds
+/// after start, `initialize` and one call (the component compiled and
+/// instantiated once).
+fn warmed(s: &mut Server) -> u64 {
+    let answer = s.ask(init("2025-11-25"));
+    assert!(answer.get("result").is_some(), "{answer}");
+    let call = s.ask(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "query", "arguments": {"filter": "[range(80000)]", "input": null}}}),
+    );
+    assert_eq!(call["result"]["isError"], json!(false), "{call}");
+    status_kib(s.child.id(), "VmHWM")
+}
+
+#[test]
+fn stdio_skips_an_over_long_line_in_constant_memory() {
+    let home = Home::new();
+    let mut s = Server::start(&home, &["--tool", "json"]);
+    let before = warmed(&mut s);
+    // 256 MiB without a newline, then a request on the same stream. The
+    // server must answer the first with a parse error and the second
+    // correctly, holding no more than one line's bound of it.
+    const LONG: usize = 256 << 20;
+    let stdin = s.stdin.as_mut().expect("stdin");
+    let chunk = vec![b'x'; 1 << 20];
+    for _ in 0..LONG / chunk.len() {
+        stdin.write_all(&chunk).expect("write the long line");
+    }
+    writeln!(stdin).expect("newline");
+    s.send(r#"{"jsonrpc":"2.0","id":"after","method":"ping"}"#);
+    let refused = s.recv();
+    assert_eq!(refused["error"]["code"], json!(-32700), "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains(&LONG.to_string()), "{message}");
+    let ping = s.recv();
+    assert_eq!(ping["id"], json!("after"), "{ping}");
+    assert_eq!(ping["result"], json!({}));
+    let grown = status_kib(s.child.id(), "VmHWM").saturating_sub(before);
+    eprintln!("over-long line of {LONG} bytes: peak memory grew {grown} KiB");
+    // The bound of one line (16 MiB) and its buffer's growth, no more.
+    assert!(grown < 40 << 10, "peak memory grew {grown} KiB");
+}
+
+#[test]
+fn stdio_stops_reading_while_answers_wait_and_stays_bounded() {
+    let home = Home::new();
+    let mut s = Server::start(&home, &["--tool", "json"]);
+    let before = warmed(&mut s);
+    // 600 calls whose answers are ~470 KB each (the output as text and as
+    // structuredContent), written by a thread while nobody reads stdout:
+    // unbounded, the answers alone would be 280 MB. Each request carries
+    // 1 KB the filter ignores, so that 600 of them are far more than the
+    // pipe and the server's read buffer hold.
+    const CALLS: u64 = 600;
+    let mut stdin = s.stdin.take().expect("stdin");
+    let pad = "p".repeat(1000);
+    let writer = std::thread::spawn(move || {
+        for id in 0..CALLS {
+            let call = json!({"jsonrpc": "2.0", "id": 100 + id, "method": "tools/call",
+                "params": {"name": "query",
+                "arguments": {"filter": "[range(40000)]", "input": pad}}});
+            writeln!(stdin, "{call}").expect("write a call");
+        }
+        stdin
+    });
+    // Wait until the server stops making progress: its memory settles.
+    let pid = s.child.id();
+    let mut last = 0;
+    let mut still = 0;
+    let started = Instant::now();
+    while still < 6 && started.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = status_kib(pid, "VmRSS");
+        still = if now.abs_diff(last) < 1024 {
+            still + 1
+        } else {
+            0
+        };
+        last = now;
+    }
+    assert!(
+        !writer.is_finished(),
+        "the server read all {CALLS} calls while none was answered"
+    );
+    let stalled = status_kib(pid, "VmHWM").saturating_sub(before);
+    // Now read: every call is answered, in full.
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..CALLS {
+        let answer = s.recv();
+        assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("");
+        assert!(text.len() > 200_000, "{} bytes", text.len());
+        seen.insert(answer["id"].as_u64().expect("id"));
+    }
+    assert_eq!(seen.len() as u64, CALLS);
+    s.stdin = Some(writer.join().expect("the writer"));
+    let grown = status_kib(pid, "VmHWM").saturating_sub(before);
+    eprintln!(
+        "{CALLS} calls, stdout unread: peak grew {stalled} KiB while stalled, {grown} KiB in all"
+    );
+    assert!(grown < 64 << 10, "peak memory grew {grown} KiB");
+}
+
+#[test]
+fn stdio_refuses_arguments_that_are_not_an_object() {
+    let home = Home::new();
+    let mut s = Server::start(&home, &["--tool", "json"]);
+    s.ask(init("2025-11-25"));
+    for (id, arguments) in [json!([]), json!("{}"), json!(1), json!(false)]
+        .into_iter()
+        .enumerate()
+    {
+        let answer = s.ask(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "query", "arguments": arguments}}));
+        assert_eq!(answer["id"], json!(id), "{answer}");
+        assert_eq!(answer["error"]["code"], json!(-32602), "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or("");
+        assert!(message.contains("must be an object"), "{message}");
+    }
+    // A name or method the client made up is cut in the error.
+    let long = "t".repeat(8 << 20);
+    let answer = s.ask(json!({"jsonrpc": "2.0", "id": "n", "method": "tools/call",
+        "params": {"name": long}}));
+    assert_eq!(answer["error"]["code"], json!(-32602), "{answer}");
+    assert!(
+        answer.to_string().len() < 1024,
+        "{} bytes",
+        answer.to_string().len()
+    );
+    let answer = s.ask(json!({"jsonrpc": "2.0", "id": "m", "method": long}));
+    assert_eq!(answer["error"]["code"], json!(-32601));
+    assert!(
+        answer.to_string().len() < 1024,
+        "{} bytes",
+        answer.to_string().len()
+    );
+}
+
+#[test]
+fn a_read_only_grant_serves_no_tool_that_can_only_fail() {
+    let home = Home::new();
+    let ws = home.path().join("ws");
+    write(&ws.join("a.txt"), "kept");
+    let ro = format!("{}:/workspace:ro", ws.display());
+    let mut s = Server::start(&home, &["--tool", "fs", "--dir", &ro]);
+    s.ask(init("2025-11-25"));
+    let list = s.ask(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let tools = list["result"]["tools"].as_array().expect("tools");
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"read"), "{names:?}");
+    assert!(
+        !names.contains(&"write") && !names.contains(&"edit"),
+        "{names:?}"
+    );
+    assert!(
+        tools
+            .iter()
+            .all(|t| t["annotations"]["readOnlyHint"] == json!(true)),
+        "{list}"
+    );
+    // Calling one anyway is an unknown tool; the file is untouched.
+    let call = s.ask(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "write", "arguments": {"path": "/workspace/a.txt", "content": "x"}}}),
+    );
+    assert_eq!(call["error"]["code"], json!(-32602), "{call}");
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "kept");
+    drop(s);
+
+    // The same directory read-write: they are served.
+    let rw = format!("{}:/workspace:rw", ws.display());
+    let mut s = Server::start(&home, &["--tool", "fs", "--dir", &rw]);
+    s.ask(init("2025-11-25"));
+    let list = s.ask(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let names: Vec<String> = list["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect();
+    assert!(names.iter().any(|n| n == "write") && names.iter().any(|n| n == "edit"));
+    drop(s);
+
+    // Asking for one by name under a read-only grant is refused at start,
+    // saying what to grant; the stderr note names what is left out.
+    let only = home.run(&[
+        "mcp", "--stdio", "--tool", "fs", "--dir", &ro, "--only", "edit",
+    ]);
+    only.expect_code(2);
+    assert!(only.stderr.contains("read-write"), "{}", only.stderr);
+}
