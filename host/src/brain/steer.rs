@@ -13,6 +13,14 @@
 //! dropped (a model request abandoned, a tool call's future dropped), the
 //! calls it left started are recorded in doubt, and the session ends.
 //!
+//! A model request is a safe point too: it is redoable (a request with no
+//! answer is sent again on wake), so a `pause` or `cancel` that arrives
+//! while one is in flight — or while the loop waits to retry one — drops
+//! it and is acted on at once, instead of waiting for an answer that can
+//! take minutes ([`Runner::abandon_on_stop`]). A tool call is not: it may
+//! have effects, so `pause` and `cancel` wait for it (`cancel --now` does
+//! not).
+//!
 //! Every control acted on is recorded by a `steered` event carrying its
 //! id, before (or with) what it causes; the fold keeps the highest id, so a
 //! resumed worker asks the inbox only for newer controls and none is
@@ -37,13 +45,16 @@ pub(super) struct Poller {
 
 impl Poller {
     /// Poll `session`'s inbox for controls after `after`; new ones go to
-    /// `tx`, and a `cancel --now` also to `now`.
+    /// `tx`, a `cancel --now` also to `now`, and the id of a `pause` or
+    /// `cancel` also to `stop` (after `tx`, so the loop finds the control
+    /// in its inbox when it sees the id).
     pub(super) fn start(
         store: std::sync::Arc<dyn Store>,
         session: SessionId,
         mut after: u64,
         tx: mpsc::UnboundedSender<Control>,
         now: watch::Sender<Option<Control>>,
+        stop: watch::Sender<Option<u64>>,
     ) -> Self {
         let task = tokio::spawn(async move {
             loop {
@@ -54,8 +65,16 @@ impl Poller {
                             if control.kind == (ControlKind::Cancel { now: true }) {
                                 let _ = now.send(Some(control.clone()));
                             }
+                            let id = control.id;
+                            let stops = matches!(
+                                control.kind,
+                                ControlKind::Pause | ControlKind::Cancel { now: false }
+                            );
                             if tx.send(control).is_err() {
                                 return;
+                            }
+                            if stops {
+                                let _ = stop.send(Some(id));
                             }
                         }
                     }
@@ -96,6 +115,23 @@ fn steered(control: &Control) -> Event {
 }
 
 impl Runner<'_> {
+    /// `work` (a model request, or the wait before retrying one), unless a
+    /// `pause` or `cancel` not yet acted on arrives first: then `work` is
+    /// dropped and `None` returned, within [`POLL`] of the control being
+    /// posted. Only for redoable work: nothing it did is relied on.
+    pub(super) async fn abandon_on_stop<T>(&mut self, work: impl Future<Output = T>) -> Option<T> {
+        let last = self.state.last_control;
+        let Some(stop) = self.stop.as_mut() else {
+            return Some(work.await);
+        };
+        tokio::select! {
+            // An answer that is already here is kept.
+            biased;
+            out = work => Some(out),
+            _ = stop.wait_for(|id| id.is_some_and(|id| id > last)) => None,
+        }
+    }
+
     /// Act on the controls that arrived: at a safe point, between actions.
     pub(super) async fn apply_controls(&mut self) -> Result<(), RunError> {
         let Some(rx) = self.inbox.as_mut() else {

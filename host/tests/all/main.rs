@@ -30,6 +30,9 @@
 //!   pause), revision after a failed task, judge and handoff fallback.
 //! - [`stream_timeouts`]: a live stream longer than `request_timeout` finishes.
 //! - [`serve`]: the HTTP API and, in Chromium, the web page.
+//! - [`turns`]: notes never break call/result pairing (strict model server,
+//!   every wire format), pause/cancel during a model call, unpriced money
+//!   limits refused, attempts counted across resumes.
 
 mod support;
 mod telemetry;
@@ -63,4 +66,5 @@ mod serve;
 mod skills;
 mod steer;
 mod stream_timeouts;
+mod turns;
 mod worker;
