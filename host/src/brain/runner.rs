@@ -550,7 +550,8 @@ impl<'h> Runner<'h> {
             tx,
             now_tx,
             stop_tx,
-        );
+        )
+        .await;
         self.inbox = Some(rx);
         self.stop = Some(stop_rx);
         let end = tokio::select! {

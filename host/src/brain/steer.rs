@@ -48,7 +48,12 @@ impl Poller {
     /// `tx`, a `cancel --now` also to `now`, and the id of a `pause` or
     /// `cancel` also to `stop` (after `tx`, so the loop finds the control
     /// in its inbox when it sees the id).
-    pub(super) fn start(
+    ///
+    /// The first read is done before this returns: controls posted while
+    /// the session was not running (a note sent to a paused session) are
+    /// in the inbox at the loop's first safe point, not at a later one a
+    /// poll happens to precede.
+    pub(super) async fn start(
         store: std::sync::Arc<dyn Store>,
         session: SessionId,
         mut after: u64,
@@ -56,26 +61,20 @@ impl Poller {
         now: watch::Sender<Option<Control>>,
         stop: watch::Sender<Option<u64>>,
     ) -> Self {
+        // The first read is delivered here, the rest by the task.
+        let mut read = match store.controls(&session, after).await {
+            Ok(controls) => {
+                deliver(controls, &mut after, &tx, &now, &stop);
+                Ok(Vec::new())
+            }
+            Err(e) => Err(e),
+        };
         let task = tokio::spawn(async move {
             loop {
-                match store.controls(&session, after).await {
+                match read {
                     Ok(controls) => {
-                        for control in controls {
-                            after = after.max(control.id);
-                            if control.kind == (ControlKind::Cancel { now: true }) {
-                                let _ = now.send(Some(control.clone()));
-                            }
-                            let id = control.id;
-                            let stops = matches!(
-                                control.kind,
-                                ControlKind::Pause | ControlKind::Cancel { now: false }
-                            );
-                            if tx.send(control).is_err() {
-                                return;
-                            }
-                            if stops {
-                                let _ = stop.send(Some(id));
-                            }
+                        if !deliver(controls, &mut after, &tx, &now, &stop) {
+                            return;
                         }
                     }
                     // A store that cannot answer now may answer next time;
@@ -83,6 +82,7 @@ impl Poller {
                     Err(e) => tracing::debug!(error = %e, "reading the control inbox failed"),
                 }
                 tokio::time::sleep(POLL).await;
+                read = store.controls(&session, after).await;
             }
         });
         Self { task }
@@ -92,6 +92,35 @@ impl Poller {
     pub(super) fn stop(self) {
         self.task.abort();
     }
+}
+
+/// Hands `controls` to the loop (see [`Poller::start`]); `false` once the
+/// loop is gone.
+fn deliver(
+    controls: Vec<Control>,
+    after: &mut u64,
+    tx: &mpsc::UnboundedSender<Control>,
+    now: &watch::Sender<Option<Control>>,
+    stop: &watch::Sender<Option<u64>>,
+) -> bool {
+    for control in controls {
+        *after = (*after).max(control.id);
+        if control.kind == (ControlKind::Cancel { now: true }) {
+            let _ = now.send(Some(control.clone()));
+        }
+        let id = control.id;
+        let stops = matches!(
+            control.kind,
+            ControlKind::Pause | ControlKind::Cancel { now: false }
+        );
+        if tx.send(control).is_err() {
+            return false;
+        }
+        if stops {
+            let _ = stop.send(Some(id));
+        }
+    }
+    true
 }
 
 /// Resolves with the `cancel --now` control once one arrives.

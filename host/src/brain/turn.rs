@@ -189,10 +189,7 @@ impl Runner<'_> {
         let mut attempts = Attempts::default();
         loop {
             let started = Instant::now();
-            let request = wire
-                .as_ref()
-                .or(sent.as_ref())
-                .unwrap_or(&built.request);
+            let request = wire.as_ref().or(sent.as_ref()).unwrap_or(&built.request);
             let result = self.abandon_on_stop(provider.complete(request)).await;
             let result = match result {
                 Some(result) => result,
@@ -258,7 +255,11 @@ impl Runner<'_> {
                 wait_ms = wait.as_millis() as u64,
                 "model call failed; retrying"
             );
-            if self.abandon_on_stop(tokio::time::sleep(wait)).await.is_none() {
+            if self
+                .abandon_on_stop(tokio::time::sleep(wait))
+                .await
+                .is_none()
+            {
                 return Ok(());
             }
             attempt += 1;

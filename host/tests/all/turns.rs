@@ -158,7 +158,11 @@ fn answer(
             }
             Ok(()) => match answers.lock().expect("lock").pop_front() {
                 Some(a) => (200, body(format, &a), a.delay),
-                None => (500, json!({"error": {"message": "no more answers"}}), Duration::ZERO),
+                None => (
+                    500,
+                    json!({"error": {"message": "no more answers"}}),
+                    Duration::ZERO,
+                ),
             },
         }
     };
@@ -236,7 +240,11 @@ fn note_lands_between_call_and_result(log: &[EventRecord], call: &str) {
 /// within its messages).
 fn note_follows_result(format: WireFormat, request: &Value) {
     let items: Vec<&Value> = match format {
-        WireFormat::OpenAiChat => request["messages"].as_array().expect("messages").iter().collect(),
+        WireFormat::OpenAiChat => request["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .collect(),
         WireFormat::OpenAiResponses => request["input"].as_array().expect("input").iter().collect(),
         WireFormat::Anthropic => request["messages"]
             .as_array()
@@ -358,7 +366,10 @@ fn pause_and_cancel_during_a_stalled_model_call_act_within_a_second() {
     let pause_ms = paused[0].at_ms - posted;
     eprintln!("pause during a stalled model call: paused {pause_ms} ms after it was posted");
     assert!(pause_ms < 1000, "paused {pause_ms} ms after the post");
-    assert!(exited < Duration::from_secs(2), "exited {exited:?} after the post");
+    assert!(
+        exited < Duration::from_secs(2),
+        "exited {exited:?} after the post"
+    );
     assert!(of_kind(&log, "model_responded").is_empty());
     let resumed = home.run(&["resume", &session, "--json"]);
     resumed.expect_code(0);
@@ -402,8 +413,18 @@ fn a_cost_limit_on_a_model_without_a_price_is_refused_at_start() {
     );
     let out = home.run(&["run", &agent]);
     out.expect_code(2);
-    for needle in ["`m`", "no price", "prices.toml", "[openai.\"m\"]", "max_cost_micros"] {
-        assert!(out.stderr.contains(needle), "no {needle:?} in:\n{}", out.stderr);
+    for needle in [
+        "`m`",
+        "no price",
+        "prices.toml",
+        "[openai.\"m\"]",
+        "max_cost_micros",
+    ] {
+        assert!(
+            out.stderr.contains(needle),
+            "no {needle:?} in:\n{}",
+            out.stderr
+        );
     }
     assert_eq!(home.run(&["sessions", "--json"]).stdout_text().trim(), "");
 
@@ -422,8 +443,16 @@ fn a_cost_limit_on_a_model_without_a_price_is_refused_at_start() {
     );
     let out = home.run(&["run", &agent, "--detach"]);
     out.expect_code(2);
-    for needle in ["`local-reader`", "[agents.reader]", "[openai.\"local-reader\"]"] {
-        assert!(out.stderr.contains(needle), "no {needle:?} in:\n{}", out.stderr);
+    for needle in [
+        "`local-reader`",
+        "[agents.reader]",
+        "[openai.\"local-reader\"]",
+    ] {
+        assert!(
+            out.stderr.contains(needle),
+            "no {needle:?} in:\n{}",
+            out.stderr
+        );
     }
     assert_eq!(home.run(&["sessions", "--json"]).stdout_text().trim(), "");
 

@@ -712,7 +712,10 @@ async fn a_note_between_calls_and_results_is_refused_until_repaired() {
             messages: repaired.clone(),
             ..broken.clone()
         };
-        let got = p.complete(&fixed).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let got = p
+            .complete(&fixed)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(got.text.as_deref(), Some("ok"), "{name}");
         // The note reached the model, after both results.
         let sent = server.received()[1].body.to_string();

@@ -132,19 +132,17 @@ pub fn check_messages(messages: &[Message]) -> Result<(), String> {
                 }
                 open = tool_calls.iter().map(|c| c.id.as_str()).collect();
             }
-            Message::ToolResult { call_id, .. } => {
-                match open.iter().position(|c| c == call_id) {
-                    Some(at) => {
-                        open.remove(at);
-                    }
-                    None => {
-                        return Err(format!(
-                            "messages.{i}: a tool result for `{call_id}` does not answer a tool \
-                             call of the assistant message before it"
-                        ));
-                    }
+            Message::ToolResult { call_id, .. } => match open.iter().position(|c| c == call_id) {
+                Some(at) => {
+                    open.remove(at);
                 }
-            }
+                None => {
+                    return Err(format!(
+                        "messages.{i}: a tool result for `{call_id}` does not answer a tool \
+                             call of the assistant message before it"
+                    ));
+                }
+            },
             Message::User { .. } => {
                 if !open.is_empty() {
                     return Err(unanswered(i, &open));
