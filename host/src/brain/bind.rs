@@ -83,22 +83,128 @@ pub struct Frozen {
 impl Frozen {
     /// Freeze the prices of the models this agent (and its roles) call.
     pub fn freeze_prices(&mut self, prices: &super::pricing::Prices) {
-        let mut models = vec![&self.model];
-        models.extend(self.roles.planner.iter());
-        models.extend(self.roles.judge.iter());
-        let found: Vec<(String, super::pricing::ModelPrice)> = models
-            .into_iter()
-            .filter_map(|m| {
-                let provider = m.provider.as_str();
-                prices
-                    .freeze_for(provider, &m.model)
-                    .map(|p| (format!("{provider}/{}", m.model), p))
-            })
-            .collect();
+        let found = self.priced_by(prices);
         self.prices.extend(found);
         for child in self.agents.values_mut() {
             child.frozen.freeze_prices(prices);
         }
+    }
+
+    /// Give a price from `prices` to each model this agent (and its roles
+    /// and children) calls that has none frozen; frozen prices stay. For a
+    /// session woken after its operator priced a model it was started
+    /// without: answers already recorded keep the cost they were recorded
+    /// with (unknown), later ones are counted.
+    pub fn fill_missing_prices(&mut self, prices: &super::pricing::Prices) {
+        for (key, price) in self.priced_by(prices) {
+            self.prices.entry(key).or_insert(price);
+        }
+        for child in self.agents.values_mut() {
+            child.frozen.fill_missing_prices(prices);
+        }
+    }
+
+    fn priced_by(
+        &self,
+        prices: &super::pricing::Prices,
+    ) -> Vec<(String, super::pricing::ModelPrice)> {
+        self.models()
+            .into_iter()
+            .filter_map(|(_, m)| {
+                let provider = m.provider.as_str();
+                prices
+                    .freeze_for(provider, &m.model)
+                    .map(|p| (price_key(m), p))
+            })
+            .collect()
+    }
+
+    /// The models this agent's answers are priced by, with the role each
+    /// answers for: the worker's, and the planner's and judge's when they
+    /// have their own (the same choice the loop prices an answer by).
+    pub fn models(&self) -> Vec<(&'static str, &ModelConfig)> {
+        let mut models = vec![("worker", &self.model)];
+        models.extend(self.roles.planner.iter().map(|m| ("planner", m)));
+        models.extend(self.roles.judge.iter().map(|m| ("judge", m)));
+        models
+    }
+
+    /// The first model this agent, or a child it may start, would call
+    /// under a money limit without a price: its answers' cost could not be
+    /// counted, so the limit could not hold. `raised` is the limit a
+    /// `--raise` put in place of this agent's own, if any. `None` when
+    /// every limited model is priced (or nothing has a money limit).
+    pub fn unpriced(&self, raised: Option<u64>) -> Option<Unpriced> {
+        self.unpriced_at(raised, "this agent")
+    }
+
+    fn unpriced_at(&self, raised: Option<u64>, agent: &str) -> Option<Unpriced> {
+        let limit = raised.unwrap_or(self.limits.max_cost_micros);
+        if limit > 0
+            && let Some((role, model)) = self
+                .models()
+                .into_iter()
+                .find(|(_, m)| !self.prices.contains_key(&price_key(m)))
+        {
+            return Some(Unpriced {
+                agent: agent.to_owned(),
+                role,
+                provider: model.provider.as_str().to_owned(),
+                model: model.model.clone(),
+                limit,
+            });
+        }
+        self.agents.iter().find_map(|(name, child)| {
+            let path = if agent == "this agent" {
+                format!("[agents.{name}]")
+            } else {
+                format!("{agent} → [agents.{name}]")
+            };
+            child.frozen.unpriced_at(None, &path)
+        })
+    }
+}
+
+/// The key a model's frozen price is kept under: `provider/model`.
+pub fn price_key(model: &ModelConfig) -> String {
+    format!("{}/{}", model.provider.as_str(), model.model)
+}
+
+/// A model called under a money limit with no known price (see
+/// [`Frozen::unpriced`]). The operator acts: give the model a price or
+/// remove the limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unpriced {
+    /// Which agent: `this agent`, or the path to a child (`[agents.x]`).
+    pub agent: String,
+    /// The role the model answers for (`worker`, `planner`, `judge`).
+    pub role: &'static str,
+    /// Its provider, as the price file's section names it.
+    pub provider: String,
+    /// The model.
+    pub model: String,
+    /// The money limit in force there, micro-dollars.
+    pub limit: u64,
+}
+
+impl Unpriced {
+    /// What is wrong and the two ways out, naming `file` as the place for
+    /// a price.
+    pub fn advice(&self, file: &Path) -> String {
+        format!(
+            "model `{model}` (provider {provider}, the {role} of {agent}) has no price, so              max_cost_micros = {limit} cannot be counted and would not hold. Give it a price in              {file}:\n\n  as_of = \"YYYY-MM-DD\"\n  [{provider}.\"{model}\"]\n  input = <USD per              million prompt tokens>\n  output = <USD per million generated tokens>\n\nor remove              max_cost_micros{slice}",
+            model = self.model,
+            provider = self.provider,
+            role = self.role,
+            agent = self.agent,
+            limit = self.limit,
+            file = file.display(),
+            slice = if self.agent == "this agent" {
+                String::new()
+            } else {
+                " (the parent's, and the child's slice)".to_owned()
+            },
+        )
     }
 }
 

@@ -381,7 +381,7 @@ fn next_planned(state: &SessionState, limits: &SessionLimits, policy: PlanPolicy
             };
         }
         let max = task.max_attempts.unwrap_or(policy.max_attempts);
-        if record.attempts < max {
+        if record.in_set() < max {
             return match limit_hit(state, limits) {
                 Some(reason) => Action::Pause(reason),
                 None => Action::StartTask(task_id.clone()),

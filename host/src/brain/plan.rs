@@ -367,8 +367,14 @@ impl TaskStatus {
 pub struct TaskRecord {
     /// `running`, `done` or `failed` once recorded; `None` before it started.
     pub status: Option<TaskStatus>,
-    /// Attempts started.
+    /// Attempts started, all of them, across processes and resumes: what
+    /// `longhand plan` shows.
     pub attempts: u32,
+    /// Of `attempts`, those started before the current set: a person's
+    /// resume or a plan revision gives a failed task a fresh set of
+    /// `max_attempts`, counted from here (see [`TaskRecord::in_set`]).
+    /// Default 0.
+    pub fresh_from: u32,
     /// The last result of each check (by index in `done_when`), in the
     /// attempt that ran it last; `None` until one ran.
     pub checks: Vec<Option<bool>>,
@@ -377,6 +383,19 @@ pub struct TaskRecord {
     /// The child session the task runs in (parallel tasks).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub child: Option<String>,
+}
+
+impl TaskRecord {
+    /// Attempts started in the current set: what `max_attempts` bounds.
+    pub fn in_set(&self) -> u32 {
+        self.attempts.saturating_sub(self.fresh_from)
+    }
+
+    /// A failed task gets a fresh set of attempts; the count goes on.
+    pub fn fresh_set(&mut self) {
+        self.status = None;
+        self.fresh_from = self.attempts;
+    }
 }
 
 /// The plan and what happened to its tasks, folded from events.
@@ -426,8 +445,7 @@ impl PlanState {
                 .collect();
             record.checked.clear();
             if record.status == Some(TaskStatus::Failed) {
-                record.status = None;
-                record.attempts = 0;
+                record.fresh_set();
             }
             tasks.insert(task.id.clone(), record);
         }
@@ -736,7 +754,9 @@ mod tests {
         state.replace(new);
         let record = &state.tasks["a"];
         assert_eq!(record.status, None);
-        assert_eq!(record.attempts, 0);
+        // The count goes on; the new set starts empty.
+        assert_eq!(record.attempts, 3);
+        assert_eq!(record.in_set(), 0);
         assert_eq!(record.checks, vec![None, Some(false)]);
         assert_eq!(state.status("a"), TaskStatus::Ready);
     }

@@ -221,6 +221,9 @@ pub struct Runner<'h> {
     pub(super) child_provider: Option<Arc<dyn ModelProvider>>,
     /// Controls from the session's inbox, while running (see `steer`).
     pub(super) inbox: Option<tokio::sync::mpsc::UnboundedReceiver<crate::session::inbox::Control>>,
+    /// The id of the newest `pause` or `cancel` seen in the inbox, while
+    /// running: a model request in flight is dropped for it (see `steer`).
+    pub(super) stop: Option<tokio::sync::watch::Receiver<Option<u64>>>,
     pub(super) session: SessionId,
     pub(super) lease: Lease,
     pub(super) lease_ttl: Duration,
@@ -384,6 +387,7 @@ impl<'h> Runner<'h> {
             role_providers: HashMap::new(),
             memory: None,
             inbox: None,
+            stop: None,
             child_provider: None,
             session,
             lease,
@@ -541,14 +545,18 @@ impl<'h> Runner<'h> {
         let mut lost = heartbeat.lost();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let (now_tx, mut now_rx) = tokio::sync::watch::channel(None);
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(None);
         let poller = super::steer::Poller::start(
             self.store.clone(),
             self.session.clone(),
             self.state.last_control,
             tx,
             now_tx,
-        );
+            stop_tx,
+        )
+        .await;
         self.inbox = Some(rx);
+        self.stop = Some(stop_rx);
         let end = tokio::select! {
             end = self.run_inner() => end,
             why = lost.wait() => Err(RunError::LeaseLost(why)),
@@ -567,6 +575,7 @@ impl<'h> Runner<'h> {
         };
         poller.stop();
         self.inbox = None;
+        self.stop = None;
         heartbeat.stop();
         // Appends still on their way land before the lease is given up (a
         // released lease no longer writes). After a lost lease they are

@@ -79,6 +79,15 @@ impl ModelProvider for ScriptProvider {
     }
 
     async fn complete(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        // As strict as the real APIs: a conversation that breaks the
+        // pairing of tool calls and results is refused as they refuse it,
+        // so every scripted run is held to the rule.
+        if let Err(why) = super::model::pairing::check_messages(&req.messages) {
+            return Err(ModelError::BadRequest {
+                status: 400,
+                body: why,
+            });
+        }
         // The loop numbers its turns from 1; a request built elsewhere
         // (step 0) counts the answers it carries, as before.
         let turn = match req.step {

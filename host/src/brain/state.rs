@@ -635,9 +635,18 @@ impl SessionState {
                     self.end_side_conversation(JUDGE);
                 }
             }
-            Event::TaskFinished { task, status, .. } => {
+            Event::TaskFinished {
+                task,
+                status,
+                attempts,
+            } => {
                 if let Some(plan) = &mut self.plan {
                     if let Some(record) = plan.tasks.get_mut(task) {
+                        // A task run in a child session made its attempts
+                        // there; its start here counted one of them.
+                        if record.child.is_some() {
+                            record.attempts += attempts.saturating_sub(1);
+                        }
                         record.status = Some(if status == "done" {
                             TaskStatus::Done
                         } else {
@@ -833,8 +842,7 @@ impl SessionState {
                     if let Some(plan) = &mut self.plan {
                         for record in plan.tasks.values_mut() {
                             if record.status == Some(TaskStatus::Failed) {
-                                record.status = None;
-                                record.attempts = 0;
+                                record.fresh_set();
                             }
                         }
                     }

@@ -13,6 +13,14 @@
 //! dropped (a model request abandoned, a tool call's future dropped), the
 //! calls it left started are recorded in doubt, and the session ends.
 //!
+//! A model request is a safe point too: it is redoable (a request with no
+//! answer is sent again on wake), so a `pause` or `cancel` that arrives
+//! while one is in flight — or while the loop waits to retry one — drops
+//! it and is acted on at once, instead of waiting for an answer that can
+//! take minutes ([`Runner::abandon_on_stop`]). A tool call is not: it may
+//! have effects, so `pause` and `cancel` wait for it (`cancel --now` does
+//! not).
+//!
 //! Every control acted on is recorded by a `steered` event carrying its
 //! id, before (or with) what it causes; the fold keeps the highest id, so a
 //! resumed worker asks the inbox only for newer controls and none is
@@ -37,26 +45,36 @@ pub(super) struct Poller {
 
 impl Poller {
     /// Poll `session`'s inbox for controls after `after`; new ones go to
-    /// `tx`, and a `cancel --now` also to `now`.
-    pub(super) fn start(
+    /// `tx`, a `cancel --now` also to `now`, and the id of a `pause` or
+    /// `cancel` also to `stop` (after `tx`, so the loop finds the control
+    /// in its inbox when it sees the id).
+    ///
+    /// The first read is done before this returns: controls posted while
+    /// the session was not running (a note sent to a paused session) are
+    /// in the inbox at the loop's first safe point, not at a later one a
+    /// poll happens to precede.
+    pub(super) async fn start(
         store: std::sync::Arc<dyn Store>,
         session: SessionId,
         mut after: u64,
         tx: mpsc::UnboundedSender<Control>,
         now: watch::Sender<Option<Control>>,
+        stop: watch::Sender<Option<u64>>,
     ) -> Self {
+        // The first read is delivered here, the rest by the task.
+        let mut read = match store.controls(&session, after).await {
+            Ok(controls) => {
+                deliver(controls, &mut after, &tx, &now, &stop);
+                Ok(Vec::new())
+            }
+            Err(e) => Err(e),
+        };
         let task = tokio::spawn(async move {
             loop {
-                match store.controls(&session, after).await {
+                match read {
                     Ok(controls) => {
-                        for control in controls {
-                            after = after.max(control.id);
-                            if control.kind == (ControlKind::Cancel { now: true }) {
-                                let _ = now.send(Some(control.clone()));
-                            }
-                            if tx.send(control).is_err() {
-                                return;
-                            }
+                        if !deliver(controls, &mut after, &tx, &now, &stop) {
+                            return;
                         }
                     }
                     // A store that cannot answer now may answer next time;
@@ -64,6 +82,7 @@ impl Poller {
                     Err(e) => tracing::debug!(error = %e, "reading the control inbox failed"),
                 }
                 tokio::time::sleep(POLL).await;
+                read = store.controls(&session, after).await;
             }
         });
         Self { task }
@@ -73,6 +92,35 @@ impl Poller {
     pub(super) fn stop(self) {
         self.task.abort();
     }
+}
+
+/// Hands `controls` to the loop (see [`Poller::start`]); `false` once the
+/// loop is gone.
+fn deliver(
+    controls: Vec<Control>,
+    after: &mut u64,
+    tx: &mpsc::UnboundedSender<Control>,
+    now: &watch::Sender<Option<Control>>,
+    stop: &watch::Sender<Option<u64>>,
+) -> bool {
+    for control in controls {
+        *after = (*after).max(control.id);
+        if control.kind == (ControlKind::Cancel { now: true }) {
+            let _ = now.send(Some(control.clone()));
+        }
+        let id = control.id;
+        let stops = matches!(
+            control.kind,
+            ControlKind::Pause | ControlKind::Cancel { now: false }
+        );
+        if tx.send(control).is_err() {
+            return false;
+        }
+        if stops {
+            let _ = stop.send(Some(id));
+        }
+    }
+    true
 }
 
 /// Resolves with the `cancel --now` control once one arrives.
@@ -96,6 +144,23 @@ fn steered(control: &Control) -> Event {
 }
 
 impl Runner<'_> {
+    /// `work` (a model request, or the wait before retrying one), unless a
+    /// `pause` or `cancel` not yet acted on arrives first: then `work` is
+    /// dropped and `None` returned, within [`POLL`] of the control being
+    /// posted. Only for redoable work: nothing it did is relied on.
+    pub(super) async fn abandon_on_stop<T>(&mut self, work: impl Future<Output = T>) -> Option<T> {
+        let last = self.state.last_control;
+        let Some(stop) = self.stop.as_mut() else {
+            return Some(work.await);
+        };
+        tokio::select! {
+            // An answer that is already here is kept.
+            biased;
+            out = work => Some(out),
+            _ = stop.wait_for(|id| id.is_some_and(|id| id > last)) => None,
+        }
+    }
+
     /// Act on the controls that arrived: at a safe point, between actions.
     pub(super) async fn apply_controls(&mut self) -> Result<(), RunError> {
         let Some(rx) = self.inbox.as_mut() else {

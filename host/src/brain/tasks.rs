@@ -68,9 +68,44 @@ impl Runner<'_> {
             "judge" => self.model_config(Role::Judge),
             _ => self.model_config(Role::Worker),
         };
-        let key = format!("{}/{}", model.provider.as_str(), model.model);
-        let price = self.agent.frozen.prices.get(&key)?;
+        let price = self
+            .agent
+            .frozen
+            .prices
+            .get(&super::bind::price_key(model))?;
         Some(price.cost_micros(&super::pricing::UsageLike::from(usage)))
+    }
+
+    /// The pause for asking `role` when a money limit is in force and its
+    /// model has no frozen price: its answer's cost could not be counted,
+    /// so the limit would not hold. `run` refuses such an agent at start;
+    /// this holds the line for sessions started before that check, or
+    /// whose limit a `--raise` put in place.
+    pub(super) fn unpriced_pause(&self, role: Role) -> Option<crate::session::PauseReason> {
+        let max = super::decide::limit(
+            &self.state.raised,
+            "max_cost_micros",
+            self.agent.frozen.limits.max_cost_micros,
+        );
+        let model = self.model_config(role);
+        if max == 0
+            || self
+                .agent
+                .frozen
+                .prices
+                .contains_key(&super::bind::price_key(model))
+        {
+            return None;
+        }
+        Some(crate::session::PauseReason {
+            kind: crate::session::PauseKind::Limit,
+            limit: Some("max_cost_micros".to_owned()),
+            detail: format!(
+                "model `{}` (provider {}) has no price, so max_cost_micros = {max} cannot be                  counted; give it a price in prices.toml (`longhand resume` reads it for a                  model the session has none for), or resume with --raise max_cost_micros=0 to                  run without a money limit",
+                model.model,
+                model.provider.as_str()
+            ),
+        })
     }
 
     /// The model settings of `role`.
@@ -301,10 +336,13 @@ impl Runner<'_> {
             record.attempts + 1
         };
         let config = self.agent.frozen.plan.as_ref().map(|p| p.config.clone());
-        let max_attempts = task
-            .max_attempts
-            .or(config.as_ref().map(|c| c.max_attempts))
-            .unwrap_or(1);
+        // Numbered across the session: a fresh set after a person's
+        // resume or a revision goes on from the attempts before it.
+        let max_attempts = record.fresh_from
+            + task
+                .max_attempts
+                .or(config.as_ref().map(|c| c.max_attempts))
+                .unwrap_or(1);
         let keep = config.as_ref().map_or(10, |c| c.progress_notes);
         let progress: Vec<String> = self
             .state

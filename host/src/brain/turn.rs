@@ -86,6 +86,9 @@ impl Runner<'_> {
         } else {
             role
         };
+        if let Some(reason) = self.unpriced_pause(role) {
+            return self.write(vec![Event::Paused { reason }]).await;
+        }
         let built = self.build_request(base, step).await?;
         let mut sent = None;
         if role == Role::Handoff {
@@ -164,12 +167,37 @@ impl Runner<'_> {
         }])
         .await?;
 
+        // What goes on the wire: the history in log order can hold a note
+        // between an answer's calls and their results (an operator's
+        // `send` during the calls), which every API refuses; put it in
+        // the order they accept. A log already like that resumes too.
+        let wire = {
+            let request = sent.as_ref().unwrap_or(&built.request);
+            super::model::pairing::repair(&request.messages).map(|messages| {
+                tracing::debug!(step, "tool results moved before the notes of their turn");
+                ModelRequest {
+                    messages,
+                    system: request.system.clone(),
+                    tools: request.tools.clone(),
+                    max_tokens: request.max_tokens,
+                    temperature: request.temperature,
+                    step: request.step,
+                    agent: request.agent.clone(),
+                }
+            })
+        };
         let mut attempts = Attempts::default();
         loop {
             let started = Instant::now();
-            let result = provider
-                .complete(sent.as_ref().unwrap_or(&built.request))
-                .await;
+            let request = wire.as_ref().or(sent.as_ref()).unwrap_or(&built.request);
+            let result = self.abandon_on_stop(provider.complete(request)).await;
+            let result = match result {
+                Some(result) => result,
+                // A pause or cancel arrived: the request is redoable, so
+                // it is dropped here and sent again on resume; the control
+                // is acted on at the loop's next safe point (at once).
+                None => return Ok(()),
+            };
             let latency_ms = started.elapsed().as_millis() as u64;
             let err = match result {
                 Ok(response) => {
@@ -227,7 +255,13 @@ impl Runner<'_> {
                 wait_ms = wait.as_millis() as u64,
                 "model call failed; retrying"
             );
-            tokio::time::sleep(wait).await;
+            if self
+                .abandon_on_stop(tokio::time::sleep(wait))
+                .await
+                .is_none()
+            {
+                return Ok(());
+            }
             attempt += 1;
         }
     }

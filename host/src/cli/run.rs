@@ -268,6 +268,11 @@ pub(super) async fn start<'h>(
     let prices = crate::brain::pricing::resolve_default(data_dir().as_deref())
         .map_err(|e| usage(format!("prices: {e}")))?;
     frozen.freeze_prices(&prices);
+    // A money limit whose spend cannot be counted would not hold: refused
+    // before anything exists, naming the model and where its price goes.
+    if let Some(unpriced) = frozen.unpriced(None) {
+        return Err(usage(unpriced.advice(&prices_file())));
+    }
     let provider = provider_for(&frozen.model)?;
     let overridden = args.model.is_some() || args.cassette.is_some() || args.script.is_some();
     let mut roles = role_providers(&frozen, overridden)?;
@@ -329,6 +334,20 @@ pub async fn resume(args: ResumeArgs) -> anyhow::Result<Outcome> {
         }
         return Ok(Outcome::Session(state.status));
     }
+    // The money limit it resumes under must be countable too (the check
+    // at `run`, for sessions started before it and for a raised limit).
+    let mut frozen: Frozen = Runner::frozen_of(store.as_ref(), &session).await?;
+    fill_prices(&mut frozen)?;
+    let cost_limit = raised
+        .get("max_cost_micros")
+        .or(state.raised.get("max_cost_micros"))
+        .copied();
+    if let Some(unpriced) = frozen.unpriced(cost_limit) {
+        return Err(usage(format!(
+            "{}, or resume with --raise max_cost_micros=0 to run it without a money limit",
+            unpriced.advice(&prices_file())
+        )));
+    }
     let hands = hands()?;
     let mut runner = wake(store, &hands, session.clone(), &owner()).await?;
     if let Some(path) = &args.record {
@@ -358,7 +377,8 @@ pub(super) async fn wake<'h>(
     session: SessionId,
     owner: &str,
 ) -> anyhow::Result<Runner<'h>> {
-    let frozen: Frozen = Runner::frozen_of(store.as_ref(), &session).await?;
+    let mut frozen: Frozen = Runner::frozen_of(store.as_ref(), &session).await?;
+    fill_prices(&mut frozen)?;
     let provider = provider_for(&frozen.model)?;
     // A session started with a flag that replaced its model (a script, a
     // cassette) has that model frozen: its roles use it too.
@@ -380,6 +400,30 @@ pub(super) async fn wake<'h>(
         runner.set_memory(bank);
     }
     Ok(runner)
+}
+
+/// The operator's price file, as refusals name it.
+fn prices_file() -> PathBuf {
+    let name = crate::brain::pricing::FILE_NAME;
+    data_dir().map_or_else(|| PathBuf::from(name), |d| d.join(name))
+}
+
+/// Prices for the models a woken session has none for where a money limit
+/// needs one, from the operator's table as it is now (read only then; an
+/// invalid file is refused, never skipped). Prices frozen at start stay.
+fn fill_prices(frozen: &mut Frozen) -> anyhow::Result<()> {
+    // `Some(1)`: any limit at all on this agent's own models; children
+    // are asked under their own slices.
+    if frozen.unpriced(Some(1)).is_none() {
+        return Ok(());
+    }
+    match crate::brain::pricing::resolve_default(data_dir().as_deref()) {
+        Ok(prices) => frozen.fill_missing_prices(&prices),
+        // Needed only where a money limit is in force.
+        Err(e) if frozen.unpriced(None).is_some() => return Err(usage(format!("prices: {e}"))),
+        Err(e) => tracing::warn!(error = %e, "prices not read"),
+    }
+    Ok(())
 }
 
 pub(super) fn parse_session(text: &str) -> anyhow::Result<SessionId> {

@@ -112,9 +112,19 @@ fn run_parent(
     let store_dir = TempDir::new().expect("tempdir");
     block_on(async {
         let hands = Hands::new(HandsConfig::default()).expect("hands");
-        let frozen = freeze(&hands, &config, &base, lookup)
+        let mut frozen = freeze(&hands, &config, &base, lookup)
             .await
             .expect("freeze");
+        // The test model's price, as `run` freezes one: a money limit
+        // needs it (nothing here costs anything).
+        let prices = root.join("prices.toml");
+        write(
+            &prices,
+            "as_of = \"2026-12-01\"\n[openai.\"m\"]\ninput = 0\noutput = 0\n",
+        );
+        frozen.freeze_prices(
+            &longhand_host::brain::pricing::Prices::load(&prices).expect("prices.toml"),
+        );
         check(&frozen);
         let agent = bind(&hands, frozen, |_| None).await.expect("bind");
         let store: Arc<dyn Store> =

@@ -36,6 +36,9 @@
 //!   huge directory, descriptor hogs beside a normal call, symbolic links
 //!   moved into a grant without them.
 //! - [`printed`]: names in errors and indented output stay bounded.
+//! - [`turns`]: notes never break call/result pairing (strict model server,
+//!   every wire format), pause/cancel during a model call, unpriced money
+//!   limits refused, attempts counted across resumes.
 
 mod support;
 mod telemetry;
@@ -72,4 +75,5 @@ mod skills;
 mod steer;
 mod stream_timeouts;
 mod takeover;
+mod turns;
 mod worker;

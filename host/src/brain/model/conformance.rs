@@ -684,6 +684,47 @@ async fn malformed_arguments_pass_through_untouched() {
     }
 }
 
+/// The local server is as strict as the APIs about tool calls and their
+/// results: a note between an answer's calls and their results is refused
+/// with a 400 by every format (not retried), and the same conversation
+/// put in order by `pairing::repair` is answered.
+#[tokio::test]
+async fn a_note_between_calls_and_results_is_refused_until_repaired() {
+    let mut broken = sample_request();
+    broken.messages.insert(
+        3,
+        Message::User {
+            text: "[a message from the operator] also look at b.txt".into(),
+        },
+    );
+    let repaired = super::pairing::repair(&broken.messages).expect("repaired");
+    for f in FORMATS {
+        let name = format!("{:?}", f.format());
+        let server = TestServer::start(vec![reply(f, &Spec::text("ok"), false)]).await;
+        let p = f.provider(&server, config(None, false));
+        let err = p.complete(&broken).await.expect_err(&name);
+        assert!(
+            matches!(err, ModelError::BadRequest { status: 400, .. }),
+            "{name}: {err}"
+        );
+        assert!(!err.retryable(), "{name}");
+        let fixed = ModelRequest {
+            messages: repaired.clone(),
+            ..broken.clone()
+        };
+        let got = p
+            .complete(&fixed)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(got.text.as_deref(), Some("ok"), "{name}");
+        // The note reached the model, after both results.
+        let sent = server.received()[1].body.to_string();
+        let note = sent.find("also look at b.txt").expect("the note is sent");
+        let last_result = sent.find("arguments are not valid JSON").expect("a result");
+        assert!(last_result < note, "{name}: {sent}");
+    }
+}
+
 #[tokio::test]
 async fn without_a_key_no_key_header_is_sent() {
     for f in FORMATS {

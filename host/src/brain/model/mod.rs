@@ -23,6 +23,9 @@
 //! - [`replay`]: cassettes — recording real answers and replaying them
 //!   offline, statelessly, for tests, examples and crash/resume checks;
 //! - [`retry`]: backoff with jitter that honours `Retry-After`;
+//! - [`pairing`]: the rule every API enforces between tool calls and
+//!   their results, and the repair applied to every request the loop
+//!   sends;
 //! - `conformance` (tests): one suite run over every wire format against
 //!   the local wire-format test server (`testing`).
 //!
@@ -38,6 +41,7 @@ mod conformance;
 mod error;
 mod http;
 pub mod openai;
+pub mod pairing;
 pub mod provider;
 pub mod ratelimit;
 pub mod replay;

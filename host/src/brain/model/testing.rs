@@ -124,12 +124,26 @@ async fn serve(
     let Some(req) = read_request(&mut sock).await else {
         return;
     };
+    // Strict, as the real APIs are: a request that breaks the pairing of
+    // tool calls and results is refused with a 400 (and takes no scripted
+    // reply), so every test of every format runs against the rule.
+    let refused = super::pairing::format_of_path(&req.path)
+        .and_then(|format| super::pairing::check_wire(format, &req.body).err());
     rec.lock().unwrap().push(req);
-    let i = next.fetch_add(1, Ordering::SeqCst);
-    let reply = replies
-        .get(i)
-        .cloned()
-        .unwrap_or_else(|| Reply::status(500, "test server: no more scripted replies"));
+    let reply = match refused {
+        Some(why) => Reply::status(
+            400,
+            &serde_json::json!({"type": "error", "error": {"type": "invalid_request_error", "message": why}})
+                .to_string(),
+        ),
+        None => {
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            replies
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| Reply::status(500, "test server: no more scripted replies"))
+        }
+    };
     match reply {
         Reply::Json {
             status,
@@ -148,20 +162,13 @@ async fn serve(
             let _ = sock.write_all(body.as_bytes()).await;
             let _ = sock.shutdown().await;
         }
-        Reply::Sse(chunks) | Reply::SseThenStall(chunks) => {
-            let stall = matches!(replies.get(i), Some(Reply::SseThenStall(_)));
-            let head =
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
-            let _ = sock.write_all(head.as_bytes()).await;
-            for c in chunks {
-                let _ = sock.write_all(c.as_bytes()).await;
-                let _ = sock.flush().await;
-                // Let the client see the pieces separately.
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            if stall {
-                tokio::time::sleep(Duration::from_secs(60)).await;
-            }
+        Reply::SseThenStall(chunks) => {
+            write_sse(&mut sock, chunks).await;
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            let _ = sock.shutdown().await;
+        }
+        Reply::Sse(chunks) => {
+            write_sse(&mut sock, chunks).await;
             let _ = sock.shutdown().await;
         }
         Reply::SsePaced(chunks) => {
@@ -179,6 +186,18 @@ async fn serve(
         Reply::Hang => {
             tokio::time::sleep(Duration::from_secs(60)).await;
         }
+    }
+}
+
+/// `200 text/event-stream`, then `chunks` one by one.
+async fn write_sse(sock: &mut TcpStream, chunks: Vec<String>) {
+    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+    let _ = sock.write_all(head.as_bytes()).await;
+    for c in chunks {
+        let _ = sock.write_all(c.as_bytes()).await;
+        let _ = sock.flush().await;
+        // Let the client see the pieces separately.
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

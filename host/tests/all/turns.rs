@@ -1,0 +1,514 @@
+//! Issue 16, the loop: steering notes never break the pairing of tool
+//! calls and results (every wire format, against a local model server as
+//! strict as the real APIs), `pause` and `cancel` act within a second
+//! while a model call stalls, a money limit that cannot be counted is
+//! refused at start, and a task's attempts are counted across resumes.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use longhand_host::brain::model::WireFormat;
+use longhand_host::brain::model::pairing::{check_wire, format_of_path};
+use longhand_host::session::{Event, EventRecord};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::support::{
+    Home, Proc, blob, of_kind, plan_json, read_http_request, run_script, session_of_json,
+    text_turn, write,
+};
+
+/// One answer of the model server: after `delay`, these calls (id, name,
+/// arguments) or, with none, this text.
+#[derive(Clone)]
+struct Answer {
+    delay: Duration,
+    calls: Vec<(&'static str, &'static str, Value)>,
+    text: &'static str,
+}
+
+fn calls(calls: Vec<(&'static str, &'static str, Value)>) -> Answer {
+    Answer {
+        delay: Duration::ZERO,
+        calls,
+        text: "",
+    }
+}
+
+fn text(text: &'static str) -> Answer {
+    Answer {
+        delay: Duration::ZERO,
+        calls: vec![],
+        text,
+    }
+}
+
+/// `answer` as `format` spells a whole (not streamed) response.
+fn body(format: WireFormat, answer: &Answer) -> Value {
+    match format {
+        WireFormat::OpenAiChat => {
+            let mut message = json!({"role": "assistant", "content": answer.text});
+            if !answer.calls.is_empty() {
+                message["content"] = Value::Null;
+                message["tool_calls"] = answer
+                    .calls
+                    .iter()
+                    .map(|(id, name, args)| {
+                        json!({"id": id, "type": "function",
+                               "function": {"name": name, "arguments": args.to_string()}})
+                    })
+                    .collect();
+            }
+            let finish = if answer.calls.is_empty() {
+                "stop"
+            } else {
+                "tool_calls"
+            };
+            json!({"id": "chatcmpl-1", "object": "chat.completion", "model": "m",
+                   "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                   "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}})
+        }
+        WireFormat::Anthropic => {
+            let mut content: Vec<Value> = Vec::new();
+            if !answer.text.is_empty() {
+                content.push(json!({"type": "text", "text": answer.text}));
+            }
+            content.extend(answer.calls.iter().map(|(id, name, args)| {
+                json!({"type": "tool_use", "id": id, "name": name, "input": args})
+            }));
+            let stop = if answer.calls.is_empty() {
+                "end_turn"
+            } else {
+                "tool_use"
+            };
+            json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+                   "content": content, "stop_reason": stop,
+                   "usage": {"input_tokens": 10, "output_tokens": 2}})
+        }
+        WireFormat::OpenAiResponses => {
+            let mut output: Vec<Value> = Vec::new();
+            if !answer.text.is_empty() {
+                output.push(json!({"type": "message", "role": "assistant",
+                                   "content": [{"type": "output_text", "text": answer.text}]}));
+            }
+            output.extend(answer.calls.iter().map(|(id, name, args)| {
+                json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id,
+                       "name": name, "arguments": args.to_string(), "status": "completed"})
+            }));
+            json!({"id": "resp_1", "object": "response", "status": "completed",
+                   "output": output, "usage": {"input_tokens": 10, "output_tokens": 2}})
+        }
+    }
+}
+
+/// What a model server saw: each request's path and body, and the
+/// requests it refused (why).
+#[derive(Default)]
+struct Seen {
+    requests: Vec<(String, Value)>,
+    refused: Vec<String>,
+}
+
+/// A loopback model server for `format`, strict as the real APIs: a
+/// request that breaks the pairing of tool calls and results gets a 400
+/// (and no answer of the list); others get the next answer, after its
+/// delay. Each connection is served on its own thread, so an answer that
+/// stalls holds up no later request.
+fn strict_model(format: WireFormat, answers: Vec<Answer>) -> (u16, Arc<Mutex<Seen>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    let port = listener.local_addr().expect("local addr").port();
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let answers = Arc::new(Mutex::new(VecDeque::from(answers)));
+    let shared = Arc::clone(&seen);
+    // Detached: it blocks in accept() and ends with the test process.
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let (seen, answers) = (Arc::clone(&shared), Arc::clone(&answers));
+            std::thread::spawn(move || answer(format, stream, &seen, &answers));
+        }
+    });
+    (port, seen)
+}
+
+fn answer(
+    format: WireFormat,
+    mut stream: TcpStream,
+    seen: &Mutex<Seen>,
+    answers: &Mutex<VecDeque<Answer>>,
+) {
+    let Some((path, bytes)) = read_http_request(&stream) else {
+        return;
+    };
+    let request: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    assert_eq!(format_of_path(&path), Some(format), "{path}");
+    let verdict = check_wire(format, &request);
+    let (status, reply, delay) = {
+        let mut seen = seen.lock().expect("lock");
+        seen.requests.push((path, request));
+        match verdict {
+            Err(why) => {
+                seen.refused.push(why.clone());
+                let error = json!({"type": "error",
+                                   "error": {"type": "invalid_request_error", "message": why}});
+                (400, error, Duration::ZERO)
+            }
+            Ok(()) => match answers.lock().expect("lock").pop_front() {
+                Some(a) => (200, body(format, &a), a.delay),
+                None => (
+                    500,
+                    json!({"error": {"message": "no more answers"}}),
+                    Duration::ZERO,
+                ),
+            },
+        }
+    };
+    std::thread::sleep(delay);
+    let reply = reply.to_string();
+    let head = format!(
+        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n",
+        reply.len()
+    );
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(reply.as_bytes());
+}
+
+/// `[model]` for `format` at the server on `port`.
+fn model_section(format: WireFormat, port: u16) -> String {
+    let base = match format {
+        WireFormat::Anthropic => format!("http://127.0.0.1:{port}"),
+        _ => format!("http://127.0.0.1:{port}/v1"),
+    };
+    format!(
+        "[model]\nprovider = \"{}\"\nmodel = \"m\"\nstream = false\nbase_url = \"{base}\"\n",
+        format.as_str()
+    )
+}
+
+/// An agent with `fs` over `work/` (read-write), its model at `port`.
+fn agent(dir: &Path, format: WireFormat, port: u16, extra: &str) -> String {
+    write(&dir.join("work/x.txt"), "x");
+    write(
+        &dir.join("agent.toml"),
+        &format!(
+            "name = \"turns\"\ninstructions = \"Do it.\"\ngoal = \"Read /w/x.txt.\"\n\n{}\n{extra}\n\
+             [[tools]]\ncomponent = \"fs\"\nonly = [\"read\", \"write\"]\ndirs = [\"work:/w:rw\"]\n",
+            model_section(format, port)
+        ),
+    );
+    dir.to_str().expect("utf-8 path").to_owned()
+}
+
+const FORMATS: [WireFormat; 3] = [
+    WireFormat::OpenAiChat,
+    WireFormat::Anthropic,
+    WireFormat::OpenAiResponses,
+];
+
+const NOTE: &str = "also look at b.txt";
+
+/// Posts a control with `--json`; returns when it was posted (unix ms).
+fn post(home: &Home, args: &[&str]) -> u64 {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let out = home.run(&all);
+    out.expect_code(0);
+    let control: Value = serde_json::from_str(&out.stdout[0]).expect("control JSON");
+    control["posted_ms"].as_u64().expect("posted_ms")
+}
+
+/// Where the note sits in the log: after the answer with calls and before
+/// the result of `call` (the order that used to break every request).
+fn note_lands_between_call_and_result(log: &[EventRecord], call: &str) {
+    let at = |f: &dyn Fn(&Event) -> bool| log.iter().position(|r| f(&r.event));
+    let answered = at(&|e| matches!(e, Event::ModelResponded { step: 1, .. })).expect("answer");
+    let note = at(&|e| matches!(e, Event::Steered { kind, .. } if kind == "send")).expect("note");
+    let result = at(&|e| matches!(e, Event::ToolFinished { call_id, .. } if call_id == call))
+        .expect("result");
+    assert!(
+        answered < note && note < result,
+        "the note did not land mid-turn (answer {answered}, note {note}, result {result})"
+    );
+}
+
+/// The note reached the model in the request after the turn, after the
+/// call's result: in the order of the request's items (Anthropic's blocks
+/// within its messages).
+fn note_follows_result(format: WireFormat, request: &Value) {
+    let items: Vec<&Value> = match format {
+        WireFormat::OpenAiChat => request["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .collect(),
+        WireFormat::OpenAiResponses => request["input"].as_array().expect("input").iter().collect(),
+        WireFormat::Anthropic => request["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .flat_map(|m| m["content"].as_array().into_iter().flatten())
+            .collect(),
+    };
+    let is_result = |v: &Value| {
+        v["role"] == "tool" || v["type"] == "tool_result" || v["type"] == "function_call_output"
+    };
+    let result = items.iter().rposition(|v| is_result(v)).expect("a result");
+    let note = items
+        .iter()
+        .position(|v| v.to_string().contains(NOTE))
+        .expect("the note is sent");
+    assert!(result < note, "{format:?}: {request}");
+}
+
+#[test]
+fn a_note_sent_during_a_model_call_goes_after_the_results_on_every_wire_format() {
+    for format in FORMATS {
+        // The first answer takes 3 s: the note arrives while it is on its
+        // way and is recorded right after it, before its call runs.
+        let mut first = calls(vec![("call_1", "fs__read", json!({"path": "/w/x.txt"}))]);
+        first.delay = Duration::from_secs(3);
+        let (port, seen) = strict_model(format, vec![first, text("x holds x.")]);
+        let home = Home::new();
+        let dir = TempDir::new().expect("tempdir");
+        let agent = agent(dir.path(), format, port, "");
+        let mut run = Proc::spawn(home.cmd(&["run", &agent, "--json"]));
+        let session = session_of_json(&run.next_line().expect("a first line"));
+        post(&home, &["send", &session, NOTE]);
+        let ended = run.finish();
+        let seen = seen.lock().expect("lock");
+        assert_eq!(seen.refused, Vec::<String>::new(), "{format:?}");
+        ended.expect_code(0);
+        note_lands_between_call_and_result(&home.log(&session), "call_1");
+        assert_eq!(seen.requests.len(), 2, "{format:?}");
+        note_follows_result(format, &seen.requests[1].1);
+    }
+}
+
+#[test]
+fn a_note_sent_during_an_approval_wait_resumes_on_every_wire_format() {
+    for format in FORMATS {
+        let (port, seen) = strict_model(
+            format,
+            vec![
+                calls(vec![(
+                    "call_w",
+                    "fs__write",
+                    json!({"path": "/w/b.txt", "content": "x"}),
+                )]),
+                text("wrote b.txt"),
+            ],
+        );
+        let home = Home::new();
+        let dir = TempDir::new().expect("tempdir");
+        let agent = agent(dir.path(), format, port, "[approve]\nfs = \"writes\"\n");
+        let run = home.run(&["run", &agent, "--json"]);
+        run.expect_code(3);
+        let session = session_of_json(&run.stdout[0]);
+        // While it waits: a note, then the approval. The log then holds
+        // the note between the call and its result, as logs written
+        // before the fix do; resuming it must work.
+        post(&home, &["send", &session, NOTE]);
+        let pending = home.run(&["approvals", "--json"]);
+        let request: Value = serde_json::from_str(&pending.stdout[0]).expect("json");
+        let request = request["request"].as_str().expect("request id").to_owned();
+        home.run(&["approve", &session, &request]).expect_code(0);
+        let resumed = home.run(&["resume", &session]);
+        let seen = seen.lock().expect("lock");
+        assert_eq!(seen.refused, Vec::<String>::new(), "{format:?}");
+        resumed.expect_code(0);
+        note_lands_between_call_and_result(&home.log(&session), "call_w");
+        note_follows_result(format, &seen.requests[1].1);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("work/b.txt")).ok(),
+            Some("x".to_owned())
+        );
+    }
+}
+
+/// Waits until the server holds `requests` requests.
+fn wait_for_request(seen: &Mutex<Seen>, requests: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.lock().expect("lock").requests.len() < requests {
+        assert!(Instant::now() < deadline, "the request never arrived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn pause_and_cancel_during_a_stalled_model_call_act_within_a_second() {
+    let format = WireFormat::OpenAiChat;
+    let mut stall = text("too late");
+    stall.delay = Duration::from_secs(10);
+    let (port, seen) = strict_model(
+        format,
+        vec![stall.clone(), text("done after the pause"), stall],
+    );
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let agent = agent(dir.path(), format, port, "");
+
+    // Pause: acted on while the call stalls; resume sends it again.
+    let mut run = Proc::spawn(home.cmd(&["run", &agent, "--json"]));
+    let session = session_of_json(&run.next_line().expect("a first line"));
+    wait_for_request(&seen, 1);
+    let posted = post(&home, &["pause", &session, "--reason", "lunch"]);
+    let started = Instant::now();
+    let ended = run.finish();
+    let exited = started.elapsed();
+    ended.expect_code(3);
+    let log = home.log(&session);
+    let paused = of_kind(&log, "paused");
+    assert_eq!(paused.len(), 1);
+    let pause_ms = paused[0].at_ms - posted;
+    eprintln!("pause during a stalled model call: paused {pause_ms} ms after it was posted");
+    assert!(pause_ms < 1000, "paused {pause_ms} ms after the post");
+    assert!(
+        exited < Duration::from_secs(2),
+        "exited {exited:?} after the post"
+    );
+    assert!(of_kind(&log, "model_responded").is_empty());
+    let resumed = home.run(&["resume", &session, "--json"]);
+    resumed.expect_code(0);
+    assert!(resumed.stdout_text().contains("done after the pause"));
+    let log = home.log(&session);
+    let attempts: Vec<u32> = log
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::ModelRequested { attempt, .. } => Some(*attempt),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(attempts, vec![1, 2], "the request was sent again");
+
+    // Cancel: the same, and the session ends.
+    let mut run = Proc::spawn(home.cmd(&["run", &agent, "--json"]));
+    let session = session_of_json(&run.next_line().expect("a first line"));
+    wait_for_request(&seen, 3);
+    let posted = post(&home, &["cancel", &session, "--reason", "wrong goal"]);
+    let ended = run.finish();
+    ended.expect_code(1);
+    let log = home.log(&session);
+    let failed = of_kind(&log, "failed");
+    assert_eq!(failed.len(), 1);
+    let cancel_ms = failed[0].at_ms - posted;
+    eprintln!("cancel during a stalled model call: ended {cancel_ms} ms after it was posted");
+    assert!(cancel_ms < 1000, "cancelled {cancel_ms} ms after the post");
+}
+
+#[test]
+fn a_cost_limit_on_a_model_without_a_price_is_refused_at_start() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path();
+    // No server: nothing may be sent.
+    let agent = agent(
+        root,
+        WireFormat::OpenAiChat,
+        9,
+        "[limits]\nmax_cost_micros = 1000\n",
+    );
+    let out = home.run(&["run", &agent]);
+    out.expect_code(2);
+    for needle in [
+        "`m`",
+        "no price",
+        "prices.toml",
+        "[openai.\"m\"]",
+        "max_cost_micros",
+    ] {
+        assert!(
+            out.stderr.contains(needle),
+            "no {needle:?} in:\n{}",
+            out.stderr
+        );
+    }
+    assert_eq!(home.run(&["sessions", "--json"]).stdout_text().trim(), "");
+
+    // A child's slice: the parent's model is priced, the child's is not.
+    write(
+        &root.join("reader/agent.toml"),
+        "name = \"reader\"\ninstructions = \"Read.\"\n[model]\nprovider = \"openai\"\n\
+         model = \"local-reader\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+    );
+    write(
+        &root.join("agent.toml"),
+        "name = \"parent\"\ninstructions = \"Delegate.\"\ngoal = \"g\"\n[model]\n\
+         provider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         [limits]\nmax_cost_micros = 30000\n[agents.reader]\npath = \"reader\"\n\
+         max_cost_micros = 20000\n",
+    );
+    let out = home.run(&["run", &agent, "--detach"]);
+    out.expect_code(2);
+    for needle in [
+        "`local-reader`",
+        "[agents.reader]",
+        "[openai.\"local-reader\"]",
+    ] {
+        assert!(
+            out.stderr.contains(needle),
+            "no {needle:?} in:\n{}",
+            out.stderr
+        );
+    }
+    assert_eq!(home.run(&["sessions", "--json"]).stdout_text().trim(), "");
+
+    // Priced the way the message says: it starts.
+    write(
+        &home.path().join("prices.toml"),
+        "as_of = \"2026-12-01\"\n[openai.\"local-reader\"]\ninput = 1.0\noutput = 2.0\n",
+    );
+    home.run(&["run", &agent, "--detach"]).expect_code(0);
+}
+
+#[test]
+fn attempts_are_counted_across_a_resume() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    // One task whose check never passes; two attempts a set; the worker
+    // says it is done every time.
+    write(
+        &dir.path().join("agent.toml"),
+        "name = \"tries\"\ninstructions = \"Work.\"\ngoal = \"Make out.txt.\"\n\
+         [model]\nprovider = \"replay\"\nmodel = \"script\"\ncassette = \"unused.json\"\n\
+         [plan]\nfile = \"plan.toml\"\nmax_attempts = 2\n\
+         [[tools]]\ncomponent = \"fs\"\nonly = [\"read\", \"stat\"]\ndirs = [\"work:/w:rw\"]\n",
+    );
+    write(
+        &dir.path().join("plan.toml"),
+        "[[tasks]]\nid = \"make\"\ntitle = \"make out.txt\"\n[[tasks.done_when]]\n\
+         kind = \"tool\"\ntool = \"fs__stat\"\ninput = { path = \"/w/out.txt\" }\n\
+         expect = \".kind == \\\"file\\\"\"\n",
+    );
+    std::fs::create_dir_all(dir.path().join("work")).expect("work/");
+    let script = dir.path().join("script.json");
+    let said: Vec<Value> = (1..=4)
+        .map(|i| text_turn(&format!("done ({i})"), 10, 1))
+        .collect();
+    write(&script, &json!({"responses": said}).to_string());
+    let (run, session) = run_script(&home, dir.path(), &script);
+    run.expect_code(3);
+    assert_eq!(plan_json(&home, &session)["tasks"][0]["attempts"], 2);
+    // A person resumes: a fresh set of two, counted on from two.
+    home.run(&["resume", &session]).expect_code(3);
+    let plan = plan_json(&home, &session);
+    assert_eq!(plan["tasks"][0]["attempts"], 4, "{plan}");
+    assert_eq!(plan["tasks"][0]["status"], "failed");
+    let log = home.log(&session);
+    let started: Vec<u32> = log
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::TaskStarted { attempt, .. } => Some(*attempt),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, vec![1, 2, 3, 4]);
+    let Event::TaskStarted { briefing, .. } = &of_kind(&log, "task_started")[2].event else {
+        unreachable!()
+    };
+    let text = String::from_utf8(blob(&home, briefing)).expect("utf-8");
+    assert!(text.contains("attempt 3 of 4"), "{text}");
+}
