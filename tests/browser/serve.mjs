@@ -63,8 +63,21 @@ try {
   await page.locator('#session-status[data-status="paused"]').waitFor();
   check(true, "the session view says paused");
   check(await page.locator("#session-live").isVisible(), "the timeline is live");
-  await page.locator(`#session-approvals .approval[data-request="${firstRequest}"]`).waitFor();
+  const firstCard = page.locator(`#session-approvals .approval[data-request="${firstRequest}"]`);
+  await firstCard.waitFor();
   check(await page.locator("#session-approvals .approval").count() === 1, "its pending approval is shown");
+  // Its path is `/w/notes<U+202E>dm.hs`, which drawn plainly reads
+  // `/w/notes"sh.md`: the card shows the override as a mark, in the order
+  // the characters really are, and says so above the arguments.
+  const cardText = await firstCard.innerText();
+  check(cardText.includes("notes\u27e8U+202E\u27e9dm.hs"), "the card shows the bidi override as ⟨U+202E⟩ where it stands: " + JSON.stringify(cardText));
+  check(!/[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c\u200b-\u200d]/.test(cardText), "no bidi or invisible character reaches the card's text");
+  check(await firstCard.locator(".hidden-char").count() === 1, "the mark is set apart");
+  check(await firstCard.locator(".hidden-warning").isVisible(), "the card warns before its buttons");
+  // The timeline's event detail shows it the same way.
+  await page.locator('#timeline li[data-type="tool_started"], #timeline li[data-type="approval_requested"]').first().click();
+  await page.locator("#detail-body pre.blob").filter({ hasText: "U+202E" }).first().waitFor();
+  check(true, "the step's input in the detail view shows the mark too");
 
   // The step's detail: the model's response, from its blob.
   await page.locator('#timeline li[data-type="model_responded"]').first().click();

@@ -13,7 +13,7 @@ mod plan;
 mod run;
 mod serve;
 mod settings;
-mod term;
+pub(crate) mod term;
 mod tool;
 mod triggers;
 mod worker;

@@ -10,7 +10,12 @@
 //! Refused (exit 2): `--no-auth` on an address other than loopback (the
 //! API can start agents and approve their calls: nobody off this machine
 //! may reach it without the token), a token file others can read, an
-//! `--agents` directory that does not exist.
+//! `--agents` directory that does not exist, an address it cannot bind.
+//! A webhook whose secret variable is not set does not stop it: that hook
+//! is disabled, with a warning on stderr naming the variable.
+//!
+//! The token is written to its file only after the listener is bound, so
+//! the start that writes it is one that serves, and prints it.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -74,13 +79,16 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
     let dir = data_dir().ok_or_else(|| {
         usage("cannot find a data directory: set LONGHAND_HOME (or HOME / XDG_DATA_HOME)")
     })?;
+    let token_error = |e: TokenError| match e {
+        TokenError::Unsafe(_) => usage(e),
+        TokenError::Io { .. } => anyhow::Error::new(e),
+    };
+    // Read (or made in memory) now, so an unsafe file stops the start
+    // first; a new one is written once the listener is bound.
     let token = if args.no_auth {
         None
     } else {
-        Some(Token::load_or_create(&dir).map_err(|e| match e {
-            TokenError::Unsafe(_) => usage(e),
-            TokenError::Io { .. } => anyhow::Error::new(e),
-        })?)
+        Some(Token::load_or_new(&dir).map_err(token_error)?)
     };
     let mut roots = Vec::new();
     for root in &args.agents {
@@ -94,10 +102,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         }
         roots.push(real);
     }
-    // Webhook triggers of the agents served; a secret not set is refused
-    // now rather than at the first request.
-    let hooks =
+    // Webhook triggers of the agents served; one whose secret is not set
+    // is disabled, and the operator told which variable to set.
+    let (hooks, warnings) =
         crate::serve::hooks::load(&roots, |name| std::env::var(name).ok()).map_err(usage)?;
+    for warning in warnings {
+        eprintln!("warning: {}", super::term::printable(&warning));
+    }
     let store = super::run::open_store().await?;
     // The engine lives as long as the process.
     let hands: &'static Hands = Box::leak(Box::new(super::run::hands()?));
@@ -107,6 +118,16 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         owner: format!("serve@{}", super::run::owner()),
         roots,
     };
+    // An address in use or a port this user may not bind: the operator
+    // picks another (exit 2).
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .map_err(|e| usage(format!("cannot listen on {}: {e}", args.addr)))?;
+    let bound = listener
+        .local_addr()
+        .context("reading the address listened on")?;
+    // Serving is certain now: keep a new token, and print it below.
+    let token = token.map(Token::keep).transpose().map_err(token_error)?;
     let app = crate::serve::app(crate::serve::Config {
         store,
         backend: Arc::new(backend),
@@ -116,14 +137,6 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         hooks,
         seen_hooks: Default::default(),
     });
-    // An address in use or a port this user may not bind: the operator
-    // picks another (exit 2).
-    let listener = tokio::net::TcpListener::bind(args.addr)
-        .await
-        .map_err(|e| usage(format!("cannot listen on {}: {e}", args.addr)))?;
-    let bound = listener
-        .local_addr()
-        .context("reading the address listened on")?;
     announce(bound, token.as_ref())?;
     let worker = async {
         if args.no_worker {

@@ -19,8 +19,22 @@
 //! - C1 controls U+0080..U+009F: U+009B is a one-character CSI and U+009D an
 //!   OSC in terminals that honour 8-bit controls;
 //! - bidi embeddings, overrides and isolates U+202A..U+202E and
-//!   U+2066..U+2069, which make text display in another order than it reads
-//!   (the "Trojan Source" trick).
+//!   U+2066..U+2069, and the bidi marks U+200E, U+200F, U+061C, which make
+//!   text display in another order than it reads (the "Trojan Source"
+//!   trick: `/out/notes\u{202e}dm.hs` shows as `/out/notessh.md`);
+//! - invisible characters: zero-width space, joiners and word joiner
+//!   (U+200B..U+200D, U+2060..U+2064, U+FEFF), the soft hyphen, the
+//!   combining grapheme joiner, Hangul and Khmer fillers, Mongolian
+//!   separators, line and paragraph separators (U+2028, U+2029), the
+//!   deprecated format controls U+206A..U+206F, interlinear annotations,
+//!   variation selectors (U+FE00..U+FE0F, U+E0100..U+E01EF) and tag
+//!   characters (U+E0000..U+E007F): each makes two different strings look
+//!   the same, or hides text a reader never sees.
+//!
+//! The set is [`HIDDEN`], one table: the web page of `longhand serve`
+//! receives it from the server (`serve/page.rs` writes it into the page's
+//! script), so what a person approves in the browser and in the terminal
+//! is shown by the same rule.
 //!
 //! This module owns the rule; it must not decide what is foreign text: the
 //! commands do, at each place they print.
@@ -28,11 +42,53 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
+/// Every character shown as an escape rather than as itself, as sorted,
+/// disjoint, inclusive ranges of code points (newline and tab are not in
+/// it: they lay text out visibly). The module docs give each row's reason.
+pub const HIDDEN: &[(u32, u32)] = &[
+    (0x0000, 0x0008),   // C0 controls before tab
+    (0x000b, 0x001f),   // C0 controls after newline (CR, ESC, …)
+    (0x007f, 0x009f),   // DEL and C1 controls (U+009B is an 8-bit CSI)
+    (0x00ad, 0x00ad),   // soft hyphen
+    (0x034f, 0x034f),   // combining grapheme joiner
+    (0x061c, 0x061c),   // Arabic letter mark (bidi)
+    (0x115f, 0x1160),   // Hangul choseong and jungseong fillers
+    (0x17b4, 0x17b5),   // Khmer inherent vowels (invisible)
+    (0x180b, 0x180f),   // Mongolian variation selectors and vowel separator
+    (0x200b, 0x200f),   // zero-width space, ZWNJ, ZWJ, LRM, RLM
+    (0x2028, 0x202e),   // line/paragraph separators, bidi embeddings and overrides
+    (0x2060, 0x206f),   // word joiner, invisible operators, bidi isolates, deprecated controls
+    (0x3164, 0x3164),   // Hangul filler
+    (0xfe00, 0xfe0f),   // variation selectors
+    (0xfeff, 0xfeff),   // zero-width no-break space (BOM)
+    (0xffa0, 0xffa0),   // halfwidth Hangul filler
+    (0xfff9, 0xfffb),   // interlinear annotation controls
+    (0x1bca0, 0x1bca3), // shorthand format controls
+    (0x1d173, 0x1d17a), // musical symbol format controls
+    (0xe0000, 0xe007f), // tag characters
+    (0xe0100, 0xe01ef), // variation selectors supplement
+];
+
+/// Whether `c` is in [`HIDDEN`]: shown as an escape, never as itself
+/// (newline and tab are shown as themselves).
+pub fn is_hidden(c: char) -> bool {
+    let c = u32::from(c);
+    HIDDEN
+        .binary_search_by(|&(lo, hi)| {
+            if hi < c {
+                std::cmp::Ordering::Less
+            } else if lo > c {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
+        .is_ok()
+}
+
 /// Whether `c` must not reach a terminal as itself (newline and tab may).
 fn is_dangerous(c: char) -> bool {
-    matches!(c,
-        '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
-        | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    is_hidden(c)
 }
 
 /// `text` with every control character except newline and tab, and every
@@ -58,8 +114,8 @@ pub fn one_line(text: &str) -> Cow<'_, str> {
 /// C1 controls and bidi characters as themselves. Outside strings JSON text
 /// is ASCII punctuation, digits, literals and whitespace, so every character
 /// replaced here sits inside a string, where `\uXXXX` means the same
-/// character; all of them are in the Basic Multilingual Plane, so one
-/// escape each suffices.
+/// character; one outside the Basic Multilingual Plane (tags, variation
+/// selectors) is written as its UTF-16 surrogate pair, as JSON requires.
 pub fn json_safe(json: &str) -> Cow<'_, str> {
     if !json
         .chars()
@@ -70,7 +126,10 @@ pub fn json_safe(json: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(json.len() + 16);
     for c in json.chars() {
         if c != '\n' && c != '\t' && is_dangerous(c) {
-            let _ = write!(out, "\\u{:04x}", u32::from(c));
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{:04x}", unit);
+            }
         } else {
             out.push(c);
         }
@@ -183,21 +242,78 @@ mod tests {
 
     #[test]
     fn printable_keeps_newline_tab_and_ordinary_unicode() {
-        let text = "line one\n\tline two: naïve — 日本語 🙂 \u{a0}nbsp \u{200f}rlm";
+        let text = "line one\n\tline two: naïve — 日本語 🙂 \u{a0}nbsp \u{2009}thin";
         assert!(matches!(printable(text), Cow::Borrowed(_)));
         assert_eq!(printable(text), text);
     }
 
     #[test]
-    fn every_escaped_character_is_in_the_documented_ranges() {
+    fn every_escaped_character_is_in_the_table_and_the_table_is_sound() {
+        // Sorted and disjoint, so the binary search is right.
+        for pair in HIDDEN.windows(2) {
+            assert!(pair[0].0 <= pair[0].1 && pair[0].1 < pair[1].0, "{pair:?}");
+        }
         let mut buf = [0; 4];
         for c in (0..=0x10ffff).filter_map(char::from_u32) {
-            let expected = (c.is_control() && c != '\n' && c != '\t')
-                || ('\u{202a}'..='\u{202e}').contains(&c)
-                || ('\u{2066}'..='\u{2069}').contains(&c);
+            let in_table = HIDDEN
+                .iter()
+                .any(|&(lo, hi)| (lo..=hi).contains(&u32::from(c)));
+            assert_eq!(is_hidden(c), in_table, "{c:?}");
+            // Every control but newline and tab is in it.
+            if c.is_control() && c != '\n' && c != '\t' {
+                assert!(in_table, "{c:?}");
+            }
             let text = c.encode_utf8(&mut buf);
-            assert_eq!(matches!(printable(text), Cow::Owned(_)), expected, "{c:?}");
+            assert_eq!(matches!(printable(text), Cow::Owned(_)), in_table, "{c:?}");
         }
+        // The classes the module docs name, each by a member.
+        for c in [
+            '\u{202a}',
+            '\u{202e}',
+            '\u{2066}',
+            '\u{2069}',
+            '\u{200e}',
+            '\u{200f}',
+            '\u{61c}',
+            '\u{200b}',
+            '\u{200c}',
+            '\u{200d}',
+            '\u{2060}',
+            '\u{2064}',
+            '\u{feff}',
+            '\u{ad}',
+            '\u{34f}',
+            '\u{115f}',
+            '\u{3164}',
+            '\u{180e}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{206a}',
+            '\u{fff9}',
+            '\u{fe0f}',
+            '\u{e0100}',
+            '\u{e0041}',
+            '\u{e007f}',
+        ] {
+            assert!(is_hidden(c), "{c:?}");
+        }
+        // Visible text stays itself: letters, marks that show, spaces that
+        // show as space, symbols, emoji.
+        for c in [
+            'a', 'é', '\u{301}', '\u{a0}', '\u{2009}', '\u{3000}', '→', '日', '🙂', '\n', '\t',
+        ] {
+            assert!(!is_hidden(c), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn json_safe_escapes_astral_hidden_characters_as_surrogate_pairs() {
+        let value = serde_json::json!({"tag": "a\u{e0041}b\u{e0100}c"});
+        let text = json_line(&value);
+        assert!(text.contains("\\udb40\\udc41"), "{text}");
+        assert!(!text.contains('\u{e0041}'), "{text}");
+        let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, value);
     }
 
     #[test]

@@ -28,6 +28,26 @@ pub const SESSIONS_PAGE: (usize, usize) = (50, 200);
 /// Events per page of `GET /api/sessions/{id}/events`: default and most.
 pub const EVENTS_PAGE: (usize, usize) = (200, 1000);
 
+/// The greatest seq an event can have: the stores keep seqs as signed
+/// 64-bit integers (SQLite `INTEGER`, PostgreSQL `BIGINT`). An `after` at
+/// or beyond it names a place past the end of every log, where there is
+/// nothing to read — and the store is not asked, since it cannot take
+/// such a number.
+pub const MAX_SEQ: u64 = i64::MAX as u64;
+
+/// The records of `id` after seq `after`, oldest first; none when `after`
+/// is at or past [`MAX_SEQ`].
+pub(super) async fn read_after(
+    state: &AppState,
+    id: &SessionId,
+    after: u64,
+) -> Result<Vec<crate::session::EventRecord>, crate::session::StoreError> {
+    if after >= MAX_SEQ {
+        return Ok(Vec::new());
+    }
+    state.store.read(id, after + 1).await
+}
+
 /// `GET /api/openapi.json`.
 pub async fn openapi() -> Response {
     (
@@ -96,24 +116,47 @@ fn number(
     }
 }
 
-/// A request body, its refusals (too large: 413) in the API's shape.
-pub struct RawBody(Bytes);
+/// A request body, its refusals in the API's shape: too large (413, at
+/// once when `Content-Length` says so), or not all sent within
+/// [`BODY_TIMEOUT`](super::BODY_TIMEOUT) (408; the connection is closed,
+/// since the rest of the body is still on it).
+pub struct RawBody(pub Bytes);
 
 impl<S: Send + Sync> FromRequest<S> for RawBody {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        Bytes::from_request(request, state)
-            .await
-            .map(RawBody)
-            .map_err(|e| {
-                let code = match e.status() {
-                    StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-                    _ => "invalid_request",
-                };
-                ApiError::new(e.status(), code, e.body_text())
-            })
+        let declared = request
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > super::MAX_BODY as u64) {
+            return Err(too_large());
+        }
+        match tokio::time::timeout(super::BODY_TIMEOUT, Bytes::from_request(request, state)).await {
+            Ok(Ok(bytes)) => Ok(RawBody(bytes)),
+            Ok(Err(e)) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(too_large()),
+            Ok(Err(e)) => Err(ApiError::new(e.status(), "invalid_request", e.body_text())),
+            Err(_) => Err(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                format!(
+                    "the body did not arrive within {} s; send it whole, at most {} KiB",
+                    super::BODY_TIMEOUT.as_secs(),
+                    super::MAX_BODY / 1024
+                ),
+            )),
+        }
     }
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        format!("the body is larger than {} KiB", super::MAX_BODY / 1024),
+    )
 }
 
 /// A JSON body; an empty body is `T::default()`.
@@ -256,9 +299,9 @@ pub async fn list_events(
     let params = query(raw)?;
     let (default, most) = EVENTS_PAGE;
     let limit = number(&params, "limit", default as u64, 1, most as u64)? as usize;
-    let after = number(&params, "after", 0, 0, u64::MAX - 1)?;
+    let after = number(&params, "after", 0, 0, u64::MAX)?;
     summary(&state, &id).await?;
-    let mut records = state.store.read(&id, after + 1).await?;
+    let mut records = read_after(&state, &id, after).await?;
     let more = records.len() > limit;
     records.truncate(limit);
     let next = if more {

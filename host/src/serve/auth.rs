@@ -5,6 +5,12 @@
 //! it can do anything the API allows — start agents, approve their calls —
 //! so the file is created `0600` and an existing file that others can read
 //! is refused rather than used. To rotate it, delete the file and restart.
+//!
+//! A new token is written only once the server is sure to serve
+//! ([`Token::load_or_new`] makes it, [`Token::keep`] writes it after the
+//! listener is bound): a start that fails — a bad flag, a port in use —
+//! leaves no token behind that nobody was shown, and the first start that
+//! does serve prints the one it writes.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -34,7 +40,7 @@ pub enum TokenError {
 }
 
 /// The server's token and whether this start created it (then it is
-/// printed, once).
+/// written and printed, once).
 #[derive(Clone)]
 pub struct Token {
     secret: String,
@@ -55,12 +61,16 @@ impl std::fmt::Debug for Token {
 }
 
 impl Token {
-    /// The token in `dir`, created if there is none.
+    /// The token in `dir`, created (and written) if there is none.
     pub fn load_or_create(dir: &Path) -> Result<Self, TokenError> {
+        Self::load_or_new(dir)?.keep()
+    }
+
+    /// The token in `dir`, or a new one (`created`) that is not written
+    /// yet: [`Token::keep`] writes it. An existing file that is unsafe is
+    /// refused here, before anything else is done.
+    pub fn load_or_new(dir: &Path) -> Result<Self, TokenError> {
         let path = dir.join(TOKEN_FILE);
-        let io = |context: String| move |source| TokenError::Io { context, source };
-        std::fs::create_dir_all(dir)
-            .map_err(io(format!("creating the data directory {}", dir.display())))?;
         match read_existing(&path)? {
             Some(secret) => Ok(Self {
                 secret,
@@ -73,14 +83,47 @@ impl Token {
                     context: "reading random bytes for the token".to_owned(),
                     source: std::io::Error::other(e.to_string()),
                 })?;
-                let secret = hex::encode(bytes);
-                write_new(&path, &secret)?;
                 Ok(Self {
-                    secret,
+                    secret: hex::encode(bytes),
                     created: true,
                     path,
                 })
             }
+        }
+    }
+
+    /// Writes a new token (mode 0600, creating the data directory); an
+    /// existing one is already kept. If another start wrote one since
+    /// [`Token::load_or_new`] looked, that one is used (not printed: the
+    /// start that wrote it did).
+    pub fn keep(self) -> Result<Self, TokenError> {
+        if !self.created {
+            return Ok(self);
+        }
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| TokenError::Io {
+                context: format!("creating the data directory {}", dir.display()),
+                source,
+            })?;
+        }
+        match write_new(&self.path, &self.secret) {
+            Ok(()) => Ok(self),
+            Err(TokenError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::AlreadyExists =>
+            {
+                match read_existing(&self.path)? {
+                    Some(secret) => Ok(Self {
+                        secret,
+                        created: false,
+                        path: self.path,
+                    }),
+                    None => Err(TokenError::Unsafe(format!(
+                        "{} vanished while it was being made; start again",
+                        self.path.display()
+                    ))),
+                }
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -209,6 +252,20 @@ mod tests {
         flipped.replace_range(63.., if flipped.ends_with('0') { "1" } else { "0" });
         assert!(!first.matches(&flipped));
         assert!(!format!("{first:?}").contains(first.secret()));
+    }
+
+    #[test]
+    fn a_new_token_is_written_only_when_kept() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let home = dir.path().join("not-yet");
+        let made = Token::load_or_new(&home).unwrap();
+        assert!(made.created);
+        assert!(!made.path.exists() && !home.exists());
+        // Another start kept its own meanwhile: that one wins, unprinted.
+        let other = Token::load_or_create(&home).unwrap();
+        let kept = made.keep().unwrap();
+        assert!(!kept.created);
+        assert_eq!(kept.secret(), other.secret());
     }
 
     #[cfg(unix)]

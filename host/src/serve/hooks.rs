@@ -2,7 +2,10 @@
 //!
 //! A webhook is not behind the API token (the sender is another system,
 //! not an operator); it is behind its own HMAC secret instead, named by the
-//! trigger's `secret_env` and read when the server starts. A request must
+//! trigger's `secret_env` and read when the server starts. A webhook whose
+//! variable is unset or empty is disabled, not guessed at: the server
+//! starts, says so on stderr naming the variable, and answers that hook
+//! 503 `hook_disabled` until it is restarted with the secret. A request must
 //! carry `X-Longhand-Timestamp` (unix seconds, within 5 minutes) and
 //! `X-Longhand-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">`;
 //! the body is at most the server's 64 KiB request limit and UTF-8 text;
@@ -17,11 +20,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode};
 
 use super::AppState;
+use super::api::RawBody;
 use super::backend::StartRequest;
 use super::error::ApiError;
 use crate::session::{Clock, SystemClock};
@@ -34,19 +37,24 @@ pub struct Hook {
     pub agent: PathBuf,
     /// The agent's (or trigger's) goal, before the body is added.
     pub goal: String,
-    /// The HMAC secret.
-    pub secret: Vec<u8>,
+    /// The HMAC secret; `None` when its variable was not set at start
+    /// (the hook is disabled).
+    pub secret: Option<Vec<u8>>,
+    /// The variable the secret is read from.
+    pub secret_env: String,
 }
 
 /// The webhooks of the agents in `dirs` (each an agent directory, or a
-/// directory of agent directories), secrets read with `var`. A webhook
-/// whose secret variable is unset or empty, or two with one name, is an
-/// error: refused at start, not at the first request.
+/// directory of agent directories), secrets read with `var`, and a warning
+/// for each webhook disabled because its secret variable is unset or
+/// empty. Two webhooks with one name, or one without a goal, is an error:
+/// refused at start, not at the first request.
 pub fn load(
     dirs: &[PathBuf],
     var: impl Fn(&str) -> Option<String>,
-) -> Result<HashMap<String, Hook>, String> {
+) -> Result<(HashMap<String, Hook>, Vec<String>), String> {
     let mut hooks = HashMap::new();
+    let mut warnings = Vec::new();
     for dir in dirs {
         for agent in agent_dirs(dir) {
             let (config, _) =
@@ -55,13 +63,16 @@ pub fn load(
                 let Ok(When::Webhook { secret_env }) = t.when() else {
                     continue;
                 };
-                let secret = var(&secret_env).filter(|s| !s.is_empty()).ok_or_else(|| {
-                    format!(
-                        "the webhook `{}` of {} needs its secret in the variable {secret_env}, which is not set",
+                let secret = var(&secret_env).filter(|s| !s.is_empty());
+                if secret.is_none() {
+                    warnings.push(format!(
+                        "the webhook `{}` of {} is disabled: its secret variable {secret_env} \
+                         is not set (set {secret_env} and restart to enable POST /hooks/{})",
                         t.name,
-                        agent.display()
-                    )
-                })?;
+                        agent.display(),
+                        t.name
+                    ));
+                }
                 let goal = t.goal.clone().or(config.goal.clone()).ok_or_else(|| {
                     format!(
                         "the webhook `{}` of {} has no goal: set `goal` on the trigger or the agent",
@@ -80,13 +91,14 @@ pub fn load(
                     Hook {
                         agent: agent.clone(),
                         goal,
-                        secret: secret.into_bytes(),
+                        secret: secret.map(String::into_bytes),
+                        secret_env,
                     },
                 );
             }
         }
     }
-    Ok(hooks)
+    Ok((hooks, warnings))
 }
 
 /// `dir` itself when it holds an agent.toml, else its subdirectories that do.
@@ -135,7 +147,7 @@ pub async fn fire(
     State(state): State<AppState>,
     UrlPath(name): UrlPath<String>,
     headers: HeaderMap,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     let Some(hook) = state.hooks.get(&name) else {
         return Err(ApiError::not_found(
@@ -143,11 +155,21 @@ pub async fn fire(
             "no webhook trigger of that name on this server",
         ));
     };
+    let Some(secret) = &hook.secret else {
+        // Which variable is the operator's business, in the server's log;
+        // the caller learns only that the hook exists and is off.
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "hook_disabled",
+            "this webhook is disabled: the server started without its secret (its log names \
+             the variable); it answers once restarted with the secret set",
+        ));
+    };
     let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
     let now = SystemClock.now_ms();
     let signature = header("x-longhand-signature");
     verify_webhook(
-        &hook.secret,
+        secret,
         header("x-longhand-timestamp"),
         signature,
         &body,

@@ -14,16 +14,25 @@
 //! - bound to a loopback address, requests must name a loopback host
 //!   (`Host: 127.0.0.1:…`, `localhost`, `[::1]`), so a web page elsewhere
 //!   cannot reach the API through DNS rebinding;
+//! - a request a web page elsewhere could make a browser send is refused,
+//!   token or not ([`csrf`]): a cross-site `Sec-Fetch-Site` or a foreign
+//!   `Origin` (403), and a change without `Content-Type: application/json`
+//!   (415);
 //! - every response carries a strict Content-Security-Policy (scripts and
 //!   styles from this server only, no inline code, no framing), `nosniff`,
 //!   `no-referrer` and `no-store`; the page never puts data into HTML
-//!   (`textContent` only);
+//!   (text nodes only) and shows invisible and bidi characters as marks;
+//!   a blob keeps its own policy, `sandbox`;
+//! - a client has [`HEADER_TIMEOUT`] to send a request's head and
+//!   [`BODY_TIMEOUT`] for its body, then the connection is closed, so a
+//!   stalled upload holds nothing;
 //! - a server fault is answered with the code `internal` and logged, never
 //!   sent: its text can name host paths.
 
 pub mod api;
 pub mod auth;
 pub mod backend;
+pub mod csrf;
 pub mod error;
 pub mod hooks;
 mod page;
@@ -60,6 +69,17 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 
 /// Largest request body, in bytes (every body is a small JSON object).
 pub const MAX_BODY: usize = 64 * 1024;
+
+/// How long a client has to send a request's line and headers, from the
+/// connection's start or the end of its previous request (an idle
+/// keep-alive connection is closed after it too). Enough for any client
+/// that means to send one; a stalled one is dropped.
+pub const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long a client has to send a whole request body once its handler
+/// reads it: [`MAX_BODY`] in this time is 2 KiB/s, far below any real
+/// link. Past it the answer is 408 and the connection is closed.
+pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What the server needs.
 pub struct Config {
@@ -184,9 +204,41 @@ pub fn app(config: Config) -> Router {
         .with_state(state)
 }
 
-/// Serve `app` on `listener` until the task is dropped.
+/// Serve `app` on `listener` until the task is dropped: HTTP/1.1, each
+/// connection on its own task, its request heads bounded by
+/// [`HEADER_TIMEOUT`] (bodies are bounded by [`BODY_TIMEOUT`] where they
+/// are read).
+///
+/// Not `axum::serve`: it gives hyper no timer, so hyper's header timeout
+/// never fires and a client that opens a connection and sends nothing, or
+/// half a header, holds it forever.
 pub async fn run(listener: tokio::net::TcpListener, app: Router) -> std::io::Result<()> {
-    axum::serve(listener, app).await
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .keep_alive(true);
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            // Out of descriptors or a connection reset before accept: the
+            // listener itself is fine; wait a moment rather than spin.
+            Err(e) => {
+                tracing::warn!("serve: accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let connection = builder.serve_connection(TokioIo::new(stream), service);
+        tokio::spawn(async move {
+            // A client that went away or broke the protocol: nothing to do.
+            let _ = connection.await;
+        });
+    }
 }
 
 /// Whether `addr` is a loopback address (127.0.0.0/8, ::1).
@@ -246,12 +298,21 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
             "this server answers requests for 127.0.0.1, localhost or [::1] only",
         )
         .into_response()
+    } else if let Some(refused) = csrf::refusal(&request) {
+        refused.into_response()
     } else {
         next.run(request).await
     };
     let headers = response.headers_mut();
+    // A handler's own policy stands (a blob's `sandbox`); every other
+    // response gets the page's.
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CSP),
+        );
+    }
     for (name, value) in [
-        (header::CONTENT_SECURITY_POLICY, CSP),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         (header::REFERRER_POLICY, "no-referrer"),
         (header::X_FRAME_OPTIONS, "DENY"),

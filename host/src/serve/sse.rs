@@ -10,9 +10,16 @@
 //! New events are found by reading the store after each
 //! `Store::wait_for_change` (at most [`POLL`]): on PostgreSQL a commit
 //! anywhere wakes the stream at once (LISTEN/NOTIFY); on SQLite it is a
-//! poll, cheap when nothing is new (an indexed read past the last seq). A session that finished or failed gets an `end` message
-//! once everything is sent, and the stream closes; a paused one stays
-//! open, since a resume goes on in the same log.
+//! poll, cheap when nothing is new (an indexed read past the last seq).
+//! A session that finished or failed gets an `end` message once
+//! everything is sent — its data is the session's last seq, whatever the
+//! client asked for — and the stream closes; a paused one stays open,
+//! since a resume goes on in the same log.
+//!
+//! `Last-Event-ID` and `after` are whole numbers from 0 to 2^64−1; one at
+//! or past [`MAX_SEQ`] (2^63−1, the largest seq a store keeps) is past the
+//! end of every log: nothing is sent, and an ended session's `end` comes
+//! at once. Anything else is 400.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -24,7 +31,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 
 use super::AppState;
-use super::api::{session_id, summary};
+use super::api::{MAX_SEQ, read_after, session_id, summary};
 use super::error::{ApiError, ApiResult};
 use crate::session::SessionStatus;
 
@@ -49,24 +56,35 @@ pub async fn stream(
             v.to_str()
                 .ok()
                 .and_then(|t| t.trim().parse::<u64>().ok())
-                .ok_or_else(|| ApiError::invalid("`Last-Event-ID` must be an event's seq"))
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        "`Last-Event-ID` must be an event's seq: a whole number from 0 to \
+                         18446744073709551615",
+                    )
+                })
         })
         .transpose()?;
     let from_query = raw
         .as_deref()
         .and_then(|q| q.split('&').find_map(|p| p.strip_prefix("after=")))
         .map(|t| {
-            t.parse::<u64>()
-                .map_err(|_| ApiError::invalid("`after` must be an event's seq"))
+            t.parse::<u64>().map_err(|_| {
+                ApiError::invalid(
+                    "`after` must be an event's seq: a whole number from 0 to \
+                     18446744073709551615",
+                )
+            })
         })
         .transpose()?;
     // The header wins: it is what a reconnecting client last saw.
     let after = from_header.or(from_query).unwrap_or(0);
     let (tx, rx) = tokio::sync::mpsc::channel::<Sse>(64);
     tokio::spawn(async move {
-        let mut next = after.saturating_add(1);
+        // The last seq sent (or the client's `after`): the next read is
+        // after it.
+        let mut sent = after.min(MAX_SEQ);
         loop {
-            let records = match state.store.read(&id, next).await {
+            let records = match read_after(&state, &id, sent).await {
                 Ok(records) => records,
                 Err(e) => {
                     let error = ApiError::from_store(e);
@@ -79,7 +97,7 @@ pub async fn stream(
             };
             let fresh = records.is_empty();
             for record in records.into_iter().take(BATCH) {
-                next = record.seq + 1;
+                sent = record.seq;
                 let Ok(data) = serde_json::to_string(&record) else {
                     continue;
                 };
@@ -90,20 +108,29 @@ pub async fn stream(
                 }
             }
             if fresh {
-                let ended = match state.store.summary(&id).await {
-                    Ok(s) => {
-                        matches!(s.status, SessionStatus::Finished | SessionStatus::Failed)
-                            && s.last_seq < next
+                let last = match state.store.summary(&id).await {
+                    // Ended, and everything up to its last event sent (a
+                    // last event appended since the read above is read
+                    // next time round, not skipped).
+                    Ok(s)
+                        if matches!(s.status, SessionStatus::Finished | SessionStatus::Failed) =>
+                    {
+                        (s.last_seq <= sent).then_some(s.last_seq)
                     }
-                    Err(_) => true,
+                    Ok(_) => None,
+                    Err(e) => {
+                        let error = ApiError::from_store(e);
+                        let data =
+                            serde_json::json!({"code": error.code, "message": error.message});
+                        let _ = tx
+                            .send(Sse::default().event("error").data(data.to_string()))
+                            .await;
+                        return;
+                    }
                 };
-                if ended {
+                if let Some(last) = last {
                     let _ = tx
-                        .send(
-                            Sse::default()
-                                .event("end")
-                                .data(next.saturating_sub(1).to_string()),
-                        )
+                        .send(Sse::default().event("end").data(last.to_string()))
                         .await;
                     return;
                 }

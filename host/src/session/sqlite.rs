@@ -18,6 +18,14 @@
 //! - **Reads on their own connections**, a small pool used from
 //!   `spawn_blocking`, each read in one read transaction (one consistent
 //!   snapshot); WAL lets them run beside the writer, never queued behind it.
+//!   At most [`MAX_READERS`] exist at once (more reads wait their turn) and
+//!   [`MAX_IDLE_READERS`] stay open between reads: SQLite cannot close a
+//!   reader's database descriptor while the writer holds its lock on the
+//!   file (POSIX locks belong to the process, so closing any descriptor of
+//!   the file would drop the writer's), and parks it for reuse instead —
+//!   so every connection a burst opened would keep a descriptor, its
+//!   thread and page cache until the process ends. Bounded, a burst of any
+//!   size costs at most `MAX_READERS` of each.
 //! - **`BEGIN IMMEDIATE`** for every write transaction: the write lock is
 //!   taken before the lease and seq are checked, so two processes on one
 //!   file can never both pass the checks (no lock-upgrade deadlocks either);
@@ -157,8 +165,15 @@ pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 pub const DEFAULT_FLUSH_WINDOW: Duration = Duration::from_millis(100);
 
 /// At most this many idle read connections are kept; more are opened when
-/// more reads run at once, and closed after.
-const MAX_IDLE_READERS: usize = 4;
+/// more reads run at once (up to [`MAX_READERS`]), and closed after.
+const MAX_IDLE_READERS: usize = 2;
+
+/// At most this many read connections are open at once; a read that finds
+/// none free waits for one (first come, first served). Reads are short
+/// (one indexed query each), so eight keep two cores busy with room to
+/// spare, and a burst of requests queues instead of opening a connection,
+/// a thread and a page cache each.
+const MAX_READERS: usize = 8;
 
 /// How a [`SqliteStore`] is opened. `Default`: the system clock and
 /// [`DEFAULT_FLUSH_WINDOW`].
@@ -197,6 +212,8 @@ struct Inner {
     process: RwLock<Option<Process>>,
     /// Idle read connections.
     readers: Mutex<Vec<Connection>>,
+    /// One permit per read connection that may be open ([`MAX_READERS`]).
+    reader_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Drop for Inner {
@@ -256,6 +273,7 @@ impl SqliteStore {
                 writer,
                 process: RwLock::new(Process::current()),
                 readers: Mutex::new(Vec::new()),
+                reader_slots: Arc::new(tokio::sync::Semaphore::new(MAX_READERS)),
             }),
         })
     }
@@ -313,7 +331,18 @@ impl SqliteStore {
         F: FnOnce(&Connection, &Path) -> Result<T> + Send + 'static,
     {
         let inner = Arc::clone(&self.inner);
+        // Held by the blocking task, not by this future: a caller that
+        // goes away mid-read does not free the slot while its connection
+        // is still in use.
+        let slot = Arc::clone(&inner.reader_slots)
+            .acquire_owned()
+            .await
+            .map_err(|e| StoreError::Db {
+                context: "waiting for a read connection".into(),
+                source: Box::new(e),
+            })?;
         tokio::task::spawn_blocking(move || {
+            let _slot = slot;
             let p = inner.path.as_path();
             let idle = inner
                 .readers

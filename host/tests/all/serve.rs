@@ -124,11 +124,17 @@ fn send_request(
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
+    // As the page and any API client do: a change says its body is JSON
+    // (the server refuses one that does not), unless the test says
+    // otherwise.
+    let typed = headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("content-type"));
+    if !typed && (!body.is_empty() || !matches!(method, "GET" | "HEAD")) {
+        head.push_str("Content-Type: application/json\r\n");
+    }
     if !body.is_empty() {
-        head.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            body.len()
-        ));
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).expect("write request");
@@ -362,6 +368,12 @@ impl EventStream {
 /// A scripted agent whose fs writes wait for approval: two writes, then
 /// done. The first answer's text is `first_text`.
 fn approving_agent(dir: &Path, first_text: &str) -> std::path::PathBuf {
+    approving_agent_at(dir, first_text, "/w/a.txt")
+}
+
+/// [`approving_agent`] whose first write goes to `first_path` (the second
+/// always to `/w/a.txt`).
+fn approving_agent_at(dir: &Path, first_text: &str, first_path: &str) -> std::path::PathBuf {
     let write = |id: &str, content: &str| {
         tool_turn(
             &if id == "w1" {
@@ -372,7 +384,7 @@ fn approving_agent(dir: &Path, first_text: &str) -> std::path::PathBuf {
             vec![call(
                 id,
                 "fs__write",
-                json!({"path": "/w/a.txt", "content": content}),
+                json!({"path": if id == "w1" { first_path } else { "/w/a.txt" }, "content": content}),
             )],
             10,
             1,
@@ -662,6 +674,14 @@ fn sessions_page_filter_and_errors_have_stable_codes() {
         blob.header("content-type"),
         Some("application/octet-stream")
     );
+    // Opened directly, model and tool output cannot run as a page: the
+    // blob keeps its own `sandbox` policy (not the page's), is not
+    // sniffed, and is an attachment.
+    let csp = blob.header("content-security-policy").expect("CSP");
+    assert!(csp.starts_with("sandbox"), "{csp}");
+    assert!(!csp.contains("script-src 'self'"), "{csp}");
+    assert_eq!(blob.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(blob.header("content-disposition"), Some("attachment"));
     let args: Value = serde_json::from_slice(&blob.body).expect("the input is JSON");
     assert_eq!(args["content"], "hello");
     server
@@ -1051,9 +1071,12 @@ fn the_page_follows_a_session_live_and_approves_in_chromium() {
     };
     let home = Home::new();
     let dir = TempDir::new().expect("tempdir");
-    let script = approving_agent(
+    // The first write's path has a right-to-left override in it: shown
+    // plainly it reads `/w/notes"sh.md`; the page must show the override.
+    let script = approving_agent_at(
         dir.path(),
         "writing <img src=x onerror=window.__pwned=1> one",
+        "/w/notes\u{202e}dm.hs",
     );
     let session = detach(&home, dir.path(), &script);
     let server = serve(&home, &[]);
@@ -1101,7 +1124,8 @@ fn the_page_follows_a_session_live_and_approves_in_chromium() {
 /// Webhook triggers (issue 10): `POST /hooks/<name>` needs no API token
 /// but its own HMAC signature, fresh and used once; an accepted one starts
 /// a session whose goal carries the body fenced as outside data, run by
-/// the server. A webhook whose secret is not set stops the server at start.
+/// the server. A webhook whose secret is not set is disabled (503), and
+/// the server starts anyway, naming the variable on stderr.
 #[test]
 fn a_signed_webhook_starts_a_session_and_nothing_else_does() {
     use longhand_host::triggers::{sign_webhook, webhook_goal};
@@ -1133,12 +1157,50 @@ fn a_signed_webhook_starts_a_session_and_nothing_else_does() {
     std::fs::write(&toml, text).expect("agent.toml");
     let root = agents.path().to_str().expect("utf-8");
 
-    // The secret is not set: refused at start.
-    let refused = home.run(&["serve", "--addr", "127.0.0.1:0", "--agents", root]);
-    refused.expect_code(2);
-    assert!(refused.stderr.contains("HOOK_SECRET"), "{}", refused.stderr);
-
     let secret = "hook-secret-1234";
+    // The secret is not set: the server starts, the hook is off (even a
+    // request signed with the right secret starts nothing), and stderr
+    // names the variable to set.
+    let sessions_before = home.run(&["sessions", "--json"]).stdout;
+    let mut unset = Proc::spawn(home.cmd(&["serve", "--addr", "127.0.0.1:0", "--agents", root]));
+    let first = unset.next_line().expect("serve starts without the hook");
+    let addr = first
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("first line: {first}"))
+        .to_owned();
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+        .to_string();
+    request(
+        &addr,
+        "POST",
+        "/hooks/on-push",
+        &[
+            ("X-Longhand-Timestamp", &ts),
+            (
+                "X-Longhand-Signature",
+                &sign_webhook(secret.as_bytes(), &ts, body),
+            ),
+        ],
+        body,
+    )
+    .expect_error(503, "hook_disabled");
+    let ended = unset.kill();
+    assert!(
+        ended.stderr.contains("warning:")
+            && ended.stderr.contains("HOOK_SECRET")
+            && ended.stderr.contains("on-push"),
+        "{}",
+        ended.stderr
+    );
+    assert_eq!(
+        home.run(&["sessions", "--json"]).stdout,
+        sessions_before,
+        "the disabled hook started nothing"
+    );
+
     let mut cmd = home.cmd(&["serve", "--addr", "127.0.0.1:0", "--agents", root]);
     cmd.env("HOOK_SECRET", secret);
     let mut proc = Proc::spawn(cmd);
@@ -1262,4 +1324,544 @@ fn a_signed_webhook_starts_a_session_and_nothing_else_does() {
         "one session per accepted call"
     );
     proc.kill();
+}
+
+/// Send `raw` bytes as they are (a request the helpers would not write)
+/// and read the reply.
+fn raw_request(addr: &str, raw: &[u8]) -> Reply {
+    let mut stream = connect(addr);
+    stream.write_all(raw).expect("write request");
+    let mut reader = BufReader::new(stream);
+    let (status, headers) = read_head(&mut reader);
+    let mut body = Vec::new();
+    if chunked(&headers) {
+        while let Some(chunk) = read_chunk(&mut reader) {
+            body.extend(chunk);
+        }
+    } else {
+        let _ = reader.read_to_end(&mut body);
+    }
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// Issue 16: a web page elsewhere can make a browser send a `text/plain`,
+/// form or multipart POST (no preflight), or any request with its own
+/// `Origin` and `Sec-Fetch-Site: cross-site`. Against a `--no-auth` server
+/// (where the token does not stop it) none of them approves, denies,
+/// cancels, pauses or starts anything; the page's own requests still work.
+#[test]
+fn cross_site_requests_change_nothing_even_without_a_token() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let script = approving_agent(dir.path(), "writing one");
+    let session = detach(&home, dir.path(), &script);
+    let agents = dir.path().to_str().expect("utf-8");
+    let server = serve(&home, &["--no-auth", "--agents", agents]);
+    let pending = server.wait_for("/api/approvals", |v| {
+        v["approvals"].as_array().is_some_and(|a| !a.is_empty())
+    });
+    let request_id = pending["approvals"][0]["request"]
+        .as_str()
+        .expect("request")
+        .to_owned();
+    let before = server.get(&format!("/api/sessions/{session}")).json();
+    let sessions_before = server.get("/api/sessions").json()["sessions"]
+        .as_array()
+        .expect("sessions")
+        .len();
+    let addr = server.addr.clone();
+    let approve = format!("/api/sessions/{session}/approvals/{request_id}/approve");
+    let deny = format!("/api/sessions/{session}/approvals/{request_id}/deny");
+    let changes = [
+        (approve.clone(), r#"{"resume":true}"#.to_owned()),
+        (deny.clone(), r#"{"reason":"x","resume":true}"#.to_owned()),
+        (format!("/api/sessions/{session}/cancel"), "{}".to_owned()),
+        (format!("/api/sessions/{session}/pause"), "{}".to_owned()),
+        (format!("/api/sessions/{session}/resume"), "{}".to_owned()),
+        (
+            format!("/api/sessions/{session}/send"),
+            r#"{"text":"delete everything"}"#.to_owned(),
+        ),
+        (
+            "/api/sessions".to_owned(),
+            json!({"agent": dir.path()}).to_string(),
+        ),
+    ];
+    let mut replies = Vec::new();
+    for (path, body) in &changes {
+        // What a cross-site form or no-cors fetch can carry: refused 415,
+        // with a message that says what to send.
+        for content_type in [
+            "text/plain",
+            "text/plain;charset=UTF-8",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+        ] {
+            let reply = request(
+                &addr,
+                "POST",
+                path,
+                &[("Content-Type", content_type)],
+                body.as_bytes(),
+            );
+            reply.expect_error(415, "unsupported_media_type");
+            assert!(
+                reply.json()["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("application/json")),
+                "{}",
+                reply.json()
+            );
+            replies.push(reply);
+        }
+        // A form post of its fields, and a multipart one.
+        let form = request(
+            &addr,
+            "POST",
+            path,
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+            b"resume=true&reason=x&text=hi",
+        );
+        form.expect_error(415, "unsupported_media_type");
+        let multipart = request(
+            &addr,
+            "POST",
+            path,
+            &[("Content-Type", "multipart/form-data; boundary=X")],
+            b"--X\r\nContent-Disposition: form-data; name=\"resume\"\r\n\r\ntrue\r\n--X--\r\n",
+        );
+        multipart.expect_error(415, "unsupported_media_type");
+        // No type at all (`fetch(url, {method: "POST", mode: "no-cors"})`).
+        let untyped = raw_request(
+            &addr,
+            format!(
+                "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        untyped.expect_error(415, "unsupported_media_type");
+        // JSON, but from another origin or site (as a browser labels it).
+        for (name, value) in [
+            ("Origin", "http://evil.example".to_owned()),
+            ("Origin", "null".to_owned()),
+            ("Origin", format!("http://{addr}.evil.example")),
+            // Another port of 127.0.0.1 is another origin.
+            (
+                "Origin",
+                format!(
+                    "http://127.0.0.1:{}",
+                    addr.rsplit(':')
+                        .next()
+                        .expect("port")
+                        .parse::<u16>()
+                        .expect("port")
+                        ^ 1
+                ),
+            ),
+        ] {
+            let reply = request(&addr, "POST", path, &[(name, &value)], body.as_bytes());
+            reply.expect_error(403, "cross_origin");
+            replies.push(reply);
+        }
+        for site in ["cross-site", "same-site"] {
+            let reply = request(
+                &addr,
+                "POST",
+                path,
+                &[("Sec-Fetch-Site", site)],
+                body.as_bytes(),
+            );
+            reply.expect_error(403, "cross_site");
+            replies.push(reply);
+        }
+        replies.extend([form, multipart, untyped]);
+    }
+    // Reading cross-site is refused too, and nothing is ever shared
+    // across origins: no reply carries Access-Control-Allow-Origin, a
+    // preflight included.
+    request(
+        &addr,
+        "GET",
+        &format!("/api/sessions/{session}/events/stream"),
+        &[("Sec-Fetch-Site", "cross-site")],
+        b"",
+    )
+    .expect_error(403, "cross_site");
+    replies.push(request(
+        &addr,
+        "OPTIONS",
+        &approve,
+        &[
+            ("Origin", "http://evil.example"),
+            ("Access-Control-Request-Method", "POST"),
+            ("Access-Control-Request-Headers", "content-type"),
+        ],
+        b"",
+    ));
+    replies.push(server.get("/api/sessions"));
+    for reply in &replies {
+        assert!(
+            reply
+                .headers
+                .iter()
+                .all(|(n, _)| !n.to_ascii_lowercase().starts_with("access-control-")),
+            "{:?}",
+            reply.headers
+        );
+    }
+    // Nothing happened: the approval is pending, the log did not grow, no
+    // session was started, the write did not run.
+    let after = server.get(&format!("/api/sessions/{session}")).json();
+    assert_eq!(after["last_seq"], before["last_seq"], "{after}");
+    assert_eq!(after["status"], "paused");
+    assert_eq!(after["pending_approvals"], json!([request_id]));
+    assert_eq!(
+        server.get("/api/sessions").json()["sessions"]
+            .as_array()
+            .expect("sessions")
+            .len(),
+        sessions_before
+    );
+    assert!(!dir.path().join("work/a.txt").exists());
+    // The page's own request (same origin, as Chromium labels it) works.
+    let own = request(
+        &addr,
+        "POST",
+        &approve,
+        &[
+            ("Host", &addr),
+            ("Origin", &format!("http://{addr}")),
+            ("Sec-Fetch-Site", "same-origin"),
+            ("Content-Type", "application/json; charset=utf-8"),
+        ],
+        br#"{"resume":true}"#,
+    );
+    assert_eq!(own.status, 200, "{}", own.json());
+    server.wait_for(&format!("/api/sessions/{session}"), |s| {
+        s["last_seq"].as_u64() > before["last_seq"].as_u64()
+    });
+}
+
+/// Issue 16: README's `longhand serve --agents ./examples` with
+/// `DIGEST_HOOK_SECRET` unset starts (the daily-digest webhook disabled,
+/// the variable named on stderr) and prints the token; a start that
+/// fails (the port taken) writes no token, so the first start that serves
+/// is the one that prints it.
+#[test]
+fn serve_agents_examples_starts_without_a_webhook_secret_and_prints_the_token() {
+    let home = Home::new();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .join("examples");
+    let examples = examples.to_str().expect("utf-8");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = taken.local_addr().expect("addr").to_string();
+    let failed = home.run(&["serve", "--addr", &port, "--agents", examples]);
+    failed.expect_code(2);
+    assert!(failed.stderr.contains("cannot listen"), "{}", failed.stderr);
+    assert!(
+        !home.path().join("serve-token").exists(),
+        "a start that did not serve kept a token nobody was shown"
+    );
+    drop(taken);
+
+    let server = serve(&home, &["--no-worker", "--agents", examples]);
+    assert_eq!(server.token.len(), 64, "{:?}", server.banner);
+    assert!(
+        server
+            .banner
+            .iter()
+            .any(|l| l == &format!("token: {}", server.token)),
+        "{:?}",
+        server.banner
+    );
+    let hook = request(
+        &server.addr,
+        "POST",
+        "/hooks/digest-now",
+        &[
+            ("X-Longhand-Timestamp", "1"),
+            ("X-Longhand-Signature", "sha256:00"),
+        ],
+        b"hello",
+    );
+    hook.expect_error(503, "hook_disabled");
+    // The token server refuses what a page elsewhere could send, too.
+    request(
+        &server.addr,
+        "POST",
+        "/api/sessions",
+        &[
+            ("Authorization", &server.bearer()),
+            ("Content-Type", "text/plain"),
+        ],
+        br#"{"agent":"/x"}"#,
+    )
+    .expect_error(415, "unsupported_media_type");
+    let Server { mut proc, .. } = server;
+    let ended = proc.kill();
+    assert!(
+        ended
+            .stderr
+            .lines()
+            .any(|l| l.starts_with("warning:") && l.contains("DIGEST_HOOK_SECRET")),
+        "{}",
+        ended.stderr
+    );
+}
+
+/// Read from `stream` until the server closes it; how long that took and
+/// what came.
+fn until_closed(mut stream: TcpStream) -> (Duration, Vec<u8>) {
+    let start = Instant::now();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("read timeout");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                panic!(
+                    "still open after 60 s; got {:?}",
+                    String::from_utf8_lossy(&got)
+                )
+            }
+            Err(_) => break,
+        }
+    }
+    (start.elapsed(), got)
+}
+
+/// Issue 16: a client that stalls holds nothing for long. The head of a
+/// request (or the next one on a kept-alive connection) must come within
+/// the header timeout (10 s), a body within the body timeout (30 s: 408);
+/// a body declared larger than 64 KiB is refused at once. Each stall runs
+/// on its own thread, so the test takes about the longest bound.
+#[test]
+fn stalled_clients_are_dropped_within_the_timeouts() {
+    let home = Home::new();
+    let server = serve(&home, &["--no-auth", "--no-worker"]);
+    let addr = server.addr.clone();
+    let header_bound = Duration::from_secs(10 + 5);
+    let body_bound = Duration::from_secs(30 + 5);
+    // (what, the bytes sent before stalling)
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("nothing sent", Vec::new()),
+        (
+            "half a head",
+            b"GET /api/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ".to_vec(),
+        ),
+        (
+            "idle after a kept-alive request",
+            b"GET /api/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_vec(),
+        ),
+        (
+            "a body that stops",
+            [
+                &b"POST /api/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n"[..],
+                &[b' '; 1000][..],
+            ]
+            .concat(),
+        ),
+        (
+            "a chunked body that stops",
+            b"POST /api/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n{\"agent\": \"/x\", \r\n"
+                .to_vec(),
+        ),
+        (
+            "10 MB declared",
+            b"POST /api/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 10485760\r\n\r\n{\"agent\":"
+                .to_vec(),
+        ),
+    ];
+    let threads: Vec<_> = cases
+        .into_iter()
+        .map(|(what, bytes)| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let mut stream = TcpStream::connect(&addr).expect("connect");
+                stream.write_all(&bytes).expect("send");
+                let (took, got) = until_closed(stream);
+                (what, took, String::from_utf8_lossy(&got).into_owned())
+            })
+        })
+        .collect();
+    for thread in threads {
+        let (what, took, got) = thread.join().expect("a stall thread");
+        eprintln!("{what}: closed after {took:?}");
+        match what {
+            "nothing sent" | "half a head" => {
+                assert!(took < header_bound, "{what}: {took:?}");
+            }
+            "idle after a kept-alive request" => {
+                assert!(got.starts_with("HTTP/1.1 200"), "{what}: {got}");
+                assert!(took < header_bound, "{what}: {took:?}");
+            }
+            "a body that stops" | "a chunked body that stops" => {
+                assert!(got.starts_with("HTTP/1.1 408"), "{what}: {got}");
+                assert!(got.contains("body_timeout"), "{what}: {got}");
+                assert!(took < body_bound, "{what}: {took:?}");
+            }
+            _ => {
+                assert!(got.starts_with("HTTP/1.1 413"), "{what}: {got}");
+                assert!(took < Duration::from_secs(5), "{what}: {took:?}");
+            }
+        }
+    }
+    // And the server still answers.
+    assert_eq!(request(&addr, "GET", "/api/sessions", &[], b"").status, 200);
+}
+
+/// Issue 16: `after` and `Last-Event-ID` take any whole number up to
+/// 2^64−1; one past the end of the log (up to 2^63−1, the largest seq a
+/// store keeps, and beyond) reads nothing — never a 500 — and the `end`
+/// message of a finished session carries its last seq, not the client's
+/// number. Negative, too large and non-numbers are 400.
+#[test]
+fn event_positions_past_the_end_read_nothing_and_end_names_the_last_seq() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let script = plain_agent(dir.path(), "plain");
+    let (ran, session) = run_script(&home, dir.path(), &script);
+    ran.expect_code(0);
+    let server = serve(&home, &["--no-worker"]);
+    let last = server.get(&format!("/api/sessions/{session}")).json()["last_seq"]
+        .as_u64()
+        .expect("last_seq");
+    let past = [
+        last,
+        last + 7,
+        (1u64 << 63) - 1,
+        1u64 << 63,
+        (1u64 << 63) + 1,
+        u64::MAX - 1,
+        u64::MAX,
+    ];
+    for after in past {
+        let page = server.get(&format!("/api/sessions/{session}/events?after={after}"));
+        assert_eq!(page.status, 200, "after={after}: {}", page.json());
+        assert_eq!(page.json(), json!({"events": [], "next": null}), "{after}");
+        for mut stream in [server.stream(&session, Some(after)), {
+            let mut stream = connect(&server.addr);
+            send_request(
+                &mut stream,
+                "GET",
+                &format!("/api/sessions/{session}/events/stream?after={after}"),
+                &[("Authorization", &server.bearer())],
+                b"",
+            );
+            let mut reader = BufReader::new(stream);
+            let (status, _) = read_head(&mut reader);
+            assert_eq!(status, 200, "after={after}");
+            EventStream {
+                reader,
+                text: String::new(),
+            }
+        }] {
+            let end = stream.next().expect("an end message");
+            assert_eq!(end.event.as_deref(), Some("end"), "{after}: {end:?}");
+            assert_eq!(end.data, last.to_string(), "after={after}");
+            assert!(stream.next().is_none());
+        }
+    }
+    let two_pow_64 = "18446744073709551616";
+    for bad in [two_pow_64, "-1", "abc", "1e3", "", " 1"] {
+        let q = bad.replace(' ', "%20");
+        server
+            .get(&format!("/api/sessions/{session}/events?after={q}"))
+            .expect_error(400, "invalid_request");
+        server
+            .get(&format!("/api/sessions/{session}/events/stream?after={q}"))
+            .expect_error(400, "invalid_request");
+        if !bad.is_empty() && !bad.starts_with(' ') {
+            request(
+                &server.addr,
+                "GET",
+                &format!("/api/sessions/{session}/events/stream"),
+                &[("Authorization", &server.bearer()), ("Last-Event-ID", bad)],
+                b"",
+            )
+            .expect_error(400, "invalid_request");
+        }
+    }
+}
+
+/// The open descriptors and resident memory (KiB) of process `pid`.
+#[cfg(target_os = "linux")]
+fn footprint(pid: u32) -> (usize, u64) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0);
+    (fds, rss)
+}
+
+/// Issue 16: a burst of concurrent reads leaves no descriptors behind.
+/// SQLite parks (does not close) a closed reader's database descriptor
+/// while the writer holds its lock, so the store bounds its read
+/// connections: 200 clients at once cost at most a few descriptors once
+/// they are done, not one each.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_burst_of_reads_leaves_no_descriptors_behind() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let script = plain_agent(dir.path(), "plain");
+    let (ran, session) = run_script(&home, dir.path(), &script);
+    ran.expect_code(0);
+    let server = serve(&home, &["--no-auth", "--no-worker"]);
+    let pid = server.proc.pid();
+    let paths = [
+        "/api/sessions".to_owned(),
+        format!("/api/sessions/{session}"),
+        format!("/api/sessions/{session}/events"),
+        "/api/approvals".to_owned(),
+    ];
+    for path in &paths {
+        assert_eq!(request(&server.addr, "GET", path, &[], b"").status, 200);
+    }
+    let (fds_before, rss_before) = footprint(pid);
+    let threads: Vec<_> = (0..200)
+        .map(|i| {
+            let addr = server.addr.clone();
+            let path = paths[i % paths.len()].clone();
+            std::thread::spawn(move || request(&addr, "GET", &path, &[], b"").status)
+        })
+        .collect();
+    for thread in threads {
+        assert_eq!(thread.join().expect("a client"), 200);
+    }
+    let (fds_peak, rss_peak) = footprint(pid);
+    // Sockets of finished requests close within moments; what stays is
+    // the pool (8 connections of 3 descriptors each at most).
+    let bound = fds_before + 3 * 8;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (mut fds_after, mut rss_after) = footprint(pid);
+    while fds_after > bound && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        (fds_after, rss_after) = footprint(pid);
+    }
+    eprintln!(
+        "descriptors: {fds_before} before, {fds_peak} right after, {fds_after} settled; \
+         RSS KiB: {rss_before} before, {rss_peak} right after, {rss_after} settled"
+    );
+    assert!(
+        fds_after <= bound,
+        "{fds_after} descriptors after the burst, {fds_before} before"
+    );
 }

@@ -1,6 +1,9 @@
 // Longhand's page. Everything it shows comes from the API and is put into
-// the document as text (textContent, attributes via setAttribute on fixed
-// names) — never as HTML: event text is model and tool output.
+// the document as text (text nodes, attributes via setAttribute on fixed
+// names) — never as HTML: event text is model and tool output. And every
+// piece of that text goes through visible(), so a character that would be
+// drawn as nothing, or would reorder what is drawn (a bidi override in a
+// path a person is asked to approve), is shown as a marked ⟨U+202E⟩.
 "use strict";
 
 const TOKEN_KEY = "longhand.token";
@@ -62,10 +65,50 @@ function showError(err) {
     return;
   }
   if (err.code === "unauthorized") return;
-  box.textContent = err.code ? err.code + ": " + err.message : String(err);
+  setText(box, err.code ? err.code + ": " + err.message : String(err));
   box.hidden = false;
   clearTimeout(showError.timer);
   showError.timer = setTimeout(() => { box.hidden = true; }, 8000);
+}
+
+// ---- text a person can trust ------------------------------------------------
+
+// The characters shown as escapes, as [first, last] code points: the CLI's
+// table (host/src/cli/term.rs, HIDDEN), written in here by the server, so
+// the terminal and the page show the same text the same way.
+const HIDDEN_RANGES = [/*HIDDEN_RANGES*/];
+const HIDDEN = new RegExp(
+  "[" + HIDDEN_RANGES.map(([a, b]) => "\\u{" + a.toString(16) + "}-\\u{" + b.toString(16) + "}").join("") + "]",
+  "gu");
+
+function codePoint(c) {
+  return "U+" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+}
+
+// `text` as document nodes: ordinary text as text nodes, each hidden
+// character as a marked span saying which it is (never the character).
+function visible(text) {
+  text = String(text === undefined || text === null ? "" : text);
+  const out = document.createDocumentFragment();
+  let last = 0;
+  for (const m of text.matchAll(HIDDEN)) {
+    if (m.index > last) out.append(document.createTextNode(text.slice(last, m.index)));
+    const name = codePoint(m[0]);
+    const mark = document.createElement("span");
+    mark.className = "hidden-char";
+    mark.setAttribute("title", name + " is not shown as itself: it is invisible or reorders text");
+    mark.textContent = "\u27e8" + name + "\u27e9";
+    out.append(mark);
+    last = m.index + m[0].length;
+  }
+  if (last < text.length) out.append(document.createTextNode(text.slice(last)));
+  return out;
+}
+
+// Replace what `node` shows with `text`, through visible().
+function setText(node, text) {
+  clear(node);
+  node.append(visible(text));
 }
 
 // ---- small DOM helpers (text only) ---------------------------------------
@@ -74,13 +117,13 @@ function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (k === "class") node.className = v;
-    else if (k === "text") node.textContent = v;
+    else if (k === "text") node.append(visible(v));
     else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
     else node.setAttribute(k, v);
   }
   for (const c of children) {
     if (c === null || c === undefined) continue;
-    node.append(typeof c === "string" ? document.createTextNode(c) : c);
+    node.append(typeof c === "string" ? visible(c) : c);
   }
   return node;
 }
@@ -193,7 +236,7 @@ function sessionRow(s) {
 async function refreshApprovalCount() {
   try {
     const a = await api("GET", "/api/approvals");
-    $("approval-count").textContent = a.approvals.length ? String(a.approvals.length) : "";
+    setText($("approval-count"), a.approvals.length ? String(a.approvals.length) : "");
     return a.approvals;
   } catch (e) {
     return [];
@@ -256,7 +299,7 @@ const MAX_SHOWN = 256 * 1024;
 
 function openSession(id) {
   show("view-session");
-  $("session-title").textContent = id;
+  setText($("session-title"), id);
   clear($("timeline"));
   clear($("session-facts"));
   clear($("session-approvals"));
@@ -274,7 +317,7 @@ function openSession(id) {
       renderFacts(s);
       const statusNode = $("session-status");
       statusNode.className = "status status-" + s.status;
-      statusNode.textContent = s.status;
+      setText(statusNode, s.status);
       statusNode.setAttribute("data-status", s.status);
       $("btn-pause").disabled = s.status !== "running";
       $("btn-resume").disabled = !(s.status === "paused" || s.status === "created");
@@ -468,7 +511,7 @@ function statusClass(s) {
 
 function showDetail(sessionId, record) {
   $("detail").hidden = false;
-  $("detail-title").textContent = "#" + record.seq + " " + record.type;
+  setText($("detail-title"), "#" + record.seq + " " + record.type);
   const body = $("detail-body");
   clear(body);
   const plain = Object.assign({}, record);
@@ -482,7 +525,7 @@ function showDetail(sessionId, record) {
         const view = new Uint8Array(bytes).slice(0, MAX_SHOWN);
         let text = new TextDecoder().decode(view);
         try { text = JSON.stringify(JSON.parse(text), null, 2); } catch (_) { /* not JSON: as is */ }
-        out.textContent = text + (bytes.byteLength > MAX_SHOWN ? "\n… (" + bytes.byteLength + " bytes in all)" : "");
+        setText(out, text + (bytes.byteLength > MAX_SHOWN ? "\n… (" + bytes.byteLength + " bytes in all)" : ""));
         button.remove();
       } catch (e) {
         showError(e);
@@ -515,12 +558,17 @@ function approvalCard(a, after) {
       showError(e);
     }
   };
+  const input = JSON.stringify(a.input, null, 2);
+  // Say so before the buttons, not only in the marks: the person is about
+  // to approve text that a plain rendering would have shown differently.
+  const hidden = ((String(a.tool) + input).match(HIDDEN) || []).length;
   const card = el("div", { class: "approval", "data-session": a.session, "data-request": a.request },
     el("div", { class: "head" },
       el("strong", { text: a.tool }), el("span", { class: "status", text: a.effect }),
       el("a", { href: "#/s/" + a.session, class: "mono", text: a.session }),
       el("span", { class: "note mono", text: a.request + " · step " + a.step + " · " + a.call_id })),
-    el("pre", { text: JSON.stringify(a.input, null, 2) }),
+    hidden ? el("div", { class: "hidden-warning", text: hidden + " character(s) below are invisible or reorder text; each is shown as ⟨U+…⟩ where it stands. Read the arguments as marked." }) : null,
+    el("pre", { text: input }),
     el("div", { class: "actions" },
       el("button", { type: "button", class: "approve", text: "Approve once", onclick: answer("approve") }),
       reason,
