@@ -110,8 +110,11 @@ pub fn fd_limit() -> u64 {
         {
             return u64::MAX;
         }
-        // `rlim_t` is an unsigned type of at most 64 bits.
-        limit.rlim_cur as u64
+        // `rlim_t` is an unsigned type of at most 64 bits; u64 here, but
+        // not on every target.
+        #[allow(clippy::unnecessary_cast, reason = "rlim_t is not u64 on every target")]
+        let current = limit.rlim_cur as u64;
+        current
     }
     #[cfg(not(unix))]
     {

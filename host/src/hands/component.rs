@@ -520,7 +520,7 @@ mod tests {
                 secrets: Vec::new(),
             },
         };
-        let err = validate_info(&huge, raw).err().expect("refused");
+        let err = validate_info(&huge, raw).expect_err("refused");
         let shown = err.to_string();
         assert!(shown.len() < 8 << 10, "{} bytes", shown.len());
         assert!(shown.contains("must be 1-64 characters"), "{shown}");

@@ -101,6 +101,8 @@ pub struct Hands {
     /// Descriptors each call may hold: [`budget::MAX_OPEN_FILES`], or its
     /// share of the process limit when that is lower ([`budget::fd_share`]).
     fd_share: usize,
+    /// Calls that may run at once.
+    concurrency: usize,
 }
 
 /// Why a call did not produce output.
@@ -254,7 +256,13 @@ impl Hands {
             loaded: std::sync::Mutex::new(std::collections::HashMap::new()),
             offloader: exec::Offloader::default(),
             fd_share: budget::fd_share(budget::fd_limit(), slots),
+            concurrency: slots as usize,
         })
+    }
+
+    /// Calls that may run at once ([`HandsConfig::max_concurrent_calls`]).
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
     }
 
     /// Descriptors each call may hold open at once (see [`budget`]).

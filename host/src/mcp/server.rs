@@ -111,6 +111,11 @@ pub struct Server {
 }
 
 impl Server {
+    /// Calls its hands may run at once (`--max-concurrent`).
+    pub fn concurrency(&self) -> usize {
+        self.hands.concurrency()
+    }
+
     /// A server offering `toolbox`, calling through `hands`. Default: no
     /// receipt sink.
     pub fn new(hands: Arc<Hands>, toolbox: Toolbox) -> Self {

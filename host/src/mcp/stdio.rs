@@ -10,11 +10,12 @@
 //! - Backpressure: a request is *pending* from the moment it is read until
 //!   its answer is written to stdout (or, for a notification or a
 //!   cancelled call, until nothing can answer it any more). At most
-//!   [`MAX_PENDING`] requests, holding at most [`MAX_PENDING_BYTES`] of
-//!   request text, are pending; at the bound the server stops reading
-//!   stdin, so a client that does not read stdout fills its own pipe and
-//!   blocks instead of growing the server. Calls still run side by side up
-//!   to that bound (and `--max-concurrent` run at once).
+//!   [`MAX_PENDING`] requests (or `--max-concurrent`, when that is more),
+//!   holding at most [`MAX_PENDING_BYTES`] of request text, are pending;
+//!   at the bound the server stops reading stdin, so a client that does
+//!   not read stdout fills its own pipe and blocks instead of growing the
+//!   server. Calls still run side by side up to that bound (and
+//!   `--max-concurrent` run at once).
 //! - Each answer is serialized once when it is made ([`Outgoing`]); the
 //!   queue to the writer holds that text only.
 //!
@@ -37,9 +38,11 @@ use super::server::{Outbox, Server, Session};
 pub const MAX_LINE_BYTES: usize = 16 << 20;
 
 /// Requests read but not yet answered on stdout before the server stops
-/// reading: 16, `--max-concurrent`'s default. Memory, not speed, sets it:
-/// a stalled session holds up to this many answers, and the calls behind
-/// them ran side by side (measured in docs/mcp.md).
+/// reading: 16, `--max-concurrent`'s default, or `--max-concurrent` when
+/// the operator raised it (so that many calls can still run side by side).
+/// Memory, not speed, sets it: a stalled session holds up to this many
+/// answers, and the calls behind them ran side by side (measured in
+/// docs/mcp.md).
 pub const MAX_PENDING: usize = 16;
 
 /// Bytes of request text pending before the server stops reading: 16 MiB.
@@ -113,6 +116,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let pending = MAX_PENDING.max(server.concurrency());
     let session = Session::new(server);
     let (out, mut outgoing) = Outbox::new();
     let writer = tokio::spawn(async move {
@@ -125,7 +129,7 @@ where
         }
         Ok::<_, std::io::Error>(())
     });
-    let slots = Arc::new(Semaphore::new(MAX_PENDING));
+    let slots = Arc::new(Semaphore::new(pending));
     let budget = Arc::new(Semaphore::new(MAX_PENDING_BYTES));
     let mut reader = BufReader::with_capacity(READ_CHUNK, input);
     let mut line = Vec::new();

@@ -49,6 +49,10 @@ fn call_measured(home: &Home, tool: &str, input: Value, grants: &[&str]) -> (Val
         grants,
     ]
     .concat();
+    #[allow(
+        clippy::zombie_processes,
+        reason = "reaped below with wait4, which also gives its peak memory"
+    )]
     let mut child = home
         .cmd(&args)
         .stdin(Stdio::null())
@@ -185,6 +189,8 @@ struct Mcp {
     child: std::process::Child,
     stdin: std::process::ChildStdin,
     stdout: BufReader<std::process::ChildStdout>,
+    /// Answers read while waiting for another: calls finish in any order.
+    early: std::collections::HashMap<u64, Value>,
 }
 
 impl Mcp {
@@ -192,15 +198,23 @@ impl Mcp {
         writeln!(self.stdin, "{message}").expect("write to the server");
     }
 
-    /// The answer to request `id`, skipping other messages.
+    /// The answer to request `id`; answers to other requests read on the
+    /// way are kept for their own turn, notifications skipped.
     fn answer(&mut self, id: u64) -> Value {
+        if let Some(early) = self.early.remove(&id) {
+            return early;
+        }
         loop {
             let mut line = String::new();
             let read = self.stdout.read_line(&mut line).expect("read");
             assert!(read > 0, "the server closed stdout before answering {id}");
             let message: Value = serde_json::from_str(&line).expect("JSON");
-            if message["id"] == json!(id) {
-                return message;
+            match message["id"].as_u64() {
+                Some(got) if got == id => return message,
+                Some(other) => {
+                    self.early.insert(other, message);
+                }
+                None => {}
             }
         }
     }
@@ -266,6 +280,7 @@ fn twenty_descriptor_hogs_do_not_starve_a_normal_call() {
         child,
         stdin,
         stdout,
+        early: std::collections::HashMap::new(),
     };
     mcp.send(
         &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
