@@ -28,8 +28,9 @@ pub struct McpArgs {
     /// stderr.
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
-    /// Browser origin allowed to call the HTTP endpoint besides loopback
-    /// origins (default none), e.g. http://localhost:6274.
+    /// Browser origin allowed to call the HTTP endpoint besides the
+    /// server's own (default none), e.g. http://localhost:6274 for the MCP
+    /// Inspector.
     #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
     origins: Vec<String>,
     /// Serve an agent's tools with its grants (its agent.toml or its

@@ -11,9 +11,14 @@
 //! - `DELETE` ends the session and stops its calls.
 //!
 //! Checks, in order, before anything is handled: the `Host` header must
-//! name a loopback host and an `Origin`, when sent, must be a loopback
-//! origin or one the operator allowed (403 otherwise: DNS rebinding
-//! defence, as the spec asks); an `MCP-Protocol-Version` header must be a
+//! name a loopback host; an `Origin`, when sent, must be this server's own
+//! origin (`http(s)://` + the `Host` header, port included) or one the
+//! operator allowed, and a `Sec-Fetch-Site`, when sent, must say
+//! `same-origin` or `none` unless the origin was allowed (403 otherwise:
+//! DNS rebinding and cross-site defence, as the spec asks — a page served
+//! from another port of this machine is another site); a `POST` must say
+//! `Content-Type: application/json` (415), so no HTML form or `text/plain`
+//! request a browser sends without asking can reach a tool; an `MCP-Protocol-Version` header must be a
 //! version we speak and, on a session, the one it agreed (400).
 //!
 //! A dropped connection stops the call it was waiting for. The spec says a
@@ -67,8 +72,8 @@ struct App {
     origins: Vec<String>,
 }
 
-/// The `/mcp` router. `origins` are browser origins allowed besides
-/// loopback ones (default none).
+/// The `/mcp` router. `origins` are browser origins allowed besides the
+/// server's own (default none).
 pub fn router(server: Arc<Server>, origins: Vec<String>) -> Router {
     let app = Arc::new(App {
         server,
@@ -124,7 +129,7 @@ fn host_part(authority: &str) -> &str {
 }
 
 /// The Host and Origin checks; `Err` says why the caller gets a 403.
-fn check_caller(app: &App, headers: &HeaderMap) -> Result<(), &'static str> {
+fn check_caller(origins: &[String], headers: &HeaderMap) -> Result<(), &'static str> {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -132,17 +137,39 @@ fn check_caller(app: &App, headers: &HeaderMap) -> Result<(), &'static str> {
     if !is_loopback_host(host_part(host)) {
         return Err("Host must name a loopback address");
     }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or("");
-        let allowed = app.origins.iter().any(|o| o == origin)
-            || origin.split_once("://").is_some_and(|(scheme, rest)| {
-                matches!(scheme, "http" | "https") && is_loopback_host(host_part(rest))
-            });
-        if !allowed {
-            return Err("Origin not allowed");
+    let origin = headers
+        .get(header::ORIGIN)
+        .map(|o| o.to_str().unwrap_or(""));
+    let allowed = origin.is_some_and(|o| origins.iter().any(|a| a == o));
+    if let Some(origin) = origin
+        && !allowed
+    {
+        let own = origin
+            .split_once("://")
+            .is_some_and(|(scheme, rest)| matches!(scheme, "http" | "https") && rest == host);
+        if !own {
+            return Err(
+                "Origin not allowed: only this server's own origin or one given with --allow-origin",
+            );
         }
     }
+    if let Some(site) = header_text(headers, "sec-fetch-site")
+        && !allowed
+        && !matches!(site, "same-origin" | "none")
+    {
+        return Err("cross-site request refused (Sec-Fetch-Site)");
+    }
     Ok(())
+}
+
+/// A `POST` must carry JSON by its own say-so: a browser sends form and
+/// `text/plain` bodies across sites without asking, never `application/json`.
+fn is_json(headers: &HeaderMap) -> bool {
+    header_text(headers, header::CONTENT_TYPE.as_str()).is_some_and(|ct| {
+        ct.split(';')
+            .next()
+            .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+    })
 }
 
 fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
@@ -150,7 +177,7 @@ fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 }
 
 async fn on_get(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    if let Err(why) = check_caller(&app, &headers) {
+    if let Err(why) = check_caller(&app.origins, &headers) {
         return rpc_error(StatusCode::FORBIDDEN, code::INVALID_REQUEST, why);
     }
     let mut response = StatusCode::METHOD_NOT_ALLOWED.into_response();
@@ -161,7 +188,7 @@ async fn on_get(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
 }
 
 async fn on_delete(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    if let Err(why) = check_caller(&app, &headers) {
+    if let Err(why) = check_caller(&app.origins, &headers) {
         return rpc_error(StatusCode::FORBIDDEN, code::INVALID_REQUEST, why);
     }
     let Some(id) = header_text(&headers, SESSION_HEADER) else {
@@ -205,8 +232,15 @@ impl Drop for CancelOnDrop {
 }
 
 async fn on_post(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(why) = check_caller(&app, &headers) {
+    if let Err(why) = check_caller(&app.origins, &headers) {
         return rpc_error(StatusCode::FORBIDDEN, code::INVALID_REQUEST, why);
+    }
+    if !is_json(&headers) {
+        return rpc_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            code::INVALID_REQUEST,
+            "Content-Type must be application/json",
+        );
     }
     let accept = header_text(&headers, header::ACCEPT.as_str()).unwrap_or("*/*");
     let accepts_sse = accept.contains("text/event-stream");
@@ -378,5 +412,64 @@ mod tests {
         assert_eq!(host_part("127.0.0.1:8080"), "127.0.0.1");
         assert_eq!(host_part("[::1]:8080"), "[::1]");
         assert_eq!(host_part("localhost"), "localhost");
+    }
+
+    fn caller(pairs: &[(&'static str, &str)]) -> Result<(), &'static str> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, HeaderValue::from_str(value).expect("header"));
+        }
+        check_caller(&["http://tool.example".to_owned()], &headers)
+    }
+
+    #[test]
+    fn only_this_servers_origin_or_an_allowed_one_may_call() {
+        let host = ("host", "127.0.0.1:7701");
+        assert!(caller(&[host]).is_ok());
+        assert!(caller(&[host, ("origin", "http://127.0.0.1:7701")]).is_ok());
+        assert!(
+            caller(&[
+                host,
+                ("origin", "http://tool.example"),
+                ("sec-fetch-site", "cross-site")
+            ])
+            .is_ok()
+        );
+        assert!(caller(&[host, ("sec-fetch-site", "same-origin")]).is_ok());
+        assert!(caller(&[host, ("sec-fetch-site", "none")]).is_ok());
+        for refused in [
+            vec![host, ("origin", "http://127.0.0.1:8000")],
+            vec![host, ("origin", "http://localhost:7701")],
+            vec![host, ("origin", "null")],
+            vec![host, ("origin", "http://evil.example")],
+            vec![host, ("sec-fetch-site", "same-site")],
+            vec![host, ("sec-fetch-site", "cross-site")],
+            vec![("host", "evil.example:7701")],
+        ] {
+            assert!(caller(&refused).is_err(), "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn a_post_must_say_it_carries_json() {
+        let with = |ct: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_str(ct).expect("header"),
+            );
+            is_json(&headers)
+        };
+        assert!(with("application/json"));
+        assert!(with("Application/JSON; charset=utf-8"));
+        for refused in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/jsonx",
+        ] {
+            assert!(!with(refused), "{refused}");
+        }
+        assert!(!is_json(&HeaderMap::new()));
     }
 }

@@ -396,10 +396,38 @@ fn http_sessions_headers_and_origins() {
     let (status, _, _) = http(&addr, "POST", &[accept, json_type], list);
     assert_eq!(status, 400, "no session");
 
-    let (status, headers, body) = http(
+    // A page served from another port of this machine is another site:
+    // refused unless named with --allow-origin. So is a request a browser
+    // sends across sites without asking (a form, text/plain).
+    let (status, _, _) = http(
         &addr,
         "POST",
         &[accept, json_type, ("Origin", "http://localhost:6274")],
+        &init("2025-11-25").to_string(),
+    );
+    assert_eq!(status, 403);
+    let (status, _, _) = http(
+        &addr,
+        "POST",
+        &[accept, json_type, ("Sec-Fetch-Site", "same-site")],
+        &init("2025-11-25").to_string(),
+    );
+    assert_eq!(status, 403);
+    for form in ["text/plain", "application/x-www-form-urlencoded"] {
+        let (status, _, _) = http(
+            &addr,
+            "POST",
+            &[accept, ("Content-Type", form)],
+            &init("2025-11-25").to_string(),
+        );
+        assert_eq!(status, 415, "{form}");
+    }
+
+    let own = format!("http://{addr}");
+    let (status, headers, body) = http(
+        &addr,
+        "POST",
+        &[accept, json_type, ("Origin", own.as_str())],
         &init("2025-11-25").to_string(),
     );
     assert_eq!(status, 200, "{body}");
