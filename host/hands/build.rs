@@ -1,6 +1,6 @@
 //! Builds the built-in tool components (`tools/fs`, `tools/http`,
 //! `tools/json`) for `wasm32-wasip2` and copies them into `OUT_DIR` as
-//! `fs.wasm`, `http.wasm` and `json.wasm`, for `src/hands/builtin.rs` to
+//! `fs.wasm`, `http.wasm` and `json.wasm`, for `src/builtin.rs` to
 //! `include_bytes!`.
 //!
 //! The guests are built by a nested `cargo build`, as wasmtime's
@@ -52,9 +52,11 @@ fn main() -> ExitCode {
 
 fn run() -> Result<(), String> {
     let manifest_dir = PathBuf::from(var("CARGO_MANIFEST_DIR")?);
+    // This crate is `host/hands/`: the workspace is two folders up.
     let workspace = manifest_dir
-        .parent()
-        .ok_or("host/ has no parent directory")?
+        .ancestors()
+        .nth(2)
+        .ok_or("host/hands/ is not two folders below the workspace")?
         .to_path_buf();
     let out_dir = PathBuf::from(var("OUT_DIR")?);
 

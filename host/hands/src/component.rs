@@ -496,7 +496,7 @@ pub(crate) fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hands::bindings::longhand::tool::types as wit;
+    use crate::bindings::longhand::tool::types as wit;
 
     /// A guest's name of any length, and a label of any length, come back
     /// cut in the error that quotes them.

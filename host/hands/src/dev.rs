@@ -4,7 +4,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
-//! use longhand_host::hands::{Grants, Hands, HandsConfig, ToolSource, dev};
+//! use longhand_hands::{Grants, Hands, HandsConfig, ToolSource, dev};
 //! let wasm = dev::build_component(env!("CARGO_MANIFEST_DIR"))?;
 //! let hands = Hands::new(HandsConfig::default())?;
 //! let tool = hands.load(ToolSource::File(&wasm)).await?;

@@ -196,7 +196,7 @@ fn open_nofollow(path: &Path) -> std::io::Result<std::fs::File> {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
-    use crate::hands::grants::{Access, DirSpec};
+    use crate::grants::{Access, DirSpec};
 
     #[test]
     fn pins_normal_paths_and_refuses_links_anywhere() {

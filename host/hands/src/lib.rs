@@ -52,7 +52,7 @@ use call::{CallBuilder, CallState};
 pub(crate) mod bindings {
     //! Host-side bindings of the `longhand:tool/tool` world.
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../../wit",
         world: "longhand:tool/tool",
         exports: { default: async },
         with: {

@@ -601,7 +601,7 @@ mod tests {
     #[test]
     fn fencing_compares_owner_and_token() {
         let lease = |owner: &str, token| Lease {
-            session: crate::session::SessionId::generate(1),
+            session: crate::SessionId::generate(1),
             owner: owner.into(),
             token,
             expires_ms: 0,

@@ -39,7 +39,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::config::SslMode as DriverMode;
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect};
 
-use crate::session::StoreError;
+use crate::StoreError;
 
 /// libpq's `sslmode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -641,7 +641,7 @@ F19fInPwyHTgJD+S5yD1mA==
     /// `.ci/setup-postgres.sh` prints), or `None` after saying the test is
     /// skipped — a failure instead under `LONGHAND_REQUIRE_EXTERNAL=1`.
     fn tls_server() -> Option<(String, PathBuf)> {
-        let url = crate::session::conformance::postgres_url()?;
+        let url = crate::conformance::postgres_url()?;
         match std::env::var("LONGHAND_TEST_PG_TLS_CA") {
             Ok(ca) if !ca.is_empty() => Some((url, PathBuf::from(ca))),
             _ if std::env::var("LONGHAND_REQUIRE_EXTERNAL").is_ok_and(|v| v == "1") => panic!(
@@ -670,7 +670,7 @@ F19fInPwyHTgJD+S5yD1mA==
         };
         let schema = format!(
             "lh_tls_{}",
-            crate::session::SessionId::generate(0).as_str()[2..].to_lowercase()
+            crate::SessionId::generate(0).as_str()[2..].to_lowercase()
         );
         let (admin, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
             .await
@@ -722,7 +722,7 @@ F19fInPwyHTgJD+S5yD1mA==
     #[tokio::test]
     async fn verify_full_connects_with_the_servers_ca_and_refuses_any_other() {
         use super::super::PostgresStore;
-        use crate::session::Store;
+        use crate::Store;
         let Some((url, ca)) = tls_server() else {
             return;
         };
