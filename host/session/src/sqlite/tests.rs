@@ -683,7 +683,7 @@ fn soon_appends_survive_a_process_crash() {
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "session::sqlite::tests::crash_child",
+            "sqlite::tests::crash_child",
             "--ignored",
             "--nocapture",
             "--test-threads=1",
