@@ -19,12 +19,55 @@
 //! before. Non-Unix systems fall back to `symlink_metadata` checks of each
 //! component before opening (racy; documented in docs/security.md).
 //!
+//! [`DirSpec::resolve`] lives here rather than beside [`DirSpec`] in
+//! `grants.rs`: resolving is pinning, and `grants.rs` (what a grant *is*)
+//! must not import how a directory is opened, or the two files import each
+//! other.
+//!
 //! This module opens directories only; what a guest may do inside one is
 //! [`super::fs`]'s business.
 
 use std::path::{Component, Path, PathBuf};
 
-use super::grants::{DirGrant, DirIdentity};
+use super::grants::{Access, DirGrant, DirIdentity, DirSpec, GrantError};
+
+impl DirSpec {
+    /// Resolve the spec into a grant: make the host path absolute (relative
+    /// paths against `base`), open it without following a symbolic link in
+    /// any component, and pin the directory's identity. See
+    /// [`DirGrant`] for what pinning guarantees.
+    pub fn resolve(&self, base: &Path) -> Result<DirGrant, GrantError> {
+        let bad = |reason: String| GrantError::Dir {
+            spec: self.host_path.display().to_string(),
+            reason,
+        };
+        if !self.guest_path.starts_with('/') {
+            return Err(GrantError::Dir {
+                spec: self.guest_path.clone(),
+                reason: "the guest path must be absolute, e.g. /workspace".to_owned(),
+            });
+        }
+        if self.symlinks && self.access == Access::ReadOnly {
+            return Err(bad(
+                "`symlinks = true` needs a read-write grant (mode = rw)".to_owned(),
+            ));
+        }
+        let joined = if self.host_path.is_absolute() {
+            self.host_path.clone()
+        } else {
+            let base = if base.is_absolute() {
+                base.to_owned()
+            } else {
+                std::env::current_dir()
+                    .map_err(|e| bad(format!("cannot read the current directory: {e}")))?
+                    .join(base)
+            };
+            base.join(&self.host_path)
+        };
+        let (host_path, identity) = pin(&joined).map_err(bad)?;
+        Ok(DirGrant::pinned(self, host_path, identity))
+    }
+}
 
 /// Make `path` absolute and lexically normal, open it without following
 /// symlinks, and return the normal path with the directory's identity.
@@ -196,7 +239,6 @@ fn open_nofollow(path: &Path) -> std::io::Result<std::fs::File> {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
-    use crate::grants::{Access, DirSpec};
 
     #[test]
     fn pins_normal_paths_and_refuses_links_anywhere() {

@@ -210,48 +210,6 @@ impl DirSpec {
         }
         Ok(out)
     }
-
-    /// Resolve the spec into a grant: make the host path absolute (relative
-    /// paths against `base`), open it without following a symbolic link in
-    /// any component, and pin the directory's identity. See
-    /// [`DirGrant`] for what pinning guarantees.
-    pub fn resolve(&self, base: &Path) -> Result<DirGrant, GrantError> {
-        let bad = |reason: String| GrantError::Dir {
-            spec: self.host_path.display().to_string(),
-            reason,
-        };
-        if !self.guest_path.starts_with('/') {
-            return Err(GrantError::Dir {
-                spec: self.guest_path.clone(),
-                reason: "the guest path must be absolute, e.g. /workspace".to_owned(),
-            });
-        }
-        if self.symlinks && self.access == Access::ReadOnly {
-            return Err(bad(
-                "`symlinks = true` needs a read-write grant (mode = rw)".to_owned(),
-            ));
-        }
-        let joined = if self.host_path.is_absolute() {
-            self.host_path.clone()
-        } else {
-            let base = if base.is_absolute() {
-                base.to_owned()
-            } else {
-                std::env::current_dir()
-                    .map_err(|e| bad(format!("cannot read the current directory: {e}")))?
-                    .join(base)
-            };
-            base.join(&self.host_path)
-        };
-        let (host_path, identity) = super::dirs::pin(&joined).map_err(bad)?;
-        Ok(DirGrant {
-            host_path,
-            guest_path: self.guest_path.clone(),
-            access: self.access,
-            symlinks: self.symlinks,
-            identity,
-        })
-    }
 }
 
 /// Split `key=value,key="quoted, value"` into pairs.
@@ -357,6 +315,18 @@ impl DirGrant {
             symlinks: false,
         }
         .resolve(Path::new("."))
+    }
+
+    /// The grant `spec` names, once its directory is pinned at `host_path`
+    /// with `identity` ([`DirSpec::resolve`], in `dirs.rs`, the only caller).
+    pub(crate) fn pinned(spec: &DirSpec, host_path: PathBuf, identity: DirIdentity) -> Self {
+        DirGrant {
+            host_path,
+            guest_path: spec.guest_path.clone(),
+            access: spec.access,
+            symlinks: spec.symlinks,
+            identity,
+        }
     }
 
     /// The absolute host path, free of symbolic links when pinned.

@@ -11,6 +11,7 @@
 //! a receipt; recording them is the caller's business.
 
 mod addr;
+mod bindings;
 pub mod bound;
 pub mod budget;
 pub mod builtin;
@@ -48,20 +49,6 @@ pub use grants::{
 pub use receipt::Receipt;
 
 use call::{CallBuilder, CallState};
-
-pub(crate) mod bindings {
-    //! Host-side bindings of the `longhand:tool/tool` world.
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "longhand:tool/tool",
-        exports: { default: async },
-        with: {
-            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
-            "wasi:io": wasmtime_wasi::p2::bindings::io,
-            "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
-        },
-    });
-}
 
 /// How often the epoch advances: the granularity of call timeouts, and how
 /// often a running guest yields to the executor (see [`exec`]).

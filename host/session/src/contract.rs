@@ -115,7 +115,7 @@ pub(super) fn encode_created(agent_name: &str, created: &Event) -> Result<Encode
 /// session, and no event is a `session_created` or too large. Returns the
 /// events encoded.
 pub(super) fn encode_appended(
-    session: &super::SessionId,
+    session: &super::store::SessionId,
     lease: &Lease,
     events: &[Event],
 ) -> Result<Vec<Encoded>> {
@@ -601,7 +601,7 @@ mod tests {
     #[test]
     fn fencing_compares_owner_and_token() {
         let lease = |owner: &str, token| Lease {
-            session: crate::SessionId::generate(1),
+            session: crate::store::SessionId::generate(1),
             owner: owner.into(),
             token,
             expires_ms: 0,

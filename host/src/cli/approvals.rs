@@ -47,7 +47,7 @@ pub struct DenyArgs {
 
 /// `longhand approvals`.
 pub async fn list(args: ListArgs) -> anyhow::Result<Outcome> {
-    let store = super::run::open_store().await?;
+    let store = super::env::open_store().await?;
     let pending = approvals::pending_everywhere(store.as_ref()).await?;
     let mut out = std::io::stdout().lock();
     for (session, request, a) in &pending {
@@ -142,7 +142,7 @@ pub(super) fn denial(reason: &str) -> anyhow::Result<Answer> {
 /// The session to resume after answering one of `session`'s requests: its
 /// root, since a sub-agent is run by its parent.
 async fn resume_target(session: &str) -> String {
-    let Ok(store) = super::run::open_store().await else {
+    let Ok(store) = super::env::open_store().await else {
         return session.to_owned();
     };
     root_of(store.as_ref(), session).await
@@ -153,7 +153,7 @@ async fn resume_target(session: &str) -> String {
 pub(super) async fn root_of(store: &dyn crate::session::Store, session: &str) -> String {
     let mut current = session.to_owned();
     for _ in 0..8 {
-        let Ok(id) = super::run::parse_session(&current) else {
+        let Ok(id) = super::env::parse_session(&current) else {
             break;
         };
         match crate::brain::agent::load_state(store, &id).await {
@@ -168,9 +168,9 @@ pub(super) async fn root_of(store: &dyn crate::session::Store, session: &str) ->
 }
 
 async fn record(session: &str, request: &str, answer: Answer) -> anyhow::Result<()> {
-    let id = super::run::parse_session(session)?;
-    let store = super::run::open_store().await?;
-    let by = format!("person@{}", super::run::owner());
+    let id = super::env::parse_session(session)?;
+    let store = super::env::open_store().await?;
+    let by = format!("person@{}", super::env::owner());
     match approvals::answer(store.as_ref(), &id, request, answer, &by).await {
         Ok(()) => Ok(()),
         // Typed causes keep their exit codes (a held lease is 3, a broken

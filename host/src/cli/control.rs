@@ -90,8 +90,8 @@ async fn post(
     text: Option<String>,
     json: bool,
 ) -> anyhow::Result<Outcome> {
-    let session = super::run::parse_session(session)?;
-    let store = super::run::open_store().await?;
+    let session = super::env::parse_session(session)?;
+    let store = super::env::open_store().await?;
     let by = format!("cli@{}", host_pid());
     let (control, status) = post_to(store.as_ref(), &session, kind, text, &by).await?;
     let mut out = std::io::stdout().lock();

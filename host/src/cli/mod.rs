@@ -7,6 +7,7 @@
 
 mod approvals;
 mod control;
+mod env;
 mod mcp;
 mod memory;
 mod plan;

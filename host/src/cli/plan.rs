@@ -91,8 +91,8 @@ pub(super) async fn plan_value(
 
 /// `longhand plan`.
 pub async fn plan(args: PlanArgs) -> anyhow::Result<Outcome> {
-    let session = super::run::parse_session(&args.session)?;
-    let store = super::run::open_store().await?;
+    let session = super::env::parse_session(&args.session)?;
+    let store = super::env::open_store().await?;
     let state = load(store.as_ref(), &session).await?;
     let mut out = std::io::stdout().lock();
     let Some(plan) = &state.plan else {

@@ -13,7 +13,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 
-use super::settings::{data_dir, hands_config};
+use super::env::{env, hands, open_store, owner, parse_session};
+use super::settings::data_dir;
 use super::term::{json_line, json_safe, one_line, printable};
 use super::{Outcome, usage};
 use crate::brain::agent::{self, Frozen, RunEnd, Runner};
@@ -25,7 +26,7 @@ use crate::brain::model::{
 use crate::brain::state::SessionState;
 use crate::hands::Hands;
 use crate::session::{
-    BlobRef, Event, EventRecord, SessionId, SessionStatus, SqliteStore, Store, StoreError,
+    BlobRef, Event, EventRecord, SessionId, SessionStatus, Store, StoreError,
 };
 
 /// `longhand run` flags.
@@ -101,21 +102,6 @@ pub struct LogArgs {
     pub follow: bool,
 }
 
-pub(super) async fn open_store() -> anyhow::Result<Arc<dyn Store>> {
-    // `LONGHAND_STORE=postgres://…`: the fleet's shared store. Unset (the
-    // default): SQLite in the data directory.
-    if let Some(url) = env("LONGHAND_STORE").filter(|u| !u.is_empty()) {
-        return super::worker::open_url(&url).await;
-    }
-    let dir = data_dir().ok_or_else(|| {
-        usage("cannot find a data directory: set LONGHAND_HOME (or HOME / XDG_DATA_HOME)")
-    })?;
-    let store = SqliteStore::open(&dir)
-        .await
-        .with_context(|| format!("opening the session store in {}", dir.display()))?;
-    Ok(Arc::new(store))
-}
-
 /// The memory bank, when the agent's `[memory]` names any scope.
 fn memory_for(frozen: &Frozen) -> anyhow::Result<Option<Arc<crate::memory::MemoryBank>>> {
     let m = &frozen.memory;
@@ -131,21 +117,6 @@ fn memory_for(frozen: &Frozen) -> anyhow::Result<Option<Arc<crate::memory::Memor
     let bank = crate::memory::MemoryBank::open(&path)
         .with_context(|| format!("opening the memory bank {}", path.display()))?;
     Ok(Some(Arc::new(bank)))
-}
-
-pub(super) fn hands() -> anyhow::Result<Hands> {
-    Hands::new(hands_config()).context("cannot start the tool host")
-}
-
-pub(super) fn owner() -> String {
-    let host = std::fs::read_to_string("/etc/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "local".to_owned());
-    format!("{host}-{}", std::process::id())
-}
-
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
 }
 
 /// Providers for the roles that have their own model (`[roles.*]`), unless
@@ -424,11 +395,6 @@ fn fill_prices(frozen: &mut Frozen) -> anyhow::Result<()> {
         Err(e) => tracing::warn!(error = %e, "prices not read"),
     }
     Ok(())
-}
-
-pub(super) fn parse_session(text: &str) -> anyhow::Result<SessionId> {
-    text.parse::<SessionId>()
-        .map_err(|e| usage(format!("`{text}` is not a session id: {e}")))
 }
 
 /// Run to the end, printing progress; the session's end is the outcome.

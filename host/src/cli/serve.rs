@@ -109,13 +109,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
     for warning in warnings {
         eprintln!("warning: {}", super::term::printable(&warning));
     }
-    let store = super::run::open_store().await?;
+    let store = super::env::open_store().await?;
     // The engine lives as long as the process.
-    let hands: &'static Hands = Box::leak(Box::new(super::run::hands()?));
+    let hands: &'static Hands = Box::leak(Box::new(super::env::hands()?));
     let backend = CliBackend {
         store: store.clone(),
         hands,
-        owner: format!("serve@{}", super::run::owner()),
+        owner: format!("serve@{}", super::env::owner()),
         roots,
     };
     // An address in use or a port this user may not bind: the operator

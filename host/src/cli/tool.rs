@@ -7,10 +7,10 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::Context;
 use serde_json::json;
 
-use super::settings::{GrantFlags, hands_config};
+use super::env::hands;
+use super::settings::GrantFlags;
 use super::term::{json_line, json_pretty, one_line};
 use super::{Outcome, usage};
 use crate::hands::{Hands, LoadedTool, Receipt, ToolSource, bound, builtin};
@@ -62,10 +62,6 @@ pub async fn run(cmd: ToolCommand) -> anyhow::Result<Outcome> {
             json,
         } => call(&component, &tool, &input, &grants, json).await,
     }
-}
-
-fn hands() -> anyhow::Result<Hands> {
-    Hands::new(hands_config()).context("cannot start the tool host")
 }
 
 /// A name with a path separator or a `.wasm` suffix is a file; anything else

@@ -87,8 +87,8 @@ pub async fn triggers(args: TriggersArgs) -> anyhow::Result<Outcome> {
     })?;
     // A damaged state file stops the scheduler before anything fires.
     StateFile::lock(&dir)?.read().map_err(usage)?;
-    let hands: &'static Hands = Box::leak(Box::new(super::run::hands()?));
-    let owner = format!("triggers@{}", super::run::owner());
+    let hands: &'static Hands = Box::leak(Box::new(super::env::hands()?));
+    let owner = format!("triggers@{}", super::env::owner());
     for t in &timers {
         eprintln!("triggers: {} ({})", t.key, t.agent.display());
     }

@@ -34,9 +34,10 @@ use futures_util::stream::FuturesUnordered;
 use std::sync::Arc;
 
 use super::Outcome;
+use super::env::{hands, open_store, open_url, owner};
 use crate::brain::agent::{RunEnd, RunError, Runner};
 use crate::brain::model::ratelimit::RateLimited;
-use crate::session::{PostgresStore, SessionId, Store, StoreError};
+use crate::session::{SessionId, Store, StoreError};
 
 /// How often the store is asked for runnable sessions when nothing wakes
 /// the worker sooner.
@@ -73,20 +74,6 @@ pub struct WorkerArgs {
     pub store: Option<String>,
 }
 
-/// Opens the store a `postgres://` (or `postgresql://`) URL names.
-pub(super) async fn open_url(url: &str) -> anyhow::Result<Arc<dyn Store>> {
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        return Err(super::usage(
-            "the store must be a postgres:// URL (unset LONGHAND_STORE for the local SQLite store)",
-        ));
-    }
-    // The URL may carry a password: name the store by host and database.
-    let store = PostgresStore::connect(url)
-        .await
-        .map_err(|e| anyhow::Error::new(e).context("opening the PostgreSQL session store"))?;
-    Ok(Arc::new(store))
-}
-
 /// `longhand worker`.
 pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
     if args.concurrency == 0 {
@@ -103,11 +90,11 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
     }
     let store = match &args.store {
         Some(url) => open_url(url).await?,
-        None => super::run::open_store().await?,
+        None => open_store().await?,
     };
     // The engine lives as long as the process.
-    let hands: &'static crate::hands::Hands = Box::leak(Box::new(super::run::hands()?));
-    let owner = super::run::owner();
+    let hands: &'static crate::hands::Hands = Box::leak(Box::new(hands()?));
+    let owner = owner();
     let ttl = crate::brain::agent::lease_ttl();
     let mut running: HashSet<SessionId> = HashSet::new();
     // Sessions left alone for a while: one that could not be woken (until

@@ -39,7 +39,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::config::SslMode as DriverMode;
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect};
 
-use crate::StoreError;
+use crate::store::StoreError;
 
 /// libpq's `sslmode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -670,7 +670,7 @@ F19fInPwyHTgJD+S5yD1mA==
         };
         let schema = format!(
             "lh_tls_{}",
-            crate::SessionId::generate(0).as_str()[2..].to_lowercase()
+            crate::store::SessionId::generate(0).as_str()[2..].to_lowercase()
         );
         let (admin, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
             .await
@@ -722,7 +722,7 @@ F19fInPwyHTgJD+S5yD1mA==
     #[tokio::test]
     async fn verify_full_connects_with_the_servers_ca_and_refuses_any_other() {
         use super::super::PostgresStore;
-        use crate::Store;
+        use crate::store::Store;
         let Some((url, ca)) = tls_server() else {
             return;
         };

@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use super::{Clock, Durability, Result, StoreError};
+use crate::store::{Clock, Durability, Result, StoreError};
 
 /// At most this many requests share one transaction. With 10,000 sessions
 /// writing at once a batch of every pending request would hold the first
