@@ -20,6 +20,7 @@
 pub mod brain;
 pub mod checks;
 pub mod cli;
+pub mod http_client;
 pub mod mcp;
 pub mod memory;
 pub mod serve;

@@ -170,7 +170,7 @@ pub fn init_from_env() -> Result<(), TelemetryError> {
 
 /// Start exporting to `config`. A second call is refused.
 pub fn init(config: ExportConfig) -> Result<(), TelemetryError> {
-    let client = crate::brain::model::http_client()
+    let client = crate::http_client::client()
         .map_err(|e| TelemetryError(format!("building the exporter's HTTP client: {e}")))?;
     let (tx, rx) = mpsc::channel(QUEUE);
     let telemetry = Telemetry {

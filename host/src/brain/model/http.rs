@@ -26,7 +26,6 @@
 //! length, so errors stay small enough for the event log.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -381,29 +380,10 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
-/// The HTTP client the providers share the settings of.
-///
-/// TLS is rustls with the ring provider and the webpki (Mozilla) roots, as
-/// in the tool host: one crypto stack in the binary, no system state read.
-/// HTTP/1.1 only; no proxy from the environment (reqwest's `system-proxy`
-/// feature is off), so nothing ambient decides where prompts go.
+/// The HTTP client the providers share the settings of: the host's one
+/// client ([`crate::http_client`]), its failure as a transport error.
 pub(crate) fn client() -> Result<reqwest::Client, ModelError> {
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-    };
-    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| ModelError::Transport(format!("building TLS config: {e}")))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .user_agent(concat!("longhand/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| ModelError::Transport(format!("building HTTP client: {e}")))
+    crate::http_client::client().map_err(|e| ModelError::Transport(e.to_string()))
 }
 
 /// Runs one whole exchange (send, then read the answer) under `deadline`;

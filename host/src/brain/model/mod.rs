@@ -55,7 +55,6 @@ mod testing;
 
 pub use anthropic::AnthropicProvider;
 pub use error::{ErrorKind, ModelError};
-pub(crate) use http::client as http_client;
 pub use http::{ApiKey, HttpConfig, HttpProvider};
 pub use openai::OpenAiProvider;
 pub use provider::{
