@@ -70,7 +70,7 @@ impl BlobRef {
     /// The reference `bytes` would be stored under. Pure: stores nothing.
     pub fn of(bytes: &[u8]) -> Self {
         BlobRef {
-            digest: format!("sha256:{}", hex::encode(Sha256::digest(bytes))),
+            digest: sha256_digest(bytes),
             bytes: bytes.len() as u64,
         }
     }
@@ -81,6 +81,13 @@ impl BlobRef {
             hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
         })
     }
+}
+
+/// `sha256:` and the 64 lowercase hex digits of the SHA-256 of `bytes`: how
+/// the session names content (blobs, and digests recorded in events). The
+/// hands name components the same way (`hands::digest_of`).
+pub fn sha256_digest(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
 impl fmt::Display for BlobRef {

@@ -29,11 +29,12 @@ pub mod store;
 
 pub use event::{
     BlobRef, Event, EventRecord, MAX_EVENT_JSON, PauseKind, PauseReason, ResumeCause, SessionStatus,
+    sha256_digest,
 };
 pub use inbox::{Control, ControlKind, MAX_CONTROL_TEXT};
 pub use postgres::PostgresStore;
 pub use sqlite::{SqliteOptions, SqliteStore, WriteStats};
 pub use store::{
     Appended, Clock, Durability, Lease, SessionId, SessionSummary, Store, StoreError, SystemClock,
-    WakeLog,
+    WakeLog, now_ms,
 };

@@ -586,14 +586,9 @@ impl PostgresStore {
         let [lock, read_lease, write_lease] = pooled
             .prepare([LOCK_SESSION, READ_LEASE, WRITE_LEASE])
             .await?;
-        let conn = pooled.conn()?;
-        let tx = conn
-            .client
-            .transaction()
-            .await
-            .db(&name, "starting a transaction")?;
         let sid = session.as_str();
-        let (_, _, now) = lock_session(&tx, &lock, &name, sid, self.skew()).await?;
+        let Locked { tx, now, .. } =
+            begin_locked(pooled.conn()?, &name, sid, self.skew(), &lock, None).await?;
         let row = lease_row(&tx, &read_lease, &name, sid).await?;
         // Judged while the session row is locked: no other lease write
         // can come between the look at /proc and the grant.
@@ -695,6 +690,46 @@ const ADVANCE: &str = "UPDATE sessions SET last_seq = $2, head = $3, updated_ms 
      RETURNING pg_notify('longhand', id)::text";
 const SUMMARY: &str =
     "SELECT id, agent_name, created_ms, updated_ms, last_seq, status FROM sessions";
+
+/// A write transaction on one session, past the prologue every write
+/// shares ([`begin_locked`]).
+struct Locked<'c> {
+    tx: tokio_postgres::Transaction<'c>,
+    last_seq: u64,
+    head: Vec<u8>,
+    /// The database's now (with the store's skew), the time of the write.
+    now: u64,
+}
+
+/// The prologue of every write to a session: start a transaction, lock the
+/// session row (its `last_seq`, `head` and the database's now) and, given
+/// `READ_LEASE` prepared and a lease, check that lease while the row is
+/// locked, so that no other lease write comes between the check and the
+/// write.
+async fn begin_locked<'c>(
+    conn: &'c mut Conn,
+    name: &str,
+    sid: &str,
+    skew: i64,
+    lock: &Statement,
+    lease: Option<(&Statement, &Lease)>,
+) -> Result<Locked<'c>> {
+    let tx = conn
+        .client
+        .transaction()
+        .await
+        .db(name, "starting a transaction")?;
+    let (last_seq, head, now) = lock_session(&tx, lock, name, sid, skew).await?;
+    if let Some((read_lease, lease)) = lease {
+        contract::check_lease(lease_row(&tx, read_lease, name, sid).await?.as_ref(), lease)?;
+    }
+    Ok(Locked {
+        tx,
+        last_seq,
+        head,
+        now,
+    })
+}
 
 /// Locks the session row; its `(last_seq, head)` and the database's now.
 async fn lock_session(
@@ -916,18 +951,16 @@ impl Store for PostgresStore {
         let name = self.inner.name.clone();
         let mut pooled = self.conn().await?;
         let [lock, read_lease] = pooled.prepare([LOCK_SESSION, READ_LEASE]).await?;
-        let conn = pooled.conn()?;
-        let tx = conn
-            .client
-            .transaction()
-            .await
-            .db(&name, "starting a transaction")?;
         let sid = lease.session.as_str();
-        let (_, _, now) = lock_session(&tx, &lock, &name, sid, self.skew()).await?;
-        contract::check_lease(
-            lease_row(&tx, &read_lease, &name, sid).await?.as_ref(),
-            lease,
-        )?;
+        let Locked { tx, now, .. } = begin_locked(
+            pooled.conn()?,
+            &name,
+            sid,
+            self.skew(),
+            &lock,
+            Some((&read_lease, lease)),
+        )
+        .await?;
         let expires_ms = now.saturating_add(ttl);
         tx.execute(
             "UPDATE leases SET expires_ms = $2, renewed_ms = $3 WHERE session_id = $1",
@@ -976,25 +1009,6 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    async fn append(
-        &self,
-        session: &SessionId,
-        lease: &Lease,
-        expected_seq: u64,
-        events: &[Event],
-    ) -> Result<u64> {
-        self.append_with(
-            session,
-            lease,
-            expected_seq,
-            events,
-            Vec::new(),
-            Durability::Now,
-        )
-        .await
-        .map(|a| a.last_seq)
-    }
-
     /// One transaction holds the blobs and the events, so a refused append
     /// writes no blob either.
     async fn append_with(
@@ -1019,18 +1033,21 @@ impl Store for PostgresStore {
                 ADVANCE,
             ])
             .await?;
-        let conn = pooled.conn()?;
-        let tx = conn
-            .client
-            .transaction()
-            .await
-            .db(&name, "starting a transaction")?;
         let sid = session.as_str();
-        let (last_seq, head, now) = lock_session(&tx, &lock, &name, sid, self.skew()).await?;
-        contract::check_lease(
-            lease_row(&tx, &read_lease, &name, sid).await?.as_ref(),
-            lease,
-        )?;
+        let Locked {
+            tx,
+            last_seq,
+            head,
+            now,
+        } = begin_locked(
+            pooled.conn()?,
+            &name,
+            sid,
+            self.skew(),
+            &lock,
+            Some((&read_lease, lease)),
+        )
+        .await?;
         contract::check_seq(expected_seq, last_seq)?;
         for (blob, bytes) in &blobs {
             tx.execute(&insert_blob, &[&blob.digest, &i(blob.bytes), bytes])
@@ -1163,15 +1180,10 @@ impl Store for PostgresStore {
         let name = self.inner.name.clone();
         let mut pooled = self.conn().await?;
         let [lock] = pooled.prepare([LOCK_SESSION]).await?;
-        let conn = pooled.conn()?;
-        let tx = conn
-            .client
-            .transaction()
-            .await
-            .db(&name, "starting a transaction")?;
         let sid = session.as_str();
         // The session row's lock orders posters: no two read the same max.
-        let (_, _, now) = lock_session(&tx, &lock, &name, sid, self.skew()).await?;
+        let Locked { tx, now, .. } =
+            begin_locked(pooled.conn()?, &name, sid, self.skew(), &lock, None).await?;
         let id: i64 = tx
             .query_one(
                 "INSERT INTO controls (session_id, id, kind, text, posted_ms, posted_by)
@@ -1220,18 +1232,16 @@ impl Store for PostgresStore {
         let name = self.inner.name.clone();
         let mut pooled = self.conn().await?;
         let [lock, read_lease] = pooled.prepare([LOCK_SESSION, READ_LEASE]).await?;
-        let conn = pooled.conn()?;
-        let tx = conn
-            .client
-            .transaction()
-            .await
-            .db(&name, "starting a transaction")?;
         let sid = lease.session.as_str();
-        let (_, _, now) = lock_session(&tx, &lock, &name, sid, self.skew()).await?;
-        contract::check_lease(
-            lease_row(&tx, &read_lease, &name, sid).await?.as_ref(),
-            lease,
-        )?;
+        let Locked { tx, now, .. } = begin_locked(
+            pooled.conn()?,
+            &name,
+            sid,
+            self.skew(),
+            &lock,
+            Some((&read_lease, lease)),
+        )
+        .await?;
         let changed = tx
             .execute(
                 "UPDATE controls SET handled_ms = coalesce(handled_ms, $3)

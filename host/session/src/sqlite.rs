@@ -904,25 +904,6 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn append(
-        &self,
-        session: &SessionId,
-        lease: &Lease,
-        expected_seq: u64,
-        events: &[Event],
-    ) -> Result<u64> {
-        self.append_with(
-            session,
-            lease,
-            expected_seq,
-            events,
-            Vec::new(),
-            Durability::Now,
-        )
-        .await
-        .map(|a| a.last_seq)
-    }
-
     /// One savepoint in the writer's batch holds the blobs and the events,
     /// so a refused append writes no blob either.
     async fn append_with(

@@ -335,10 +335,18 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        now_ms()
     }
+}
+
+/// Now by the system's wall clock, unix milliseconds: the one clock of the
+/// host for times it records itself (the store's own times come from its
+/// [`Clock`]). A clock set before 1970 reads 0; one past the year 584
+/// million reads `u64::MAX`.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A session store. Object-safe (`Arc<dyn Store>`), so the brain, the CLI
@@ -410,13 +418,29 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// [`MAX_EVENT_JSON`](super::event::MAX_EVENT_JSON)
     /// ([`StoreError::Invalid`]). An empty `events` checks lease and seq and
     /// returns `expected_seq - 1`.
+    ///
+    /// A backend implements `append` or [`Store::append_with`] (or both):
+    /// each provided method is written with the other, so implementing
+    /// neither would loop. Both real backends implement `append_with`, one
+    /// transaction for blobs and events, and take this `append`.
     async fn append(
         &self,
         session: &SessionId,
         lease: &Lease,
         expected_seq: u64,
         events: &[Event],
-    ) -> Result<u64>;
+    ) -> Result<u64> {
+        self.append_with(
+            session,
+            lease,
+            expected_seq,
+            events,
+            Vec::new(),
+            Durability::Now,
+        )
+        .await
+        .map(|a| a.last_seq)
+    }
 
     /// Appends `events` as [`Store::append`] does, together with the `blobs`
     /// they refer to, in one transaction, with the given [`Durability`]

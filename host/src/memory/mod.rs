@@ -43,10 +43,12 @@ mod query;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
+
+use crate::session::now_ms;
 
 pub use query::MAX_TERMS;
 
@@ -332,12 +334,6 @@ fn validate(new: &NewMemory) -> Result<Vec<String>> {
         }
     }
     Ok(tags)
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn new_id(now_ms: u64) -> String {
