@@ -39,6 +39,8 @@
 //! - [`turns`]: notes never break call/result pairing (strict model server,
 //!   every wire format), pause/cancel during a model call, unpriced money
 //!   limits refused, attempts counted across resumes.
+//! - [`layout`]: no import cycle among the files of `cli/`, `hands/` and
+//!   `session/`; the ground-floor crates do not depend on the host.
 
 mod support;
 mod telemetry;
@@ -61,6 +63,7 @@ mod grants;
 mod heartbeat;
 mod host_spend;
 mod large;
+mod layout;
 mod lease;
 mod limits;
 mod mcp;
