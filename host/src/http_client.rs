@@ -43,4 +43,3 @@ pub fn client() -> Result<reqwest::Client, ClientError> {
         .build()
         .map_err(|e| ClientError(format!("building HTTP client: {e}")))
 }
-

@@ -28,8 +28,8 @@ pub mod sqlite;
 pub mod store;
 
 pub use event::{
-    BlobRef, Event, EventRecord, MAX_EVENT_JSON, PauseKind, PauseReason, ResumeCause, SessionStatus,
-    sha256_digest,
+    BlobRef, Event, EventRecord, MAX_EVENT_JSON, PauseKind, PauseReason, ResumeCause,
+    SessionStatus, sha256_digest,
 };
 pub use inbox::{Control, ControlKind, MAX_CONTROL_TEXT};
 pub use postgres::PostgresStore;

@@ -25,9 +25,7 @@ use crate::brain::model::{
 };
 use crate::brain::state::SessionState;
 use crate::hands::Hands;
-use crate::session::{
-    BlobRef, Event, EventRecord, SessionId, SessionStatus, Store, StoreError,
-};
+use crate::session::{BlobRef, Event, EventRecord, SessionId, SessionStatus, Store, StoreError};
 
 /// `longhand run` flags.
 #[derive(Debug, clap::Args)]

@@ -87,10 +87,7 @@ fn ground_floor_crates_do_not_depend_on_the_host() {
             .iter()
             .filter(|n| n.ends_with(".longhand-host"))
             .collect();
-        assert!(
-            host.is_empty(),
-            "{manifest} depends on the host: {host:?}"
-        );
+        assert!(host.is_empty(), "{manifest} depends on the host: {host:?}");
     }
 }
 
@@ -125,7 +122,10 @@ fn the_check_reports_a_cycle_in_a_synthetic_room() {
         "down.rs",
         "mod e;\npub fn run() { e::go() }\n#[cfg(test)]\nmod tests { use super::*; }\n",
     );
-    write("down/e.rs", "pub fn go() {}\npub fn back() { super::run() }\n");
+    write(
+        "down/e.rs",
+        "pub fn go() {}\npub fn back() { super::run() }\n",
+    );
 
     let graph = Graph::of(dir.path(), "crate::room");
     let cycles = graph.cycles();
