@@ -2,10 +2,8 @@
 
 pub mod agent;
 pub mod approvals;
-mod bind;
 pub mod briefing;
 mod calls;
-pub mod config;
 pub mod decide;
 pub mod delegate;
 pub mod handoff;
@@ -16,13 +14,19 @@ pub mod plan;
 pub mod pricing;
 pub mod recall;
 mod runner;
-pub mod script;
-pub mod skills;
 pub mod snapshot;
 pub mod state;
 mod steer;
 mod tasks;
 mod turn;
+
+// Compatibility aliases while issue 17's rooms are merged: the modules
+// moved into `agent/` and `model/`, and siblings still name them here. The
+// lead removes these after the merge.
+pub use agent::config;
+pub use agent::skills;
+use agent::bind;
+pub use model::script;
 
 /// Now, unix milliseconds (the loop's clock, for callers that stamp what
 /// it compares against, such as an approval's expiry).

@@ -47,6 +47,7 @@ pub mod ratelimit;
 pub mod replay;
 pub mod responses;
 pub mod retry;
+pub mod script;
 mod sse;
 pub mod types;
 

@@ -316,7 +316,7 @@ pub fn build_provider(
     let Some(default_url) = kind.default_base_url() else {
         return Ok(match kind {
             ProviderKind::Script => Arc::new(
-                crate::brain::script::ScriptProvider::open(file()?).map_err(BuildError::Script)?,
+                super::script::ScriptProvider::open(file()?).map_err(BuildError::Script)?,
             ),
             _ => Arc::new(ReplayProvider::open(file()?)?),
         });

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::model::types::{ToolDef, valid_tool_name};
+use crate::brain::model::types::{ToolDef, valid_tool_name};
 use crate::hands::{Access, GrantSpec, HostPattern};
 
 /// The component name `skill__load` is recorded under.

@@ -16,9 +16,9 @@ use super::config::{
     AgentConfig, CompletionCheck, ModelConfig, PlanConfig, RUN_PLACEHOLDER, SessionLimits,
     ToolConfig,
 };
-use super::model::ToolDef;
-use super::plan::Plan;
-use super::runner::{AgentError, RunError};
+use crate::brain::model::ToolDef;
+use crate::brain::plan::Plan;
+use crate::brain::runner::{AgentError, RunError};
 use crate::hands::{Grants, Hands, LoadedTool, ToolSource, ToolSpec};
 
 /// Separator between component and tool in the names the model sees.
@@ -47,16 +47,16 @@ pub struct Frozen {
     pub plan: Option<FrozenPlan>,
     /// Models of the other roles.
     #[serde(default)]
-    pub roles: crate::brain::config::RolesConfig,
+    pub roles: super::config::RolesConfig,
     /// Command checks by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub checks: BTreeMap<String, crate::checks::resolve::CommandCheckConfig>,
     /// Memory scopes.
     #[serde(default)]
-    pub memory: crate::brain::config::MemoryConfig,
+    pub memory: super::config::MemoryConfig,
     /// Approval policies (`[approve]`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub approve: BTreeMap<String, crate::brain::config::ApprovePolicy>,
+    pub approve: BTreeMap<String, super::config::ApprovePolicy>,
     /// `run --priority`: workers run higher first. Default 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub priority: i64,
@@ -65,7 +65,7 @@ pub struct Frozen {
     pub agents: BTreeMap<String, FrozenChild>,
     /// Delegation caps.
     #[serde(default)]
-    pub delegation: crate::brain::config::DelegationConfig,
+    pub delegation: super::config::DelegationConfig,
     /// How deep this agent runs in a tree of sub-agents (0: started by
     /// `run`).
     #[serde(default)]
@@ -77,12 +77,12 @@ pub struct Frozen {
     /// (see `brain::pricing`): a later price file does not change what a
     /// session's past cost. Empty when none is known.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub prices: BTreeMap<String, super::pricing::ModelPrice>,
+    pub prices: BTreeMap<String, crate::brain::pricing::ModelPrice>,
 }
 
 impl Frozen {
     /// Freeze the prices of the models this agent (and its roles) call.
-    pub fn freeze_prices(&mut self, prices: &super::pricing::Prices) {
+    pub fn freeze_prices(&mut self, prices: &crate::brain::pricing::Prices) {
         let found = self.priced_by(prices);
         self.prices.extend(found);
         for child in self.agents.values_mut() {
@@ -95,7 +95,7 @@ impl Frozen {
     /// session woken after its operator priced a model it was started
     /// without: answers already recorded keep the cost they were recorded
     /// with (unknown), later ones are counted.
-    pub fn fill_missing_prices(&mut self, prices: &super::pricing::Prices) {
+    pub fn fill_missing_prices(&mut self, prices: &crate::brain::pricing::Prices) {
         for (key, price) in self.priced_by(prices) {
             self.prices.entry(key).or_insert(price);
         }
@@ -106,8 +106,8 @@ impl Frozen {
 
     fn priced_by(
         &self,
-        prices: &super::pricing::Prices,
-    ) -> Vec<(String, super::pricing::ModelPrice)> {
+        prices: &crate::brain::pricing::Prices,
+    ) -> Vec<(String, crate::brain::pricing::ModelPrice)> {
         self.models()
             .into_iter()
             .filter_map(|(_, m)| {
@@ -252,25 +252,25 @@ pub struct FrozenTool {
 
 /// A tool the model can call, bound to its component and grants.
 #[derive(Clone)]
-pub(super) struct BoundTool {
-    pub(super) component: usize,
-    pub(super) spec: ToolSpec,
+pub(in crate::brain) struct BoundTool {
+    pub(in crate::brain) component: usize,
+    pub(in crate::brain) spec: ToolSpec,
 }
 
 #[derive(Clone)]
-pub(super) struct BoundComponent {
-    pub(super) prefix: String,
-    pub(super) loaded: Arc<LoadedTool>,
-    pub(super) grants: Grants,
+pub(in crate::brain) struct BoundComponent {
+    pub(in crate::brain) prefix: String,
+    pub(in crate::brain) loaded: Arc<LoadedTool>,
+    pub(in crate::brain) grants: Grants,
 }
 
 /// The agent with its components loaded and granted.
 #[derive(Clone)]
 pub struct BoundAgent {
-    pub(super) frozen: Frozen,
-    pub(super) components: Vec<BoundComponent>,
-    pub(super) tools: BTreeMap<String, BoundTool>,
-    pub(super) defs: Vec<ToolDef>,
+    pub(in crate::brain) frozen: Frozen,
+    pub(in crate::brain) components: Vec<BoundComponent>,
+    pub(in crate::brain) tools: BTreeMap<String, BoundTool>,
+    pub(in crate::brain) defs: Vec<ToolDef>,
 }
 
 impl BoundAgent {
@@ -450,10 +450,10 @@ async fn freeze_one(
                 None => None,
                 Some(file) => {
                     let plan =
-                        super::plan::load_file(&base_dir.join(file)).map_err(AgentError::Plan)?;
+                        crate::brain::plan::load_file(&base_dir.join(file)).map_err(AgentError::Plan)?;
                     let names = plan_names(&tools, hands, &base_dir, config).await?;
                     let mut errors = plan.validate(names.names(), false);
-                    errors.extend(super::tasks::predicate_errors(hands, &plan).await);
+                    errors.extend(crate::brain::tasks::predicate_errors(hands, &plan).await);
                     if !errors.is_empty() {
                         return Err(AgentError::Plan(format!(
                             "plan file {}: {}",
@@ -623,7 +623,7 @@ where
 
 /// Directory grants as command checks see them: host path, guest path,
 /// and whether any grant of it is read-write.
-pub(super) fn granted_dirs<'a>(
+pub(in crate::brain) fn granted_dirs<'a>(
     grants: impl Iterator<Item = &'a crate::hands::DirGrant>,
 ) -> Vec<crate::checks::resolve::GrantedDir> {
     let mut dirs: Vec<crate::checks::resolve::GrantedDir> = Vec::new();
@@ -652,8 +652,8 @@ pub struct PlanNames {
 
 impl PlanNames {
     /// For [`Plan::validate`].
-    pub fn names(&self) -> super::plan::Names<'_> {
-        super::plan::Names {
+    pub fn names(&self) -> crate::brain::plan::Names<'_> {
+        crate::brain::plan::Names {
             tools: &self.tools,
             commands: &self.commands,
         }

@@ -9,12 +9,16 @@
 //! [`bind`](super::bind) turns an agent file into what a session runs with.
 //! This module re-exports what callers use, under the names they have used.
 
-pub use super::bind::{BoundAgent, Frozen, FrozenTool, NAME_SEPARATOR, bind, freeze};
+pub use bind::{BoundAgent, Frozen, FrozenTool, NAME_SEPARATOR, bind, freeze};
 pub use super::lease::{LEASE_TTL, ttl as lease_ttl};
 pub use super::runner::{
     AgentError, LogError, MAX_GOAL_BYTES, Observer, RunEnd, RunError, Runner, SNAPSHOT_EVERY,
     durability_of,
 };
+
+pub(crate) mod bind;
+pub mod config;
+pub mod skills;
 
 use super::state::SessionState;
 use crate::session::{SessionId, Store};
