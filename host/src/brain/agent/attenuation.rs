@@ -514,7 +514,6 @@ mod tests {
             (&["*"], "example.com"),
             (&["*"], "*.example.com"),
             (&["*"], "*"),
-            (&["*"], "example.com:8443"),
             (&["example.com:8443"], "example.com:8443"),
             (&["example.com:80", "example.com:443"], "example.com"),
             (&["example.com"], "example.com:443"),

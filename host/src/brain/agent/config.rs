@@ -14,7 +14,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::brain::model::{ProviderKind, ReasoningEffort, is_reasoning_model};
+pub use crate::brain::model::spec::{
+    BASE_URL_EXAMPLE, DEFAULT_CONTEXT_WINDOW, ModelConfig, check_base_url, duration_text,
+};
+use crate::brain::model::{ProviderKind, ReasoningEffort};
 use crate::hands::{DirSpec, GrantError, GrantSpec, Grants, LimitSpec};
 
 /// In a directory grant's host path, replaced by a fresh directory name per
@@ -102,16 +105,16 @@ pub struct ChildAgentConfig {
     #[serde(default)]
     pub description: Option<String>,
     /// Model turns per child session. Default 10.
-    #[serde(default = "ten")]
+    #[serde(default = "default_child_max_steps")]
     pub max_steps: u64,
     /// Tool calls per child session. Default 20.
-    #[serde(default = "twenty")]
+    #[serde(default = "default_child_max_tool_calls")]
     pub max_tool_calls: u64,
     /// Input tokens per child session. Default 200,000.
-    #[serde(default = "input_slice")]
+    #[serde(default = "default_child_max_input_tokens")]
     pub max_input_tokens: u64,
     /// Output tokens per child session. Default 20,000.
-    #[serde(default = "output_slice")]
+    #[serde(default = "default_child_max_output_tokens")]
     pub max_output_tokens: u64,
     /// Money per child session, micro-dollars. Required (above 0) when the
     /// parent has a `max_cost_micros`: its children's costs are then slices
@@ -126,16 +129,16 @@ pub struct ChildAgentConfig {
     pub result_schema: Option<PathBuf>,
 }
 
-fn ten() -> u64 {
+fn default_child_max_steps() -> u64 {
     10
 }
-fn twenty() -> u64 {
+fn default_child_max_tool_calls() -> u64 {
     20
 }
-fn input_slice() -> u64 {
+fn default_child_max_input_tokens() -> u64 {
     200_000
 }
-fn output_slice() -> u64 {
+fn default_child_max_output_tokens() -> u64 {
     20_000
 }
 
@@ -329,205 +332,6 @@ impl MemoryConfig {
     pub fn top(&self) -> usize {
         self.top.unwrap_or(5)
     }
-}
-
-/// Which model, where, with which key.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelConfig {
-    /// `openai` (any OpenAI-compatible chat-completions server),
-    /// `openai-responses` (the OpenAI Responses API), `anthropic` or
-    /// `replay`. No default.
-    pub provider: ProviderKind,
-    /// Model name, e.g. `gpt-4o-mini`, `claude-sonnet-4-5`, `llama3.1`.
-    pub model: String,
-    /// Base URL; default the provider's public API.
-    #[serde(default)]
-    pub base_url: Option<String>,
-    /// Environment variable holding the API key. Default `OPENAI_API_KEY`
-    /// or `ANTHROPIC_API_KEY` by provider; a local server may need none.
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    /// Cassette for `replay` (relative to the agent file).
-    #[serde(default)]
-    pub cassette: Option<PathBuf>,
-    /// Most tokens per answer. Default 4096.
-    #[serde(default = "default_max_tokens")]
-    pub max_tokens: u32,
-    /// Sampling temperature. Default: the provider's.
-    #[serde(default)]
-    pub temperature: Option<f32>,
-    /// Stream responses. Default true.
-    #[serde(default = "yes")]
-    pub stream: bool,
-    /// Idle timeout: the longest wait for the next byte of an answer,
-    /// the first byte included (connecting, sending, waiting for the
-    /// status line), then each gap in the body or stream. Default 120 s.
-    /// The name is kept from when it bounded the whole request, so old
-    /// agent files still load; a whole request is `request_deadline`'s.
-    #[serde(default = "default_request_timeout", with = "duration_text")]
-    pub request_timeout: Duration,
-    /// The longest one request may take as a whole, stream included, however
-    /// lively. Default 30 min: a long answer from a reasoning model streams
-    /// for minutes, and a stall is caught by `request_timeout` well before.
-    #[serde(default = "default_request_deadline", with = "duration_text")]
-    pub request_deadline: Duration,
-    /// `minimal`, `low`, `medium` or `high`: how hard a reasoning model
-    /// thinks. Default none (the API's own default). OpenAI: sent as
-    /// `reasoning_effort` (chat) or `reasoning.effort` (Responses), and
-    /// refused at load for a model that is not a reasoning model.
-    /// Anthropic: turns on extended thinking with the budget
-    /// [`ReasoningEffort::thinking_budget`] names, unless `thinking_budget`
-    /// sets one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reasoning_effort: Option<ReasoningEffort>,
-    /// Whether an OpenAI model is a reasoning model (sent
-    /// `max_completion_tokens` instead of `max_tokens`, and no
-    /// `temperature`). Default: by name, see
-    /// [`is_reasoning_model`](crate::brain::model::is_reasoning_model).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reasoning_model: Option<bool>,
-    /// Anthropic extended thinking: `thinking.budget_tokens`, at least
-    /// 1024 and below `max_tokens`. Default none: thinking is off unless
-    /// `reasoning_effort` is set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thinking_budget: Option<u32>,
-    /// Anthropic prompt caching: cache breakpoints on the system prompt,
-    /// the tools and the last two user turns. Default true: over a long
-    /// session most input is a prefix already sent, read back at a tenth
-    /// of the price. OpenAI caches prefixes by itself.
-    #[serde(default = "yes", skip_serializing_if = "is_true")]
-    pub prompt_cache: bool,
-    /// The model's context window in tokens, which a planned session's
-    /// handoff threshold is a fraction of. Default 128,000.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context_window: Option<u64>,
-}
-
-/// The window assumed when `context_window` is not set.
-pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
-
-impl ModelConfig {
-    /// Checks what can be checked of the model before a session starts;
-    /// the message names the field.
-    pub fn check(&self) -> Result<(), String> {
-        match self.provider {
-            ProviderKind::OpenAi | ProviderKind::OpenAiResponses | ProviderKind::Anthropic => {}
-            ProviderKind::Replay => {
-                if self.cassette.is_none() {
-                    return Err(
-                        "model.cassette is required when model.provider = \"replay\"".to_owned(),
-                    );
-                }
-            }
-            ProviderKind::Script => {
-                return Err(
-                    "model.provider `script` is set by `run --script FILE`, not in an agent file"
-                        .to_owned(),
-                );
-            }
-        }
-        for (name, value) in [
-            ("request_timeout", self.request_timeout),
-            ("request_deadline", self.request_deadline),
-        ] {
-            if value.is_zero() {
-                return Err(format!(
-                    "model.{name} is zero: every request would time out at once; e.g. \
-                     {name} = \"120s\""
-                ));
-            }
-        }
-        if let Some(url) = &self.base_url {
-            check_base_url(url).map_err(|e| {
-                format!("model.base_url: {e}; e.g. base_url = \"{BASE_URL_EXAMPLE}\"")
-            })?;
-        }
-        self.check_reasoning()
-    }
-
-    /// Reasoning settings fit the provider and the model.
-    fn check_reasoning(&self) -> Result<(), String> {
-        let kind = self.provider;
-        if self.reasoning_model.is_some() && !kind.is_openai() {
-            return Err(format!(
-                "model.reasoning_model is for the openai providers, not `{kind}`"
-            ));
-        }
-        if self.thinking_budget.is_some() && kind != ProviderKind::Anthropic {
-            return Err(format!(
-                "model.thinking_budget is for the anthropic provider, not `{kind}` \
-                 (use reasoning_effort)"
-            ));
-        }
-        if kind.is_openai() {
-            let reasoning = self
-                .reasoning_model
-                .unwrap_or_else(|| is_reasoning_model(&self.model));
-            if reasoning && self.temperature.is_some() {
-                return Err(format!(
-                    "model.temperature: `{}` is a reasoning model, which accepts only the \
-                     default temperature; remove temperature (or set reasoning_model = false)",
-                    self.model
-                ));
-            }
-            if !reasoning && self.reasoning_effort.is_some() {
-                return Err(format!(
-                    "model.reasoning_effort: `{}` is not a reasoning model by name \
-                     (o1, o3, o4, gpt-5…); set reasoning_model = true if it is one",
-                    self.model
-                ));
-            }
-        }
-        if kind == ProviderKind::Anthropic {
-            let budget = self.thinking_budget.or_else(|| {
-                self.reasoning_effort
-                    .map(|e| e.thinking_budget(self.max_tokens))
-            });
-            if let Some(budget) = budget {
-                if budget < 1024 {
-                    return Err(format!(
-                        "model.thinking_budget is {budget}; the API's minimum is 1024"
-                    ));
-                }
-                if budget >= self.max_tokens {
-                    return Err(format!(
-                        "model.max_tokens ({}) must exceed the thinking budget ({budget}): \
-                         thinking counts toward max_tokens; raise max_tokens",
-                        self.max_tokens
-                    ));
-                }
-                if self.temperature.is_some() {
-                    return Err(
-                        "model.temperature: extended thinking accepts only the default \
-                         temperature; remove temperature"
-                            .to_owned(),
-                    );
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-fn is_true(b: &bool) -> bool {
-    *b
-}
-
-fn default_max_tokens() -> u32 {
-    4096
-}
-
-fn yes() -> bool {
-    true
-}
-
-fn default_request_timeout() -> Duration {
-    Duration::from_secs(120)
-}
-
-fn default_request_deadline() -> Duration {
-    Duration::from_secs(30 * 60)
 }
 
 /// Limits of one session. Hitting one pauses the session with the reason;
@@ -766,31 +570,6 @@ fn empty_object() -> serde_json::Value {
     serde_json::Value::Object(Default::default())
 }
 
-/// An example base URL for messages about a bad one.
-pub const BASE_URL_EXAMPLE: &str = "http://127.0.0.1:11434/v1";
-
-/// Check a model base URL before anything uses it: an absolute `http` or
-/// `https` URL with a host. A bad one is a configuration error, refused at
-/// start; left to the provider it would only fail at the first request,
-/// after a session was created and retries were spent on it. The message
-/// says what is wrong; callers add an example in their own syntax.
-pub fn check_base_url(url: &str) -> Result<(), String> {
-    if url.trim().is_empty() {
-        return Err("the base URL is empty (leave it out for the provider's public API)".into());
-    }
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a URL ({e})"))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!(
-            "the scheme of `{url}` must be http or https, not `{}`",
-            parsed.scheme()
-        ));
-    }
-    if parsed.host_str().is_none_or(str::is_empty) {
-        return Err(format!("`{url}` names no host"));
-    }
-    Ok(())
-}
-
 /// A bad agent file: which field, and why.
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {message}")]
@@ -929,23 +708,6 @@ impl ToolConfig {
         lookup: impl Fn(&str) -> Option<String> + Copy,
     ) -> Result<Grants, GrantError> {
         self.grant_spec(base)?.resolve(base, lookup)
-    }
-}
-
-/// A duration written as text (`"120s"`, `"5m"`), as humantime writes and
-/// reads it: `#[serde(with = "…::duration_text")]`.
-pub(crate) mod duration_text {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(*d).to_string())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
     }
 }
 

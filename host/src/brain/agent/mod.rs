@@ -17,6 +17,7 @@ pub use super::runner::{
 };
 
 pub(crate) mod bind;
+pub mod attenuation;
 pub mod config;
 pub mod skills;
 

@@ -7,8 +7,9 @@
 //! ([`catalogue`]) and loads a skill's instructions with the host tool
 //! `skill__load` ([`load_tool_def`], [`load`]).
 //!
-//! This module owns discovery, parsing, the attenuation check and the
-//! tool's answer. It does not touch the loop, the log or the agent file:
+//! This module owns discovery, parsing, the check of a skill against its
+//! agent (tools by name, grants by the one rule of
+//! [`attenuation`](super::attenuation)) and the tool's answer. It does not touch the loop, the log or the agent file:
 //! the loop discovers and checks the skills when it freezes the agent
 //! ([`discover`], [`check_against`]) and keeps the [`Skill`] values,
 //! instructions included, in the session's first event — a session keeps
@@ -35,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::brain::model::types::{ToolDef, valid_tool_name};
+use super::attenuation::{self, Capabilities, DirCap, Refusal, SecretCap};
 use crate::hands::{Access, GrantSpec, HostPattern};
 
 /// The component name `skill__load` is recorded under.
@@ -972,11 +974,9 @@ fn env_name(name: &str) -> Result<(), String> {
 /// Whether `skill` needs no more than `agent` holds; otherwise one
 /// sentence per thing it lacks.
 ///
-/// A directory is covered by a granted directory equal to it or above it
-/// with access at least as wide (nested grants: any one that covers
-/// suffices). A host pattern is covered when every host and port it
-/// matches is matched by one agent pattern; an IP address, or `localhost`,
-/// must be named literally, as the http capability requires to reach it.
+/// Tools by name; grants by the one rule of [`attenuation::covers`]
+/// (directories compared as guest paths, the only ones a skill names;
+/// secrets by name).
 pub fn check_against(skill: &Skill, agent: &AgentView) -> Result<(), Vec<String>> {
     let name = &skill.name;
     let mut refusals = Vec::new();
@@ -988,54 +988,31 @@ pub fn check_against(skill: &Skill, agent: &AgentView) -> Result<(), Vec<String>
             ));
         }
     }
-    for dir in &skill.grants.dirs {
-        let under: Vec<&(String, Access)> = agent
+    let held = Capabilities {
+        dirs: agent
             .dirs
             .iter()
-            .filter(|(granted, _)| path_within(&dir.guest, granted))
-            .collect();
-        if under.is_empty() {
-            refusals.push(format!(
-                "skill `{name}` needs directory {}, which is outside every directory granted to \
-                 this agent.",
-                dir.guest
-            ));
-        } else if dir.access == Access::ReadWrite
-            && !under.iter().any(|(_, a)| *a == Access::ReadWrite)
-        {
-            refusals.push(format!(
-                "skill `{name}` needs directory {} read-write, but this agent holds it read-only \
-                 (granted as {}).",
-                dir.guest, under[0].0
-            ));
-        }
-    }
-    let agent_hosts: Vec<HostPattern> = agent
-        .hosts
-        .iter()
-        .filter_map(|h| HostPattern::parse(h).ok())
-        .collect();
-    for host in &skill.grants.hosts {
-        if !host_covered(host, &agent_hosts) {
-            refusals.push(format!(
-                "skill `{name}` needs host {host}, which this agent may not reach."
-            ));
-        }
-    }
-    for var in &skill.grants.env {
-        if !agent.env.iter().any(|e| e == var) {
-            refusals.push(format!(
-                "skill `{name}` needs environment variable {var}, which this agent does not pass \
-                 through."
-            ));
-        }
-    }
-    for secret in &skill.grants.secrets {
-        if !agent.secrets.iter().any(|s| s == secret) {
-            refusals.push(format!(
-                "skill `{name}` needs secret {secret}, which this agent does not hold."
-            ));
-        }
+            .map(|(guest, access)| guest_dir(guest, *access))
+            .collect(),
+        hosts: agent.hosts.clone(),
+        env: agent.env.clone(),
+        secrets: agent.secrets.iter().map(|s| secret_named(s)).collect(),
+        budget: Default::default(),
+    };
+    let needed = Capabilities {
+        dirs: skill
+            .grants
+            .dirs
+            .iter()
+            .map(|d| guest_dir(&d.guest, d.access))
+            .collect(),
+        hosts: skill.grants.hosts.clone(),
+        env: skill.grants.env.clone(),
+        secrets: skill.grants.secrets.iter().map(|s| secret_named(s)).collect(),
+        budget: Default::default(),
+    };
+    if let Err(lacking) = attenuation::covers(&held, &needed) {
+        refusals.extend(lacking.into_iter().map(|r| refusal_text(name, r)));
     }
     if refusals.is_empty() {
         Ok(())
@@ -1044,67 +1021,47 @@ pub fn check_against(skill: &Skill, agent: &AgentView) -> Result<(), Vec<String>
     }
 }
 
-/// Whether guest path `path` is `granted` or inside it. Both are
-/// normalised absolute paths (agent grants are checked when parsed).
-fn path_within(path: &str, granted: &str) -> bool {
-    let granted = granted.trim_end_matches('/');
-    granted.is_empty()
-        || path == granted
-        || path
-            .strip_prefix(granted)
-            .is_some_and(|rest| rest.starts_with('/'))
+fn guest_dir(guest: &str, access: Access) -> DirCap {
+    DirCap {
+        path: guest.into(),
+        shown: guest.to_owned(),
+        access,
+        symlinks: false,
+    }
 }
 
-/// Whether every host and port `pattern` (normalised) matches is matched by
-/// one of `agent`.
-///
-/// `HostPattern` exposes matching, not its parts, so the skill's pattern is
-/// probed: `*` by the host `_` and `*.s` by `_.s`. `_` is in no agent
-/// pattern (host names hold letters, digits, `-` and `.`), so only an
-/// agent `*`, or an agent `*.t` with `.s` ending in `.t`, matches a probe:
-/// exactly the patterns that cover it.
-fn host_covered(pattern: &str, agent: &[HostPattern]) -> bool {
-    let (host, port) = split_normalised(pattern);
-    let ports: &[u16] = match port {
-        Some(ref p) => std::slice::from_ref(p),
-        None => &[80, 443],
-    };
-    let probe = if host == "*" {
-        "_".to_owned()
-    } else if let Some(suffix) = host.strip_prefix("*.") {
-        format!("_.{suffix}")
-    } else {
-        host.to_owned()
-    };
-    let literal_only = host
-        .trim_matches(['[', ']'])
-        .parse::<std::net::IpAddr>()
-        .ok();
-    ports.iter().all(|&port| {
-        agent.iter().any(|a| {
-            a.matches(&probe, port)
-                && match literal_only {
-                    Some(ip) => a.names_ip(ip),
-                    None if host == "localhost" => a.names_localhost(),
-                    None => true,
-                }
-        })
-    })
+fn secret_named(name: &str) -> SecretCap {
+    SecretCap {
+        name: name.to_owned(),
+        sent_to: None,
+    }
 }
 
-/// `(host, port)` of a pattern as `HostPattern`'s Display writes it.
-fn split_normalised(pattern: &str) -> (&str, Option<u16>) {
-    if let Some(rest) = pattern.strip_prefix('[')
-        && let Some((ip, port)) = rest.split_once("]:")
-    {
-        return (ip, port.parse().ok());
-    }
-    if pattern.matches(':').count() > 1 {
-        return (pattern, None);
-    }
-    match pattern.split_once(':') {
-        Some((host, port)) => (host, port.parse().ok()),
-        None => (pattern, None),
+/// A refusal as the operator reads it about skill `name`.
+fn refusal_text(name: &str, refusal: Refusal) -> String {
+    match refusal {
+        Refusal::DirOutside { dir } => format!(
+            "skill `{name}` needs directory {dir}, which is outside every directory granted to \
+             this agent."
+        ),
+        Refusal::DirReadWrite { dir, granted } => format!(
+            "skill `{name}` needs directory {dir} read-write, but this agent holds it read-only \
+             (granted as {granted})."
+        ),
+        Refusal::Host { pattern } => {
+            format!("skill `{name}` needs host {pattern}, which this agent may not reach.")
+        }
+        Refusal::Env { name: var } => format!(
+            "skill `{name}` needs environment variable {var}, which this agent does not pass \
+             through."
+        ),
+        Refusal::Secret { name: secret } => {
+            format!("skill `{name}` needs secret {secret}, which this agent does not hold.")
+        }
+        // A skill names no symbolic links and no budget.
+        other @ (Refusal::DirSymlinks { .. } | Refusal::Budget { .. }) => {
+            format!("skill `{name}`: {other}.")
+        }
     }
 }
 

@@ -55,7 +55,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::http::{HttpProvider, Redactor, StreamFold, Wire, event_json};
-use super::provider::ANTHROPIC_BASE_URL;
+use super::spec::ANTHROPIC_BASE_URL;
 use super::sse::SseEvent;
 use super::{
     Message, ModelError, ModelRequest, ModelResponse, ReasoningBlock, StopReason, ToolCall, Usage,

@@ -35,7 +35,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::http::{HttpProvider, Redactor, StreamFold, Wire, event_json};
-use super::provider::{OPENAI_BASE_URL, ReasoningEffort};
+use super::spec::{OPENAI_BASE_URL, ReasoningEffort};
 use super::sse::SseEvent;
 use super::{Message, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall, Usage};
 use crate::brain::model::WireFormat;

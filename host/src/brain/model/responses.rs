@@ -48,7 +48,7 @@ use serde_json::{Value, json};
 
 use super::http::{HttpProvider, Redactor, StreamFold, Wire, event_json};
 use super::openai::{Family, body_error, error_prefixed};
-use super::provider::OPENAI_BASE_URL;
+use super::spec::OPENAI_BASE_URL;
 use super::sse::SseEvent;
 use super::{
     Message, ModelError, ModelRequest, ModelResponse, ReasoningBlock, StopReason, ToolCall, Usage,

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 
 use super::{Message, ModelError, ModelProvider, ModelRequest, ModelResponse};
-use crate::brain::turn::MAX_CALLS_PER_ANSWER;
+use super::MAX_CALLS_PER_ANSWER;
 
 /// A script file: `{"responses": [ModelResponse, …]}`, and for a tree of
 /// sub-agents `"agents": {"<agent name>": [ModelResponse, …], …}`: each
