@@ -44,7 +44,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::path::{Component, Path, PathBuf};
 
-use super::bind::Frozen;
+use super::frozen::Frozen;
 use crate::hands::{Access, Grants, HostPattern, SecretGrant};
 
 /// What one side holds, as [`covers`] compares it. The union over a
