@@ -170,13 +170,12 @@ impl Capabilities {
     pub fn of_frozen(frozen: &Frozen) -> Self {
         let mut caps = Self::default();
         for tool in &frozen.tools {
-            caps.dirs
-                .extend(tool.dirs.iter().flatten().map(|d| DirCap {
-                    path: d.host_path().to_owned(),
-                    shown: d.guest_path().to_owned(),
-                    access: d.access(),
-                    symlinks: d.symlinks(),
-                }));
+            caps.dirs.extend(tool.dirs.iter().flatten().map(|d| DirCap {
+                path: d.host_path().to_owned(),
+                shown: d.guest_path().to_owned(),
+                access: d.access(),
+                symlinks: d.symlinks(),
+            }));
             caps.hosts.extend(tool.config.allow_hosts.iter().cloned());
             caps.env.extend(tool.config.env.iter().cloned());
             caps.secrets
@@ -273,7 +272,10 @@ fn dir_refusal(parent: &[DirCap], dir: &DirCap) -> Option<Refusal> {
             granted: first.shown.clone(),
         });
     }
-    if !inside.iter().any(|p| mode_ok(p) && (p.symlinks || !dir.symlinks)) {
+    if !inside
+        .iter()
+        .any(|p| mode_ok(p) && (p.symlinks || !dir.symlinks))
+    {
         return Some(Refusal::DirSymlinks {
             dir: dir.shown.clone(),
         });
@@ -315,8 +317,7 @@ fn secret_covered(p: &SecretCap, c: &SecretCap) -> bool {
         (_, None) => true,
         (None, Some(_)) => false,
         (Some((p_host, p_header)), Some((c_host, c_header))) => {
-            p_header == c_header
-                && Pattern::of(p_host).is_some_and(|p| host_covered(c_host, &[p]))
+            p_header == c_header && Pattern::of(p_host).is_some_and(|p| host_covered(c_host, &[p]))
         }
     }
 }
@@ -475,7 +476,15 @@ mod tests {
             assert_eq!(covers(&parent, &c), Ok(()), "{child} {access:?}");
         }
         let refused = |child: DirCap| covers(&parent, &dirs(vec![child])).unwrap_err();
-        for outside in ["/data2", "/dat", "/", "/data/../etc", "/data/x/..", "data/x", "/etc"] {
+        for outside in [
+            "/data2",
+            "/dat",
+            "/",
+            "/data/../etc",
+            "/data/x/..",
+            "data/x",
+            "/etc",
+        ] {
             assert_eq!(
                 refused(dir(outside, RO, false)),
                 [Refusal::DirOutside {

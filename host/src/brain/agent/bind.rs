@@ -67,7 +67,11 @@ impl BoundAgent {
     }
 }
 
-pub(super) fn source_of<'a>(component: &'a str, base: &Path, owned: &'a mut PathBuf) -> ToolSource<'a> {
+pub(super) fn source_of<'a>(
+    component: &'a str,
+    base: &Path,
+    owned: &'a mut PathBuf,
+) -> ToolSource<'a> {
     if component.ends_with(".wasm") || component.contains('/') {
         *owned = base.join(component);
         ToolSource::File(owned)

@@ -14,7 +14,6 @@ use super::config::{
 };
 
 impl PlanConfig {
-
     pub(super) fn check(&self) -> Result<(), String> {
         if !(1..=MAX_PARALLEL_TASKS).contains(&self.max_parallel_tasks) {
             return Err(format!(
@@ -149,4 +148,3 @@ impl AgentConfig {
         }
     }
 }
-

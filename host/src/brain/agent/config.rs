@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::check::ConfigError;
 pub use crate::brain::model::spec::{
     BASE_URL_EXAMPLE, DEFAULT_CONTEXT_WINDOW, ModelConfig, check_base_url, duration_text,
 };
-pub use super::check::ConfigError;
 use crate::hands::{DirSpec, GrantError, GrantSpec, Grants, LimitSpec};
 
 /// In a directory grant's host path, replaced by a fresh directory name per

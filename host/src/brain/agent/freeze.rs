@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use super::bind::{PlanNames, prefix_of, source_of};
 use super::config::{AgentConfig, NAME_SEPARATOR, RUN_PLACEHOLDER, ToolConfig};
-use super::skills::{AgentView, Skill};
 use super::frozen::{Frozen, FrozenChild, FrozenPlan, FrozenTool};
+use super::skills::{AgentView, Skill};
 use crate::brain::runner::{AgentError, RunError};
 use crate::hands::Hands;
 
@@ -148,7 +148,11 @@ async fn freeze_tools(
 /// The one side effect of freezing: name this run in `tool`'s `{run}`
 /// directories and create them (under `base_dir`), so the grant can be
 /// resolved and pinned. Apart, so the rest of freezing only reads.
-fn create_run_dirs(tool: &mut ToolConfig, base_dir: &Path, run_dir: &str) -> Result<(), AgentError> {
+fn create_run_dirs(
+    tool: &mut ToolConfig,
+    base_dir: &Path,
+    run_dir: &str,
+) -> Result<(), AgentError> {
     for dir in &mut tool.dirs {
         if dir.host_text().contains(RUN_PLACEHOLDER) {
             *dir = dir.with_run(run_dir);
@@ -162,7 +166,11 @@ fn create_run_dirs(tool: &mut ToolConfig, base_dir: &Path, run_dir: &str) -> Res
 
 /// The skills step: discover the skills and refuse one that needs more
 /// than `view` (the agent) holds.
-fn freeze_skills(config: &AgentConfig, base_dir: &Path, view: &AgentView) -> Result<Vec<Skill>, RunError> {
+fn freeze_skills(
+    config: &AgentConfig,
+    base_dir: &Path,
+    view: &AgentView,
+) -> Result<Vec<Skill>, RunError> {
     let skills_dir = base_dir.join(config.skills_dir.as_deref().unwrap_or(Path::new("skills")));
     if config.skills_dir.is_some() && !skills_dir.is_dir() {
         return Err(AgentError::Instructions(format!(
@@ -199,8 +207,8 @@ async fn freeze_plan(
             let operator = match &plan_config.file {
                 None => None,
                 Some(file) => {
-                    let plan =
-                        crate::brain::plan::load_file(&base_dir.join(file)).map_err(AgentError::Plan)?;
+                    let plan = crate::brain::plan::load_file(&base_dir.join(file))
+                        .map_err(AgentError::Plan)?;
                     let names = plan_names(tools, hands, base_dir, config).await?;
                     let mut errors = plan.validate(names.names(), false);
                     errors.extend(crate::brain::tasks::predicate_errors(hands, &plan).await);

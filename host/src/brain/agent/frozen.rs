@@ -99,10 +99,7 @@ impl Frozen {
         }
     }
 
-    fn priced_by(
-        &self,
-        prices: &Prices,
-    ) -> Vec<(String, ModelPrice)> {
+    fn priced_by(&self, prices: &Prices) -> Vec<(String, ModelPrice)> {
         self.models()
             .into_iter()
             .filter_map(|(_, m)| {

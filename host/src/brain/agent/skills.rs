@@ -32,12 +32,11 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
-use crate::brain::model::types::valid_tool_name;
 use super::attenuation::{self, Capabilities, DirCap, Refusal, SecretCap};
 use super::frontmatter::{Line, Node, Scalar, parse_map, scalar};
 pub use super::skill_tool::{catalogue, load, load_tool_def};
+use crate::brain::model::types::valid_tool_name;
 use crate::hands::{Access, GrantSpec, HostPattern};
 
 /// The component name `skill__load` is recorded under.
@@ -680,7 +679,12 @@ pub fn check_against(skill: &Skill, agent: &AgentView) -> Result<(), Vec<String>
             .collect(),
         hosts: skill.grants.hosts.clone(),
         env: skill.grants.env.clone(),
-        secrets: skill.grants.secrets.iter().map(|s| secret_named(s)).collect(),
+        secrets: skill
+            .grants
+            .secrets
+            .iter()
+            .map(|s| secret_named(s))
+            .collect(),
         budget: Default::default(),
     };
     if let Err(lacking) = attenuation::covers(&held, &needed) {
@@ -739,6 +743,8 @@ fn refusal_text(name: &str, refusal: Refusal) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
     use super::*;
     use crate::hands::DirSpec;
 

@@ -77,8 +77,8 @@ pub use openai::OpenAiProvider;
 pub use provider::{BuildError, ModelFlag, build_provider};
 pub use replay::{RecordingProvider, ReplayProvider};
 pub use responses::ResponsesProvider;
+pub use retry::{Attempts, Retried, RetryCaller, RetryPolicy, complete_with_retry, retrying};
 pub use spec::{ModelConfig, ProviderKind, ReasoningEffort, is_reasoning_model};
-pub use retry::{Attempts, RetryCaller, Retried, RetryPolicy, complete_with_retry, retrying};
 pub use types::{
     MAX_CALLS_PER_ANSWER, Message, ModelRequest, ModelResponse, ReasoningBlock, StopReason,
     ToolCall, ToolDef, Usage, WireFormat, valid_tool_name,

@@ -11,12 +11,16 @@
 use std::str::FromStr;
 use std::sync::Arc;
 
+use super::ModelProvider;
 use super::anthropic::Anthropic;
+use super::error::ModelError;
 use super::http::{ApiKey, HttpConfig, HttpProvider};
 use super::openai::{Chat, Family};
+use super::replay::ReplayProvider;
 use super::responses::Responses;
-use super::{ModelError, ModelProvider, ReplayProvider};
-use super::spec::{BASE_URL_EXAMPLE, ModelConfig, ProviderKind, check_base_url, is_reasoning_model};
+use super::spec::{
+    BASE_URL_EXAMPLE, ModelConfig, ProviderKind, check_base_url, is_reasoning_model,
+};
 
 /// A `--model PROVIDER:MODEL[@BASE_URL]` flag, parsed and checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,9 +133,9 @@ pub fn build_provider(
     };
     let Some(default_url) = kind.default_base_url() else {
         return Ok(match kind {
-            ProviderKind::Script => Arc::new(
-                super::script::ScriptProvider::open(file()?).map_err(BuildError::Script)?,
-            ),
+            ProviderKind::Script => {
+                Arc::new(super::script::ScriptProvider::open(file()?).map_err(BuildError::Script)?)
+            }
             _ => Arc::new(ReplayProvider::open(file()?)?),
         });
     };

@@ -9,7 +9,9 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use super::{ModelError, ModelProvider, ModelRequest, ModelResponse};
+use super::ModelProvider;
+use super::error::ModelError;
+use super::types::{ModelRequest, ModelResponse};
 
 /// How hard to retry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -489,7 +491,10 @@ mod tests {
         // A hook that fails ends the retries with its error.
         let mut caller = looping(None, Some(1));
         let end = retrying(&flaky(), &req(), &fast(), &mut caller).await;
-        assert!(matches!(end, Retried::Caller(ref e) if e == "log write 1 failed"), "{end:?}");
+        assert!(
+            matches!(end, Retried::Caller(ref e) if e == "log write 1 failed"),
+            "{end:?}"
+        );
         // Giving up is told with no wait, then the last error returned.
         let p = Scripted(Mutex::new(vec![ModelError::Auth {
             status: 401,
@@ -497,7 +502,10 @@ mod tests {
         }]));
         let mut caller = looping(None, None);
         let end = retrying(&p, &req(), &fast(), &mut caller).await;
-        assert!(matches!(end, Retried::GaveUp(ModelError::Auth { .. })), "{end:?}");
+        assert!(
+            matches!(end, Retried::GaveUp(ModelError::Auth { .. })),
+            "{end:?}"
+        );
         assert_eq!(caller.failures, [(1, false)]);
     }
 }

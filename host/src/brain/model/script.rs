@@ -18,8 +18,10 @@ use std::path::Path;
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use super::{Message, ModelError, ModelProvider, ModelRequest, ModelResponse};
-use super::MAX_CALLS_PER_ANSWER;
+use super::ModelProvider;
+use super::error::ModelError;
+use super::types::MAX_CALLS_PER_ANSWER;
+use super::types::{Message, ModelRequest, ModelResponse};
 
 /// A script file: `{"responses": [ModelResponse, …]}`, and for a tree of
 /// sub-agents `"agents": {"<agent name>": [ModelResponse, …], …}`: each

@@ -265,7 +265,10 @@ pub struct ModelConfig {
     /// the tools and the last two user turns. Default true: over a long
     /// session most input is a prefix already sent, read back at a tenth
     /// of the price. OpenAI caches prefixes by itself.
-    #[serde(default = "default_prompt_cache", skip_serializing_if = "is_default_prompt_cache")]
+    #[serde(
+        default = "default_prompt_cache",
+        skip_serializing_if = "is_default_prompt_cache"
+    )]
     pub prompt_cache: bool,
     /// The model's context window in tokens, which a planned session's
     /// handoff threshold is a fraction of. Default 128,000.

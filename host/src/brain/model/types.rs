@@ -7,7 +7,6 @@
 
 use serde::{Deserialize, Serialize};
 
-
 /// The most calls of one answer the loop records and runs. More is not a
 /// plan but a flood; the rest are answered as refused. Here, below the
 /// loop, because the scripted provider keeps a script's answers to the
