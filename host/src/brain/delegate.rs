@@ -2,12 +2,12 @@
 //! `[agents.<name>]` agent, runs it, and returns its answer as the tool's
 //! result.
 //!
-//! **Attenuation.** A child never holds more than its parent: each of its
-//! directory grants must lie inside one of the parent's (equal or
-//! narrower) with a mode no wider (read-write only under read-write); its
-//! hosts, environment names and secrets must be ones the parent holds. It
-//! is checked at spawn, on the grants each would run with; anything more
-//! is refused with an error the model reads, and no child starts.
+//! **Attenuation.** A child never holds more than its parent, by the one
+//! rule of [`attenuation::covers`] (directories, modes, hosts as patterns,
+//! environment names, secrets, budget slices). It is checked when the call
+//! is admitted, on the frozen agents, and again at spawn, on the grants
+//! each would run with; anything more is refused with an error the model
+//! reads, and no child starts.
 //!
 //! **Budget.** A child's limits are its slice (`[agents.<name>]`
 //! `max_steps`, `max_tool_calls`, token caps), and the slice is taken out
@@ -29,9 +29,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::agent::attenuation::{self, Capabilities, Refusal};
 use super::model::{ModelProvider, ToolDef};
 use super::runner::{RunError, Runner};
-use crate::hands::{Access, Grants};
+use crate::hands::Grants;
 use crate::session::{Event, PauseKind, PauseReason, SessionId, SessionStatus};
 
 /// The tool's name.
@@ -70,115 +71,6 @@ pub fn def(frozen: &super::bind::Frozen) -> Option<ToolDef> {
             "additionalProperties": false
         }),
     })
-}
-
-/// Each child directory must lie inside a parent directory with a mode no
-/// wider; one sentence per one that does not.
-fn dir_errors<'a>(
-    parent: &[&crate::hands::DirGrant],
-    child: impl Iterator<Item = &'a crate::hands::DirGrant>,
-    errors: &mut Vec<String>,
-) {
-    for dir in child {
-        let inside = parent.iter().any(|p| {
-            dir.host_path().starts_with(p.host_path())
-                && (dir.access() == Access::ReadOnly || p.access() == Access::ReadWrite)
-        });
-        if inside {
-            continue;
-        }
-        let wider_mode = parent
-            .iter()
-            .any(|p| dir.host_path().starts_with(p.host_path()));
-        errors.push(if wider_mode {
-            format!(
-                "directory {} is granted read-write to the child but only read-only here",
-                dir.guest_path()
-            )
-        } else {
-            format!(
-                "directory {} is outside every directory granted here",
-                dir.guest_path()
-            )
-        });
-    }
-}
-
-/// Why a child's grants exceed its parent's, one sentence each.
-pub fn attenuation_errors(parent: &[&Grants], child: &[&Grants]) -> Vec<String> {
-    let mut errors = Vec::new();
-    let parent_dirs: Vec<_> = parent.iter().flat_map(|g| &g.dirs).collect();
-    dir_errors(
-        &parent_dirs,
-        child.iter().flat_map(|g| &g.dirs),
-        &mut errors,
-    );
-    let hosts: Vec<_> = parent.iter().flat_map(|g| &g.hosts).collect();
-    for host in child.iter().flat_map(|g| &g.hosts) {
-        if !hosts.contains(&host) {
-            errors.push(format!("host {host:?} is not granted here"));
-        }
-    }
-    for name in child.iter().flat_map(|g| g.env.keys()) {
-        if !parent.iter().any(|g| g.env.contains_key(name)) {
-            errors.push(format!("environment variable {name} is not granted here"));
-        }
-    }
-    let secrets: Vec<_> = parent.iter().flat_map(|g| &g.secrets).collect();
-    for secret in child.iter().flat_map(|g| &g.secrets) {
-        if !secrets.contains(&secret) {
-            errors.push("a secret is granted to the child that is not held here".to_owned());
-        }
-    }
-    errors
-}
-
-/// The same check on frozen agents, before anything is bound: directory
-/// grants as pinned at start, hosts, environment names and secrets as
-/// configured (`ENV@HOST[:HEADER]`, compared whole). No secret value is
-/// needed to refuse a child that asks for a secret the parent lacks.
-pub fn frozen_attenuation_errors(
-    parent: &super::bind::Frozen,
-    child: &super::bind::Frozen,
-) -> Vec<String> {
-    let mut errors = Vec::new();
-    let parent_dirs: Vec<_> = parent
-        .tools
-        .iter()
-        .flat_map(|t| t.dirs.iter().flatten())
-        .collect();
-    dir_errors(
-        &parent_dirs,
-        child.tools.iter().flat_map(|t| t.dirs.iter().flatten()),
-        &mut errors,
-    );
-    let held = |pick: fn(&super::config::ToolConfig) -> &Vec<String>| -> Vec<&String> {
-        parent.tools.iter().flat_map(|t| pick(&t.config)).collect()
-    };
-    let (hosts, env, secrets) = (
-        held(|c| &c.allow_hosts),
-        held(|c| &c.env),
-        held(|c| &c.secrets),
-    );
-    for tool in &child.tools {
-        for host in &tool.config.allow_hosts {
-            if !hosts.contains(&host) {
-                errors.push(format!("host {host:?} is not granted here"));
-            }
-        }
-        for name in &tool.config.env {
-            if !env.contains(&name) {
-                errors.push(format!("environment variable {name} is not granted here"));
-            }
-        }
-        for secret in &tool.config.secrets {
-            if !secrets.contains(&secret) {
-                let shown = secret.split('@').next().unwrap_or_default();
-                errors.push(format!("secret {shown} is not held here"));
-            }
-        }
-    }
-    errors
 }
 
 /// `answer` read as JSON (the object in it) and checked against `schema`.
@@ -455,10 +347,13 @@ impl<'h> Runner<'h> {
         let Some(child) = self.agent.frozen.agents.get(name) else {
             return Err(error("invalid-input", format!("no agent {name:?}")));
         };
-        let errors = frozen_attenuation_errors(&self.agent.frozen, &child.frozen);
-        if errors.is_empty() {
+        let Err(refusals) = attenuation::covers(
+            &Capabilities::of_frozen(&self.agent.frozen),
+            &Capabilities::of_frozen(&child.frozen),
+        ) else {
             return Ok(());
-        }
+        };
+        let errors: Vec<String> = refusals.iter().map(ToString::to_string).collect();
         Err(error(
             "denied",
             format!(
@@ -478,7 +373,6 @@ impl<'h> Runner<'h> {
         let Some(child) = frozen.agents.get(name) else {
             return Err(error("invalid-input", format!("no agent {name:?}")));
         };
-        // The slice must fit in what is left.
         let limits = &frozen.limits;
         let used = |name: &str| -> u64 {
             let spent = match name {
@@ -491,7 +385,9 @@ impl<'h> Runner<'h> {
             };
             spent + self.state.reserved.get(name).copied().unwrap_or(0)
         };
-        for (limit_name, wanted) in slice_of(&child.frozen) {
+        // What is left of each limit this session has; the slice must fit.
+        let mut left = Capabilities::default();
+        for limit_name in slice_of(&child.frozen).into_keys() {
             let configured = match limit_name.as_str() {
                 "max_steps" => limits.max_steps,
                 "max_tool_calls" => limits.max_tool_calls,
@@ -504,16 +400,27 @@ impl<'h> Runner<'h> {
                 // No money limit here: nothing to slice.
                 continue;
             }
-            let left = max.saturating_sub(used(&limit_name));
-            if wanted > left {
-                return Err(error(
-                    "limit",
-                    format!(
-                        "agent {name} needs {wanted} of {limit_name} and this session has {left} \
-                         left; do the work here or ask for less"
-                    ),
-                ));
-            }
+            let spent = used(&limit_name);
+            left.budget.insert(limit_name, max.saturating_sub(spent));
+        }
+        let slice = Capabilities {
+            budget: slice_of(&child.frozen),
+            ..Capabilities::default()
+        };
+        if let Err(refusals) = attenuation::covers(&left, &slice)
+            && let Some(Refusal::Budget {
+                limit,
+                wanted,
+                left,
+            }) = refusals.first()
+        {
+            return Err(error(
+                "limit",
+                format!(
+                    "agent {name} needs {wanted} of {limit} and this session has {left} \
+                     left; do the work here or ask for less"
+                ),
+            ));
         }
         Ok(())
     }
@@ -572,8 +479,11 @@ impl<'h> Runner<'h> {
         // Attenuation, on the grants each side runs with.
         let parent: Vec<&Grants> = self.agent.components.iter().map(|c| &c.grants).collect();
         let wanted: Vec<&Grants> = agent.components.iter().map(|c| &c.grants).collect();
-        let errors = attenuation_errors(&parent, &wanted);
-        if !errors.is_empty() {
+        if let Err(refusals) = attenuation::covers(
+            &Capabilities::of_grants(&parent),
+            &Capabilities::of_grants(&wanted),
+        ) {
+            let errors: Vec<String> = refusals.iter().map(ToString::to_string).collect();
             return Ok(Prepared::Done(ChildEnd::Refused(error(
                 "denied",
                 format!(

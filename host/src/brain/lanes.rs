@@ -13,6 +13,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use super::agent::attenuation::{Capabilities, covers};
 use super::bind::FrozenPlan;
 use super::config::PlannerMode;
 use super::plan::{Plan, TaskStatus};
@@ -168,6 +169,20 @@ impl<'h> Runner<'h> {
             .parse()
             .map_err(|_| inconsistent(&format!("the child session id {child} does not parse")))?;
         let frozen = Runner::frozen_of(self.store.as_ref(), &id).await?;
+        // The child runs with this agent's bound grants and its own frozen
+        // agent read back from its log: one holding more than this agent
+        // does (a log edited by hand) is refused, by the same rule as a
+        // delegated child.
+        if let Err(refusals) = covers(
+            &Capabilities::of_frozen(&self.agent.frozen),
+            &Capabilities::of_frozen(&frozen),
+        ) {
+            let refusals: Vec<String> = refusals.iter().map(ToString::to_string).collect();
+            return Err(inconsistent(&format!(
+                "the child session {child} holds more than this agent: {}",
+                refusals.join("; ")
+            )));
+        }
         let mut agent = self.agent.clone();
         agent.frozen = frozen;
         let mut runner = Runner::wake(

@@ -37,9 +37,7 @@ struct RequestManifest {
 /// these bounds is replaced, consistently, by one of ours.
 const MAX_CALL_ID: usize = 64;
 
-/// The most calls of one answer the loop records and runs. More is not a
-/// plan but a flood; the rest are answered as refused.
-pub const MAX_CALLS_PER_ANSWER: usize = 1024;
+pub use super::model::MAX_CALLS_PER_ANSWER;
 
 /// What a runner keeps between turns so a request costs what the turn
 /// added, not the whole history: the history changes only at its ends

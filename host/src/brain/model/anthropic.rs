@@ -54,12 +54,12 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::error::ModelError;
 use super::http::{HttpProvider, Redactor, StreamFold, Wire, event_json};
-use super::provider::ANTHROPIC_BASE_URL;
+use super::spec::ANTHROPIC_BASE_URL;
 use super::sse::SseEvent;
-use super::{
-    Message, ModelError, ModelRequest, ModelResponse, ReasoningBlock, StopReason, ToolCall, Usage,
-    WireFormat,
+use super::types::{
+    Message, ModelRequest, ModelResponse, ReasoningBlock, StopReason, ToolCall, Usage, WireFormat,
 };
 
 /// The API version we speak (the `anthropic-version` header).

@@ -17,16 +17,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::ModelProvider;
 use super::anthropic::Anthropic;
+use super::error::{ErrorKind, ModelError};
 use super::http::{Folding, HttpConfig, HttpProvider, Redactor, Wire};
 use super::openai::{Chat, Family};
 use super::responses::Responses;
+use super::retry::{RetryPolicy, complete_with_retry};
 use super::testing::{
     CANARY, Reply, TestServer, assert_no_canary, paced, sample_request, text_only,
 };
-use super::{
-    ErrorKind, Message, ModelError, ModelProvider, ModelRequest, ModelResponse, ReasoningBlock,
-    RetryPolicy, StopReason, ToolCall, Usage, WireFormat, complete_with_retry,
+use super::types::{
+    Message, ModelRequest, ModelResponse, ReasoningBlock, StopReason, ToolCall, Usage, WireFormat,
 };
 
 /// How the answer ends.

@@ -33,8 +33,10 @@ use reqwest::header::{HeaderMap, HeaderValue};
 
 use serde_json::Value;
 
+use super::ModelProvider;
+use super::error::ModelError;
 use super::sse::{SseEvent, SseParser};
-use super::{ModelError, ModelProvider, ModelRequest, ModelResponse, WireFormat};
+use super::types::{ModelRequest, ModelResponse, WireFormat};
 
 /// What every HTTP provider is configured with; its [`Wire`] adds what is
 /// particular to one API.

@@ -1,15 +1,22 @@
 //! Model providers: the one place the brain talks to a language model.
 //!
 //! The agent loop builds a provider-neutral [`ModelRequest`], calls
-//! [`ModelProvider::complete`] (usually through [`complete_with_retry`]),
-//! records the [`ModelResponse`] in the session log, and carries on. This
-//! module owns:
+//! [`ModelProvider::complete`], retrying by the rule of [`retry`]
+//! ([`Attempts`], or [`complete_with_retry`] / [`retry::retrying`], which
+//! let the caller write each failure and stop between attempts), records
+//! the [`ModelResponse`] in the session log, and carries on. This module
+//! owns:
 //!
 //! - [`types`]: the request/response types, stored in the event log;
 //! - [`ModelProvider`] and [`ModelError`] (whose docs say who acts on each
 //!   failure);
-//! - [`provider`]: the one list of providers ([`ProviderKind`]), the
-//!   OpenAI reasoning-model rule, and [`build_provider`];
+//! - [`spec`]: what a model is — `[model]`'s settings ([`ModelConfig`]),
+//!   the one list of providers ([`ProviderKind`]), base URLs, reasoning
+//!   settings and the OpenAI reasoning-model rule; the leaf every other
+//!   file here reads;
+//! - [`provider`]: `--model` and [`build_provider`];
+//! - [`script`]: the scripted provider of `run --script` (answer *k* is
+//!   the script's *k*-th);
 //! - `http`: the one HTTP provider ([`HttpProvider`]): headers, idle
 //!   timeout and deadline, status mapping, key redaction, SSE reading,
 //!   shared by the three wire formats, each a small `Wire` implementation
@@ -29,7 +36,14 @@
 //! - `conformance` (tests): one suite run over every wire format against
 //!   the local wire-format test server (`testing`).
 //!
-//! It must not touch the session store or the tool host: a provider turns
+//! `replay::canonical_json` is hand-written where `serde_jcs` exists, and
+//! stays: recorded cassettes are keyed by digests of its exact bytes (keys
+//! sorted by byte, serde_json's number form), which JCS (UTF-16 key order,
+//! ECMAScript numbers) would change.
+//!
+//! It must not touch the session store or the tool host, nor import
+//! anything of `brain/` outside `model/` (the loop and the agent's
+//! configuration read it, never the reverse): a provider turns
 //! one request into one answer or one error, and keeps nothing between
 //! calls (the recorder's cassette file is its only state). API keys are
 //! held in [`ApiKey`], which never prints, and are redacted from anything a
@@ -47,6 +61,8 @@ pub mod ratelimit;
 pub mod replay;
 pub mod responses;
 pub mod retry;
+pub mod script;
+pub mod spec;
 mod sse;
 pub mod types;
 
@@ -57,15 +73,14 @@ pub use anthropic::AnthropicProvider;
 pub use error::{ErrorKind, ModelError};
 pub use http::{ApiKey, HttpConfig, HttpProvider};
 pub use openai::OpenAiProvider;
-pub use provider::{
-    BuildError, ModelFlag, ProviderKind, ReasoningEffort, build_provider, is_reasoning_model,
-};
+pub use provider::{BuildError, ModelFlag, build_provider};
 pub use replay::{RecordingProvider, ReplayProvider};
 pub use responses::ResponsesProvider;
-pub use retry::{Attempts, RetryPolicy, complete_with_retry};
+pub use retry::{Attempts, Retried, RetryCaller, RetryPolicy, complete_with_retry, retrying};
+pub use spec::{ModelConfig, ProviderKind, ReasoningEffort, is_reasoning_model};
 pub use types::{
-    Message, ModelRequest, ModelResponse, ReasoningBlock, StopReason, ToolCall, ToolDef, Usage,
-    WireFormat, valid_tool_name,
+    MAX_CALLS_PER_ANSWER, Message, ModelRequest, ModelResponse, ReasoningBlock, StopReason,
+    ToolCall, ToolDef, Usage, WireFormat, valid_tool_name,
 };
 
 /// A language model behind some API.

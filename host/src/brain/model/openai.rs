@@ -34,11 +34,11 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::error::ModelError;
 use super::http::{HttpProvider, Redactor, StreamFold, Wire, event_json};
-use super::provider::{OPENAI_BASE_URL, ReasoningEffort};
+use super::spec::{OPENAI_BASE_URL, ReasoningEffort};
 use super::sse::SseEvent;
-use super::{Message, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall, Usage};
-use crate::brain::model::WireFormat;
+use super::types::{Message, ModelRequest, ModelResponse, StopReason, ToolCall, Usage, WireFormat};
 
 /// A [`ModelProvider`](super::ModelProvider) for OpenAI-compatible
 /// chat-completions servers.

@@ -1,208 +1,26 @@
-//! Which provider, and building it: the one list of provider names
-//! ([`ProviderKind`]) that `agent.toml`, `--model` and construction share,
-//! the rule that says which OpenAI models are reasoning models, and
+//! Building a provider: the `--model` flag ([`ModelFlag`]) and
 //! [`build_provider`], which turns a validated [`ModelConfig`] into a
-//! [`ModelProvider`].
+//! [`ModelProvider`]. What the names mean ([`ProviderKind`], base URLs,
+//! reasoning settings) is [`spec`](super::spec)'s, below this and the wire
+//! formats it builds.
 //!
 //! It reads no environment itself: keys come through the caller's lookup
 //! function, so the CLI passes the process environment and tests pass a
 //! map.
 
-use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
+use super::ModelProvider;
 use super::anthropic::Anthropic;
+use super::error::ModelError;
 use super::http::{ApiKey, HttpConfig, HttpProvider};
 use super::openai::{Chat, Family};
+use super::replay::ReplayProvider;
 use super::responses::Responses;
-use super::{ModelError, ModelProvider, ReplayProvider};
-use crate::brain::config::{BASE_URL_EXAMPLE, ModelConfig, check_base_url};
-
-/// A model provider, by the name `agent.toml` (`[model] provider`),
-/// `--model PROVIDER:MODEL` and the session log use for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum ProviderKind {
-    /// `openai`: any OpenAI-compatible chat-completions server (OpenAI,
-    /// Ollama, vLLM, llama.cpp, OpenRouter…).
-    #[serde(rename = "openai")]
-    OpenAi,
-    /// `openai-responses`: the OpenAI Responses API (`/responses`), which
-    /// carries a reasoning model's reasoning across tool turns.
-    #[serde(rename = "openai-responses")]
-    OpenAiResponses,
-    /// `anthropic`: the Anthropic Messages API.
-    #[serde(rename = "anthropic")]
-    Anthropic,
-    /// `replay`: answers from a cassette (`model.cassette`).
-    #[serde(rename = "replay")]
-    Replay,
-    /// `script`: answers turn *k* with the *k*-th response of a script
-    /// file; set by `run --script`, not accepted in an agent file.
-    #[serde(rename = "script")]
-    Script,
-}
-
-impl ProviderKind {
-    /// Every kind, in the order messages list them.
-    pub const ALL: [ProviderKind; 5] = [
-        ProviderKind::OpenAi,
-        ProviderKind::OpenAiResponses,
-        ProviderKind::Anthropic,
-        ProviderKind::Replay,
-        ProviderKind::Script,
-    ];
-
-    /// The name, as written in `agent.toml` and `--model`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProviderKind::OpenAi => "openai",
-            ProviderKind::OpenAiResponses => "openai-responses",
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::Replay => "replay",
-            ProviderKind::Script => "script",
-        }
-    }
-
-    /// Whether the kind calls a model over HTTP (and so takes a model
-    /// name, a base URL and a key): what `--model` accepts.
-    pub fn is_http(self) -> bool {
-        matches!(
-            self,
-            ProviderKind::OpenAi | ProviderKind::OpenAiResponses | ProviderKind::Anthropic
-        )
-    }
-
-    /// Whether the kind speaks one of OpenAI's wire formats.
-    pub fn is_openai(self) -> bool {
-        matches!(self, ProviderKind::OpenAi | ProviderKind::OpenAiResponses)
-    }
-
-    /// The public API's base URL.
-    fn default_base_url(self) -> Option<&'static str> {
-        match self {
-            ProviderKind::OpenAi | ProviderKind::OpenAiResponses => Some(OPENAI_BASE_URL),
-            ProviderKind::Anthropic => Some(ANTHROPIC_BASE_URL),
-            ProviderKind::Replay | ProviderKind::Script => None,
-        }
-    }
-
-    /// The variable the key is read from unless `api_key_env` names
-    /// another.
-    pub fn default_key_env(self) -> Option<&'static str> {
-        match self {
-            ProviderKind::OpenAi | ProviderKind::OpenAiResponses => Some("OPENAI_API_KEY"),
-            ProviderKind::Anthropic => Some("ANTHROPIC_API_KEY"),
-            ProviderKind::Replay | ProviderKind::Script => None,
-        }
-    }
-}
-
-impl fmt::Display for ProviderKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// So call sites and tests can compare with a name.
-impl PartialEq<&str> for ProviderKind {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
-    }
-}
-
-/// An unknown provider name.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "`{0}` is not a model provider (one of openai, openai-responses, anthropic, replay, script)"
-)]
-pub struct UnknownProvider(pub String);
-
-impl FromStr for ProviderKind {
-    type Err = UnknownProvider;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| UnknownProvider(s.to_owned()))
-    }
-}
-
-/// OpenAI's public API.
-pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
-/// Anthropic's public API.
-pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
-
-/// How hard a reasoning model thinks: `[model] reasoning_effort`.
-///
-/// Sent as `reasoning_effort` (chat completions) or `reasoning.effort`
-/// (Responses); for Anthropic it picks an extended-thinking budget (see
-/// [`ReasoningEffort::thinking_budget`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReasoningEffort {
-    /// `minimal`.
-    Minimal,
-    /// `low`.
-    Low,
-    /// `medium` (OpenAI's default when none is sent).
-    Medium,
-    /// `high`.
-    High,
-}
-
-impl ReasoningEffort {
-    /// The name on the wire and in `agent.toml`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReasoningEffort::Minimal => "minimal",
-            ReasoningEffort::Low => "low",
-            ReasoningEffort::Medium => "medium",
-            ReasoningEffort::High => "high",
-        }
-    }
-
-    /// The Anthropic `thinking.budget_tokens` an effort stands for when
-    /// `thinking_budget` is not set, as a share of the answer's
-    /// `max_tokens` (thinking counts toward it, and the budget must stay
-    /// below it): `minimal` 1,024 (the API's minimum), `low` a quarter,
-    /// `medium` half, `high` three quarters — never under 1,024.
-    pub fn thinking_budget(self, max_tokens: u32) -> u32 {
-        let share = match self {
-            ReasoningEffort::Minimal => 0,
-            ReasoningEffort::Low => max_tokens / 4,
-            ReasoningEffort::Medium => max_tokens / 2,
-            ReasoningEffort::High => max_tokens / 4 * 3,
-        };
-        share.max(1024)
-    }
-}
-
-/// Whether an OpenAI model name is a reasoning model: its family accepts
-/// `max_completion_tokens` (not `max_tokens`), `reasoning_effort`, and only
-/// the default temperature.
-///
-/// The rule, on the name after any `vendor/` prefix (OpenRouter's
-/// `openai/o3`), case-insensitively: `o1`, `o3` and `o4`, alone or followed
-/// by `-…` (`o1-mini`, `o3-2025-04-16`, `o4-mini`), and every `gpt-5…`
-/// except the chat snapshots (`gpt-5-chat-latest`: a name containing
-/// `-chat`). Anything else (gpt-4o, llama3.1, qwen…) is not. `[model]
-/// reasoning_model = true|false` overrides the rule for names it cannot
-/// know (an Azure deployment's, a fine-tune's).
-pub fn is_reasoning_model(model: &str) -> bool {
-    let name = model
-        .rsplit('/')
-        .next()
-        .unwrap_or(model)
-        .to_ascii_lowercase();
-    let o_series = ["o1", "o3", "o4"]
-        .iter()
-        .any(|p| name == *p || name.strip_prefix(p).is_some_and(|r| r.starts_with('-')));
-    o_series || (name.starts_with("gpt-5") && !name.contains("-chat"))
-}
+use super::spec::{
+    BASE_URL_EXAMPLE, ModelConfig, ProviderKind, check_base_url, is_reasoning_model,
+};
 
 /// A `--model PROVIDER:MODEL[@BASE_URL]` flag, parsed and checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -315,9 +133,9 @@ pub fn build_provider(
     };
     let Some(default_url) = kind.default_base_url() else {
         return Ok(match kind {
-            ProviderKind::Script => Arc::new(
-                crate::brain::script::ScriptProvider::open(file()?).map_err(BuildError::Script)?,
-            ),
+            ProviderKind::Script => {
+                Arc::new(super::script::ScriptProvider::open(file()?).map_err(BuildError::Script)?)
+            }
             _ => Arc::new(ReplayProvider::open(file()?)?),
         });
     };
@@ -384,64 +202,6 @@ fn is_public_api(url: &str, public: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kinds_round_trip_by_name() {
-        for k in ProviderKind::ALL {
-            assert_eq!(k.as_str().parse::<ProviderKind>(), Ok(k));
-            assert_eq!(k.to_string(), k.as_str());
-            assert_eq!(
-                serde_json::to_value(k).unwrap(),
-                serde_json::json!(k.as_str())
-            );
-        }
-        assert!("bedrock".parse::<ProviderKind>().is_err());
-        assert!("OpenAI".parse::<ProviderKind>().is_err());
-    }
-
-    #[test]
-    fn reasoning_families() {
-        for yes in [
-            "o1",
-            "o1-mini",
-            "o3",
-            "o3-2025-04-16",
-            "o4-mini",
-            "gpt-5",
-            "gpt-5-mini",
-            "gpt-5.1",
-            "GPT-5-nano",
-            "openai/o3-mini",
-        ] {
-            assert!(is_reasoning_model(yes), "{yes}");
-        }
-        for no in [
-            "gpt-4o",
-            "gpt-4o-mini",
-            "gpt-4.1",
-            "gpt-5-chat-latest",
-            "llama3.1",
-            "o1x",
-            "oo3",
-            "qwen3:o3",
-            "",
-        ] {
-            assert!(!is_reasoning_model(no), "{no}");
-        }
-    }
-
-    #[test]
-    fn efforts_map_to_thinking_budgets_under_max_tokens() {
-        use ReasoningEffort::*;
-        assert_eq!(
-            [Minimal, Low, Medium, High].map(|e| e.thinking_budget(16_000)),
-            [1024, 4000, 8000, 12_000]
-        );
-        assert_eq!(High.thinking_budget(1200), 1024);
-        for e in [Minimal, Low, Medium, High] {
-            assert!(e.thinking_budget(4096) < 4096);
-        }
-    }
 
     #[test]
     fn model_flags() {

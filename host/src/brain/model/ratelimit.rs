@@ -16,7 +16,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use super::{ModelError, ModelProvider, ModelRequest, ModelResponse};
+use super::ModelProvider;
+use super::error::ModelError;
+use super::types::{ModelRequest, ModelResponse};
 
 /// A limit: requests and tokens per minute (either may be absent).
 #[derive(Debug)]

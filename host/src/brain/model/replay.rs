@@ -41,7 +41,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::{Message, ModelError, ModelProvider, ModelRequest, ModelResponse};
+use super::ModelProvider;
+use super::error::ModelError;
+use super::types::{Message, ModelRequest, ModelResponse};
 
 /// The cassette format version this code reads and writes.
 pub const CASSETTE_VERSION: u32 = 1;

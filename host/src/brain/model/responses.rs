@@ -46,13 +46,13 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::error::ModelError;
 use super::http::{HttpProvider, Redactor, StreamFold, Wire, event_json};
 use super::openai::{Family, body_error, error_prefixed};
-use super::provider::OPENAI_BASE_URL;
+use super::spec::OPENAI_BASE_URL;
 use super::sse::SseEvent;
-use super::{
-    Message, ModelError, ModelRequest, ModelResponse, ReasoningBlock, StopReason, ToolCall, Usage,
-    WireFormat,
+use super::types::{
+    Message, ModelRequest, ModelResponse, ReasoningBlock, StopReason, ToolCall, Usage, WireFormat,
 };
 
 /// A [`ModelProvider`](super::ModelProvider) for the OpenAI Responses API.

@@ -6,9 +6,12 @@
 //! loop appends its `ModelFailed` event, so the log shows every attempt and
 //! how long we chose to wait.
 
-use std::time::Duration;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
-use super::{ModelError, ModelProvider, ModelRequest, ModelResponse};
+use super::ModelProvider;
+use super::error::ModelError;
+use super::types::{ModelRequest, ModelResponse};
 
 /// How hard to retry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,29 +100,73 @@ fn jitter(max: Duration) -> Duration {
     Duration::from_nanos(r % nanos.saturating_add(1))
 }
 
+/// What a caller of [`retrying`] does around the attempts: the loop writes
+/// every failure to its log before it waits, and gives up waiting (or
+/// waiting for an answer) when the operator pauses or cancels.
+pub trait RetryCaller: Send {
+    /// Why the caller stopped the retries itself (its hook failed).
+    type Error: Send;
+
+    /// Run `work` (one attempt, or one wait between attempts); `None`
+    /// drops it unfinished: the caller was told to stop.
+    fn guard<T: Send>(
+        &mut self,
+        work: impl Future<Output = T> + Send,
+    ) -> impl Future<Output = Option<T>> + Send;
+
+    /// Attempt number `attempt` (1-based, this call's) failed with `err`;
+    /// `wait` is the delay before the next one, or `None` when `err` is the
+    /// one returned. An `Err` ends the retries with it.
+    fn failed(
+        &mut self,
+        attempt: u32,
+        err: &ModelError,
+        wait: Option<Duration>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+}
+
+/// How [`retrying`] ended.
+#[derive(Debug)]
+pub enum Retried<E> {
+    /// An answer, and how long its attempt took.
+    Answered(ModelResponse, Duration),
+    /// [`Attempts::failed`] gave up: the last error.
+    GaveUp(ModelError),
+    /// The caller's [`RetryCaller::guard`] dropped an attempt or a wait.
+    Stopped,
+    /// The caller's [`RetryCaller::failed`] returned an error.
+    Caller(E),
+}
+
 /// Calls `provider.complete(req)` until it succeeds or [`Attempts::failed`]
-/// gives up; then returns the last error.
-///
-/// `on_failure(attempt, error, next_delay)` is called for every failed
-/// attempt (1-based), with the wait before the next one, or `None` when
-/// this error is the one returned.
-pub async fn complete_with_retry<P: ModelProvider + ?Sized>(
+/// gives up, each attempt and each wait under `caller.guard`, each failure
+/// told to `caller.failed` before the wait. The one retry loop: the agent
+/// loop's model turn and [`complete_with_retry`] both run it.
+pub async fn retrying<P, C>(
     provider: &P,
     req: &ModelRequest,
     policy: &RetryPolicy,
-    mut on_failure: impl FnMut(u32, &ModelError, Option<Duration>),
-) -> Result<ModelResponse, ModelError> {
+    caller: &mut C,
+) -> Retried<C::Error>
+where
+    P: ModelProvider + ?Sized,
+    C: RetryCaller,
+{
     let mut attempts = Attempts::default();
     loop {
-        let err = match provider.complete(req).await {
-            Ok(r) => return Ok(r),
-            Err(e) => e,
+        let started = Instant::now();
+        let err = match caller.guard(provider.complete(req)).await {
+            None => return Retried::Stopped,
+            Some(Ok(r)) => return Retried::Answered(r, started.elapsed()),
+            Some(Err(e)) => e,
         };
         let next = attempts.failed(policy, &err);
         let attempt = attempts.tries();
-        on_failure(attempt, &err, next);
+        if let Err(e) = caller.failed(attempt, &err, next).await {
+            return Retried::Caller(e);
+        }
         let Some(wait) = next else {
-            return Err(err);
+            return Retried::GaveUp(err);
         };
         tracing::debug!(
             provider = provider.name(),
@@ -128,7 +175,48 @@ pub async fn complete_with_retry<P: ModelProvider + ?Sized>(
             wait_ms = wait.as_millis() as u64,
             "model call failed; retrying"
         );
-        tokio::time::sleep(wait).await;
+        if caller.guard(tokio::time::sleep(wait)).await.is_none() {
+            return Retried::Stopped;
+        }
+    }
+}
+
+/// Calls `provider.complete(req)` until it succeeds or [`Attempts::failed`]
+/// gives up; then returns the last error. [`retrying`] with a caller that
+/// never stops.
+///
+/// `on_failure(attempt, error, next_delay)` is called for every failed
+/// attempt (1-based), with the wait before the next one, or `None` when
+/// this error is the one returned.
+pub async fn complete_with_retry<P: ModelProvider + ?Sized>(
+    provider: &P,
+    req: &ModelRequest,
+    policy: &RetryPolicy,
+    on_failure: impl FnMut(u32, &ModelError, Option<Duration>) + Send,
+) -> Result<ModelResponse, ModelError> {
+    /// A caller that only reports failures.
+    struct Reporting<F>(F);
+    impl<F: FnMut(u32, &ModelError, Option<Duration>) + Send> RetryCaller for Reporting<F> {
+        type Error = std::convert::Infallible;
+        async fn guard<T: Send>(&mut self, work: impl Future<Output = T> + Send) -> Option<T> {
+            Some(work.await)
+        }
+        async fn failed(
+            &mut self,
+            attempt: u32,
+            err: &ModelError,
+            wait: Option<Duration>,
+        ) -> Result<(), Self::Error> {
+            (self.0)(attempt, err, wait);
+            Ok(())
+        }
+    }
+    match retrying(provider, req, policy, &mut Reporting(on_failure)).await {
+        Retried::Answered(r, _) => Ok(r),
+        Retried::GaveUp(e) => Err(e),
+        // `Reporting::guard` always finishes the work.
+        Retried::Stopped => unreachable!("Reporting never stops"),
+        Retried::Caller(never) => match never {},
     }
 }
 
@@ -337,5 +425,87 @@ mod tests {
         assert_eq!(p.delay(1, Some(Duration::ZERO)), Duration::ZERO);
         // No overflow far out.
         assert!(p.delay(u32::MAX, None) <= p.max_delay);
+    }
+
+    /// A caller like the agent loop's: it records each failure (as the loop
+    /// writes `ModelFailed`), stops at its `stop_at`-th guarded step (an
+    /// operator's pause), and its hook fails at `fail_at`.
+    struct Loop {
+        failures: Vec<(u32, bool)>,
+        guarded: u32,
+        stop_at: Option<u32>,
+        fail_at: Option<u32>,
+    }
+
+    impl RetryCaller for Loop {
+        type Error = String;
+        async fn guard<T: Send>(&mut self, work: impl Future<Output = T> + Send) -> Option<T> {
+            self.guarded += 1;
+            if self.stop_at == Some(self.guarded) {
+                return None;
+            }
+            Some(work.await)
+        }
+        async fn failed(
+            &mut self,
+            attempt: u32,
+            _: &ModelError,
+            wait: Option<Duration>,
+        ) -> Result<(), String> {
+            self.failures.push((attempt, wait.is_some()));
+            match self.fail_at {
+                Some(n) if n == attempt => Err(format!("log write {attempt} failed")),
+                _ => Ok(()),
+            }
+        }
+    }
+
+    fn looping(stop_at: Option<u32>, fail_at: Option<u32>) -> Loop {
+        Loop {
+            failures: Vec::new(),
+            guarded: 0,
+            stop_at,
+            fail_at,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retrying_tells_every_failure_and_stops_when_the_caller_does() {
+        let flaky = || Scripted(Mutex::new(vec![ModelError::Timeout, ModelError::Timeout]));
+        // Answered after two failures, each told before its wait.
+        let mut caller = looping(None, None);
+        let end = retrying(&flaky(), &req(), &fast(), &mut caller).await;
+        assert!(matches!(end, Retried::Answered(ref r, _) if r.text.as_deref() == Some("ok")));
+        assert_eq!(caller.failures, [(1, true), (2, true)]);
+        // Attempt, wait, attempt, wait: stopped during the second wait,
+        // after telling the second failure; no third attempt.
+        let mut caller = looping(Some(4), None);
+        let end = retrying(&flaky(), &req(), &fast(), &mut caller).await;
+        assert!(matches!(end, Retried::Stopped), "{end:?}");
+        assert_eq!(caller.failures, [(1, true), (2, true)]);
+        // Stopped during the first attempt: nothing told.
+        let mut caller = looping(Some(1), None);
+        let end = retrying(&flaky(), &req(), &fast(), &mut caller).await;
+        assert!(matches!(end, Retried::Stopped), "{end:?}");
+        assert!(caller.failures.is_empty());
+        // A hook that fails ends the retries with its error.
+        let mut caller = looping(None, Some(1));
+        let end = retrying(&flaky(), &req(), &fast(), &mut caller).await;
+        assert!(
+            matches!(end, Retried::Caller(ref e) if e == "log write 1 failed"),
+            "{end:?}"
+        );
+        // Giving up is told with no wait, then the last error returned.
+        let p = Scripted(Mutex::new(vec![ModelError::Auth {
+            status: 401,
+            body: String::new(),
+        }]));
+        let mut caller = looping(None, None);
+        let end = retrying(&p, &req(), &fast(), &mut caller).await;
+        assert!(
+            matches!(end, Retried::GaveUp(ModelError::Auth { .. })),
+            "{end:?}"
+        );
+        assert_eq!(caller.failures, [(1, false)]);
     }
 }

@@ -7,6 +7,12 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The most calls of one answer the loop records and runs. More is not a
+/// plan but a flood; the rest are answered as refused. Here, below the
+/// loop, because the scripted provider keeps a script's answers to the
+/// same bound.
+pub const MAX_CALLS_PER_ANSWER: usize = 1024;
+
 /// One call to a model: the whole context, rebuilt by the loop every step.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelRequest {

@@ -14,7 +14,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::brain::model::{ProviderKind, ReasoningEffort, is_reasoning_model};
+pub use super::check::ConfigError;
+pub use crate::brain::model::spec::{
+    BASE_URL_EXAMPLE, DEFAULT_CONTEXT_WINDOW, ModelConfig, check_base_url, duration_text,
+};
 use crate::hands::{DirSpec, GrantError, GrantSpec, Grants, LimitSpec};
 
 /// In a directory grant's host path, replaced by a fresh directory name per
@@ -102,16 +105,16 @@ pub struct ChildAgentConfig {
     #[serde(default)]
     pub description: Option<String>,
     /// Model turns per child session. Default 10.
-    #[serde(default = "ten")]
+    #[serde(default = "default_child_max_steps")]
     pub max_steps: u64,
     /// Tool calls per child session. Default 20.
-    #[serde(default = "twenty")]
+    #[serde(default = "default_child_max_tool_calls")]
     pub max_tool_calls: u64,
     /// Input tokens per child session. Default 200,000.
-    #[serde(default = "input_slice")]
+    #[serde(default = "default_child_max_input_tokens")]
     pub max_input_tokens: u64,
     /// Output tokens per child session. Default 20,000.
-    #[serde(default = "output_slice")]
+    #[serde(default = "default_child_max_output_tokens")]
     pub max_output_tokens: u64,
     /// Money per child session, micro-dollars. Required (above 0) when the
     /// parent has a `max_cost_micros`: its children's costs are then slices
@@ -126,16 +129,16 @@ pub struct ChildAgentConfig {
     pub result_schema: Option<PathBuf>,
 }
 
-fn ten() -> u64 {
+fn default_child_max_steps() -> u64 {
     10
 }
-fn twenty() -> u64 {
+fn default_child_max_tool_calls() -> u64 {
     20
 }
-fn input_slice() -> u64 {
+fn default_child_max_input_tokens() -> u64 {
     200_000
 }
-fn output_slice() -> u64 {
+fn default_child_max_output_tokens() -> u64 {
     20_000
 }
 
@@ -175,13 +178,18 @@ pub enum ApprovePolicy {
     Always,
 }
 
+/// Separator between component and tool in the names the model sees.
+pub const NAME_SEPARATOR: &str = "__";
+
 /// The policy for the tool the model calls `name` (`<component>__<tool>`):
-/// its own entry, else its component's, else `*`'s, else never.
+/// its own entry, else its component's, else `*`'s, else never. Beside the
+/// type, not in the loop: it is what the `[approve]` table's keys mean,
+/// and the loop's gate only asks it.
 pub fn approve_policy(
     table: &std::collections::BTreeMap<String, ApprovePolicy>,
     name: &str,
 ) -> ApprovePolicy {
-    let component = name.split_once("__").map_or(name, |(c, _)| c);
+    let component = name.split_once(NAME_SEPARATOR).map_or(name, |(c, _)| c);
     table
         .get(name)
         .or_else(|| table.get(component))
@@ -266,35 +274,6 @@ impl PlanConfig {
             PlannerMode::Create
         })
     }
-
-    fn check(&self) -> Result<(), String> {
-        if !(1..=MAX_PARALLEL_TASKS).contains(&self.max_parallel_tasks) {
-            return Err(format!(
-                "[plan] max_parallel_tasks = {}: give 1 to {MAX_PARALLEL_TASKS}",
-                self.max_parallel_tasks
-            ));
-        }
-        if self.max_attempts == 0 {
-            return Err("[plan] max_attempts must be at least 1".to_owned());
-        }
-        if self.steps_per_attempt == 0 {
-            return Err("[plan] steps_per_attempt must be at least 1".to_owned());
-        }
-        if !(self.handoff_at > 0.05 && self.handoff_at <= 0.95) {
-            return Err(format!(
-                "[plan] handoff_at = {}: give a fraction of the window between 0.05 and 0.95",
-                self.handoff_at
-            ));
-        }
-        if self.file.is_none() && self.planner_mode() != PlannerMode::Create {
-            return Err(
-                "[plan] has no `file`, so the planner must write the plan: set planner = \
-                 \"create\" or name a plan file"
-                    .to_owned(),
-            );
-        }
-        Ok(())
-    }
 }
 
 /// `[roles.*]`: a model per role; each defaults to `[model]`.
@@ -329,205 +308,6 @@ impl MemoryConfig {
     pub fn top(&self) -> usize {
         self.top.unwrap_or(5)
     }
-}
-
-/// Which model, where, with which key.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelConfig {
-    /// `openai` (any OpenAI-compatible chat-completions server),
-    /// `openai-responses` (the OpenAI Responses API), `anthropic` or
-    /// `replay`. No default.
-    pub provider: ProviderKind,
-    /// Model name, e.g. `gpt-4o-mini`, `claude-sonnet-4-5`, `llama3.1`.
-    pub model: String,
-    /// Base URL; default the provider's public API.
-    #[serde(default)]
-    pub base_url: Option<String>,
-    /// Environment variable holding the API key. Default `OPENAI_API_KEY`
-    /// or `ANTHROPIC_API_KEY` by provider; a local server may need none.
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    /// Cassette for `replay` (relative to the agent file).
-    #[serde(default)]
-    pub cassette: Option<PathBuf>,
-    /// Most tokens per answer. Default 4096.
-    #[serde(default = "default_max_tokens")]
-    pub max_tokens: u32,
-    /// Sampling temperature. Default: the provider's.
-    #[serde(default)]
-    pub temperature: Option<f32>,
-    /// Stream responses. Default true.
-    #[serde(default = "yes")]
-    pub stream: bool,
-    /// Idle timeout: the longest wait for the next byte of an answer,
-    /// the first byte included (connecting, sending, waiting for the
-    /// status line), then each gap in the body or stream. Default 120 s.
-    /// The name is kept from when it bounded the whole request, so old
-    /// agent files still load; a whole request is `request_deadline`'s.
-    #[serde(default = "default_request_timeout", with = "duration_text")]
-    pub request_timeout: Duration,
-    /// The longest one request may take as a whole, stream included, however
-    /// lively. Default 30 min: a long answer from a reasoning model streams
-    /// for minutes, and a stall is caught by `request_timeout` well before.
-    #[serde(default = "default_request_deadline", with = "duration_text")]
-    pub request_deadline: Duration,
-    /// `minimal`, `low`, `medium` or `high`: how hard a reasoning model
-    /// thinks. Default none (the API's own default). OpenAI: sent as
-    /// `reasoning_effort` (chat) or `reasoning.effort` (Responses), and
-    /// refused at load for a model that is not a reasoning model.
-    /// Anthropic: turns on extended thinking with the budget
-    /// [`ReasoningEffort::thinking_budget`] names, unless `thinking_budget`
-    /// sets one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reasoning_effort: Option<ReasoningEffort>,
-    /// Whether an OpenAI model is a reasoning model (sent
-    /// `max_completion_tokens` instead of `max_tokens`, and no
-    /// `temperature`). Default: by name, see
-    /// [`is_reasoning_model`](crate::brain::model::is_reasoning_model).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reasoning_model: Option<bool>,
-    /// Anthropic extended thinking: `thinking.budget_tokens`, at least
-    /// 1024 and below `max_tokens`. Default none: thinking is off unless
-    /// `reasoning_effort` is set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thinking_budget: Option<u32>,
-    /// Anthropic prompt caching: cache breakpoints on the system prompt,
-    /// the tools and the last two user turns. Default true: over a long
-    /// session most input is a prefix already sent, read back at a tenth
-    /// of the price. OpenAI caches prefixes by itself.
-    #[serde(default = "yes", skip_serializing_if = "is_true")]
-    pub prompt_cache: bool,
-    /// The model's context window in tokens, which a planned session's
-    /// handoff threshold is a fraction of. Default 128,000.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context_window: Option<u64>,
-}
-
-/// The window assumed when `context_window` is not set.
-pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
-
-impl ModelConfig {
-    /// Checks what can be checked of the model before a session starts;
-    /// the message names the field.
-    pub fn check(&self) -> Result<(), String> {
-        match self.provider {
-            ProviderKind::OpenAi | ProviderKind::OpenAiResponses | ProviderKind::Anthropic => {}
-            ProviderKind::Replay => {
-                if self.cassette.is_none() {
-                    return Err(
-                        "model.cassette is required when model.provider = \"replay\"".to_owned(),
-                    );
-                }
-            }
-            ProviderKind::Script => {
-                return Err(
-                    "model.provider `script` is set by `run --script FILE`, not in an agent file"
-                        .to_owned(),
-                );
-            }
-        }
-        for (name, value) in [
-            ("request_timeout", self.request_timeout),
-            ("request_deadline", self.request_deadline),
-        ] {
-            if value.is_zero() {
-                return Err(format!(
-                    "model.{name} is zero: every request would time out at once; e.g. \
-                     {name} = \"120s\""
-                ));
-            }
-        }
-        if let Some(url) = &self.base_url {
-            check_base_url(url).map_err(|e| {
-                format!("model.base_url: {e}; e.g. base_url = \"{BASE_URL_EXAMPLE}\"")
-            })?;
-        }
-        self.check_reasoning()
-    }
-
-    /// Reasoning settings fit the provider and the model.
-    fn check_reasoning(&self) -> Result<(), String> {
-        let kind = self.provider;
-        if self.reasoning_model.is_some() && !kind.is_openai() {
-            return Err(format!(
-                "model.reasoning_model is for the openai providers, not `{kind}`"
-            ));
-        }
-        if self.thinking_budget.is_some() && kind != ProviderKind::Anthropic {
-            return Err(format!(
-                "model.thinking_budget is for the anthropic provider, not `{kind}` \
-                 (use reasoning_effort)"
-            ));
-        }
-        if kind.is_openai() {
-            let reasoning = self
-                .reasoning_model
-                .unwrap_or_else(|| is_reasoning_model(&self.model));
-            if reasoning && self.temperature.is_some() {
-                return Err(format!(
-                    "model.temperature: `{}` is a reasoning model, which accepts only the \
-                     default temperature; remove temperature (or set reasoning_model = false)",
-                    self.model
-                ));
-            }
-            if !reasoning && self.reasoning_effort.is_some() {
-                return Err(format!(
-                    "model.reasoning_effort: `{}` is not a reasoning model by name \
-                     (o1, o3, o4, gpt-5…); set reasoning_model = true if it is one",
-                    self.model
-                ));
-            }
-        }
-        if kind == ProviderKind::Anthropic {
-            let budget = self.thinking_budget.or_else(|| {
-                self.reasoning_effort
-                    .map(|e| e.thinking_budget(self.max_tokens))
-            });
-            if let Some(budget) = budget {
-                if budget < 1024 {
-                    return Err(format!(
-                        "model.thinking_budget is {budget}; the API's minimum is 1024"
-                    ));
-                }
-                if budget >= self.max_tokens {
-                    return Err(format!(
-                        "model.max_tokens ({}) must exceed the thinking budget ({budget}): \
-                         thinking counts toward max_tokens; raise max_tokens",
-                        self.max_tokens
-                    ));
-                }
-                if self.temperature.is_some() {
-                    return Err(
-                        "model.temperature: extended thinking accepts only the default \
-                         temperature; remove temperature"
-                            .to_owned(),
-                    );
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-fn is_true(b: &bool) -> bool {
-    *b
-}
-
-fn default_max_tokens() -> u32 {
-    4096
-}
-
-fn yes() -> bool {
-    true
-}
-
-fn default_request_timeout() -> Duration {
-    Duration::from_secs(120)
-}
-
-fn default_request_deadline() -> Duration {
-    Duration::from_secs(30 * 60)
 }
 
 /// Limits of one session. Hitting one pauses the session with the reason;
@@ -603,7 +383,10 @@ impl SessionLimits {
         "max_cost_micros",
     ];
 
-    /// Set limit `name` to `value`.
+    /// Set limit `name` to `value`. Beside the fields, not in the CLI:
+    /// [`NAMES`](Self::NAMES) and this match are the one table from a
+    /// limit's name to its field, which `--limit`, `--raise` and the
+    /// fuzzed agent files all go through.
     pub fn set(&mut self, name: &str, value: u64) -> Result<(), String> {
         let slot = match name {
             "max_steps" => &mut self.max_steps,
@@ -766,136 +549,6 @@ fn empty_object() -> serde_json::Value {
     serde_json::Value::Object(Default::default())
 }
 
-/// An example base URL for messages about a bad one.
-pub const BASE_URL_EXAMPLE: &str = "http://127.0.0.1:11434/v1";
-
-/// Check a model base URL before anything uses it: an absolute `http` or
-/// `https` URL with a host. A bad one is a configuration error, refused at
-/// start; left to the provider it would only fail at the first request,
-/// after a session was created and retries were spent on it. The message
-/// says what is wrong; callers add an example in their own syntax.
-pub fn check_base_url(url: &str) -> Result<(), String> {
-    if url.trim().is_empty() {
-        return Err("the base URL is empty (leave it out for the provider's public API)".into());
-    }
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a URL ({e})"))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!(
-            "the scheme of `{url}` must be http or https, not `{}`",
-            parsed.scheme()
-        ));
-    }
-    if parsed.host_str().is_none_or(str::is_empty) {
-        return Err(format!("`{url}` names no host"));
-    }
-    Ok(())
-}
-
-/// A bad agent file: which field, and why.
-#[derive(Debug, thiserror::Error)]
-#[error("{path}: {message}")]
-pub struct ConfigError {
-    /// The agent file.
-    pub path: PathBuf,
-    /// What is wrong, naming the field.
-    pub message: String,
-}
-
-impl AgentConfig {
-    /// Read `agent.toml` (or `<dir>/agent.toml`). Returns the config and the
-    /// directory its relative paths are resolved against.
-    pub fn load(path: &Path) -> Result<(Self, PathBuf), ConfigError> {
-        let file = if path.is_dir() {
-            path.join(AGENT_FILE)
-        } else {
-            path.to_owned()
-        };
-        // The message can quote the file (a TOML error shows the line it
-        // failed on; a check names a component): cut, as the file may be
-        // any size.
-        let err = |message: String| ConfigError {
-            path: file.clone(),
-            message: crate::hands::bound::cut(message, crate::hands::bound::MAX_REASON_BYTES),
-        };
-        let text = std::fs::read_to_string(&file).map_err(|e| err(format!("cannot read: {e}")))?;
-        let config: Self = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
-        let base = file
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from("."));
-        config.check(&base).map_err(err)?;
-        Ok((config, base))
-    }
-
-    fn check(&self, base: &Path) -> Result<(), String> {
-        if self.name.trim().is_empty() {
-            return Err("`name` is empty".to_owned());
-        }
-        match (&self.instructions, &self.instructions_file) {
-            (Some(_), Some(_)) => {
-                return Err("set `instructions` or `instructions_file`, not both".to_owned());
-            }
-            (None, None) => {
-                return Err("set `instructions` (inline) or `instructions_file`".to_owned());
-            }
-            _ => {}
-        }
-        self.model.check()?;
-        crate::triggers::check_all(&self.triggers)?;
-        for (role, model) in [
-            ("planner", &self.roles.planner),
-            ("judge", &self.roles.judge),
-        ] {
-            if let Some(model) = model {
-                model.check().map_err(|e| format!("[roles.{role}]: {e}"))?;
-            }
-        }
-        if let Some(plan) = &self.plan {
-            plan.check()?;
-            if let Some(file) = &plan.file {
-                crate::brain::plan::load_file(&base.join(file))?;
-            }
-        }
-        for name in self.checks.keys() {
-            if name.is_empty()
-                || !name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
-            {
-                return Err(format!(
-                    "[checks.{name}]: a check name is letters, digits, `_` and `-`"
-                ));
-            }
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for (i, tool) in self.tools.iter().enumerate() {
-            // `{run}` directories are created when the session starts.
-            let mut tool = tool.clone();
-            tool.dirs
-                .retain(|d| !d.host_text().contains(RUN_PLACEHOLDER));
-            tool.grants(base, |name| Some(format!("<value of {name}>")))
-                .map_err(|e| format!("tools[{i}] ({}): {e}", tool.component))?;
-            if !seen.insert(tool.component.clone()) {
-                return Err(format!(
-                    "tools[{i}]: component `{}` is listed twice",
-                    tool.component
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// The instructions text.
-    pub fn instructions_text(&self, base: &Path) -> Result<String, String> {
-        match (&self.instructions, &self.instructions_file) {
-            (Some(text), _) => Ok(text.clone()),
-            (None, Some(file)) => std::fs::read_to_string(base.join(file))
-                .map_err(|e| format!("instructions_file {}: {e}", file.display())),
-            (None, None) => Err("no instructions".to_owned()),
-        }
-    }
-}
-
 impl ToolConfig {
     /// This tool's grant in the shape `longhand tool call` flags also
     /// produce; short-form directories are parsed against `base`.
@@ -929,23 +582,6 @@ impl ToolConfig {
         lookup: impl Fn(&str) -> Option<String> + Copy,
     ) -> Result<Grants, GrantError> {
         self.grant_spec(base)?.resolve(base, lookup)
-    }
-}
-
-/// A duration written as text (`"120s"`, `"5m"`), as humantime writes and
-/// reads it: `#[serde(with = "…::duration_text")]`.
-pub(crate) mod duration_text {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(*d).to_string())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
     }
 }
 
@@ -1032,6 +668,7 @@ mod dir_tests {
 #[cfg(test)]
 mod model_tests {
     use super::*;
+    use crate::brain::model::{ProviderKind, ReasoningEffort};
 
     fn model(fields: &str) -> ModelConfig {
         toml::from_str(&format!("provider = \"openai\"\nmodel = \"m\"\n{fields}")).unwrap()

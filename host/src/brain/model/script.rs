@@ -18,8 +18,10 @@ use std::path::Path;
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use super::model::{Message, ModelError, ModelProvider, ModelRequest, ModelResponse};
-use super::turn::MAX_CALLS_PER_ANSWER;
+use super::ModelProvider;
+use super::error::ModelError;
+use super::types::MAX_CALLS_PER_ANSWER;
+use super::types::{Message, ModelRequest, ModelResponse};
 
 /// A script file: `{"responses": [ModelResponse, …]}`, and for a tree of
 /// sub-agents `"agents": {"<agent name>": [ModelResponse, …], …}`: each
@@ -82,7 +84,7 @@ impl ModelProvider for ScriptProvider {
         // As strict as the real APIs: a conversation that breaks the
         // pairing of tool calls and results is refused as they refuse it,
         // so every scripted run is held to the rule.
-        if let Err(why) = super::model::pairing::check_messages(&req.messages) {
+        if let Err(why) = super::pairing::check_messages(&req.messages) {
             return Err(ModelError::BadRequest {
                 status: 400,
                 body: why,
@@ -165,7 +167,7 @@ impl ScriptProvider {
 }
 
 /// The text and calls of the request's last assistant message.
-fn last_answer(req: &ModelRequest) -> Option<(&Option<String>, &Vec<super::model::ToolCall>)> {
+fn last_answer(req: &ModelRequest) -> Option<(&Option<String>, &Vec<super::ToolCall>)> {
     req.messages.iter().rev().find_map(|m| match m {
         Message::Assistant {
             text, tool_calls, ..
@@ -174,7 +176,7 @@ fn last_answer(req: &ModelRequest) -> Option<(&Option<String>, &Vec<super::model
     })
 }
 
-fn excerpt((text, calls): (&Option<String>, &Vec<super::model::ToolCall>)) -> String {
+fn excerpt((text, calls): (&Option<String>, &Vec<super::ToolCall>)) -> String {
     let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
     let text = text.as_deref().unwrap_or("");
     format!(

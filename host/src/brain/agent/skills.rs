@@ -7,8 +7,9 @@
 //! ([`catalogue`]) and loads a skill's instructions with the host tool
 //! `skill__load` ([`load_tool_def`], [`load`]).
 //!
-//! This module owns discovery, parsing, the attenuation check and the
-//! tool's answer. It does not touch the loop, the log or the agent file:
+//! This module owns discovery, parsing, the check of a skill against its
+//! agent (tools by name, grants by the one rule of
+//! [`attenuation`](super::attenuation)) and the tool's answer. It does not touch the loop, the log or the agent file:
 //! the loop discovers and checks the skills when it freezes the agent
 //! ([`discover`], [`check_against`]) and keeps the [`Skill`] values,
 //! instructions included, in the session's first event — a session keeps
@@ -27,14 +28,15 @@
 //! accepts is a subset of YAML that reads the same under a YAML parser.
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
-use super::model::types::{ToolDef, valid_tool_name};
+use super::attenuation::{self, Capabilities, DirCap, Refusal, SecretCap};
+use super::frontmatter::{Line, Node, Scalar, parse_map, scalar};
+pub use super::skill_tool::{catalogue, load, load_tool_def};
+use crate::brain::model::types::valid_tool_name;
 use crate::hands::{Access, GrantSpec, HostPattern};
 
 /// The component name `skill__load` is recorded under.
@@ -443,335 +445,6 @@ pub fn parse(path: &Path, text: &str) -> Result<Skill, SkillError> {
     })
 }
 
-/// A non-blank, non-comment front-matter line.
-struct Line<'a> {
-    no: usize,
-    indent: usize,
-    text: &'a str,
-}
-
-/// A scalar and the line it is on.
-#[derive(Debug)]
-struct Scalar {
-    no: usize,
-    text: String,
-}
-
-/// A value in the front matter.
-enum Node {
-    /// `key: value`.
-    Scalar(Scalar),
-    /// `key: [a, b]` or `- item` lines.
-    List { no: usize, items: Vec<Scalar> },
-    /// `key:` and indented `key: value` lines.
-    Map {
-        no: usize,
-        entries: Vec<(Scalar, Node)>,
-    },
-    /// `key:` and indented plain lines, folded with spaces (a long
-    /// description).
-    Text(Scalar),
-}
-
-/// Parse `lines` (all indented by at least `indent`) as `key: value`
-/// entries at exactly `indent`, with deeper lines as each key's block.
-fn parse_map<E>(
-    lines: &[Line<'_>],
-    indent: usize,
-    err: &E,
-) -> Result<Vec<(Scalar, Node)>, SkillError>
-where
-    E: Fn(usize, String) -> SkillError,
-{
-    let mut entries: Vec<(Scalar, Node)> = Vec::new();
-    let mut i = 0;
-    while i < lines.len() {
-        let line = &lines[i];
-        if line.indent != indent {
-            return Err(err(
-                line.no,
-                format!(
-                    "unexpected indentation: this line should start at column {}",
-                    indent + 1
-                ),
-            ));
-        }
-        let Some((key, rest)) = split_key(line.text) else {
-            return Err(err(
-                line.no,
-                "expected `key: value` (a value holding `: ` must be quoted)".to_owned(),
-            ));
-        };
-        if let Some((first, _)) = entries.iter().find(|(k, _)| k.text == key) {
-            return Err(err(
-                line.no,
-                format!("`{key}` appears twice (also line {}): keep one", first.no),
-            ));
-        }
-        let end = lines[i + 1..]
-            .iter()
-            .position(|l| l.indent <= indent)
-            .map_or(lines.len(), |p| i + 1 + p);
-        let block = &lines[i + 1..end];
-        let node = parse_value(key, rest, line.no, block, err)?;
-        entries.push((
-            Scalar {
-                no: line.no,
-                text: key.to_owned(),
-            },
-            node,
-        ));
-        i = end;
-    }
-    Ok(entries)
-}
-
-/// `key: rest` when `text` starts with a key (`[a-z_]+`) and `:`.
-fn split_key(text: &str) -> Option<(&str, &str)> {
-    let (key, rest) = text.split_once(':')?;
-    let is_key = !key.is_empty()
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    (is_key && (rest.is_empty() || rest.starts_with(' '))).then(|| (key, rest.trim()))
-}
-
-fn parse_value<E>(
-    key: &str,
-    inline: &str,
-    no: usize,
-    block: &[Line<'_>],
-    err: &E,
-) -> Result<Node, SkillError>
-where
-    E: Fn(usize, String) -> SkillError,
-{
-    if !inline.is_empty() {
-        if let Some(first) = block.first() {
-            // A plain value may go on over indented lines (YAML folds
-            // them); anything else under a value belongs to nothing.
-            if inline.starts_with(['[', '"', '\'']) || first.text.starts_with("- ") {
-                return Err(err(
-                    first.no,
-                    format!(
-                        "`{key}` has its value on its line (line {no}): this indented line \
-                         belongs to nothing"
-                    ),
-                ));
-            }
-            if split_key(first.text).is_some() {
-                return Err(err(
-                    first.no,
-                    "unexpected indentation: start a key at the column of the key above it"
-                        .to_owned(),
-                ));
-            }
-            let mut text = unquote(inline, no, err)?;
-            text.push(' ');
-            text.push_str(&fold(key, block, err)?);
-            return Ok(Node::Text(Scalar { no, text }));
-        }
-        if inline.starts_with('[') {
-            return Ok(Node::List {
-                no,
-                items: flow_list(inline, no, err)?,
-            });
-        }
-        return Ok(Node::Scalar(Scalar {
-            no,
-            text: unquote(inline, no, err)?,
-        }));
-    }
-    let Some(first) = block.first() else {
-        return Err(err(no, format!("`{key}` has no value")));
-    };
-    if first.text == "-" || first.text.starts_with("- ") {
-        let mut items = Vec::with_capacity(block.len());
-        for line in block {
-            let item = match line.text.strip_prefix("- ") {
-                Some(item) if line.indent == first.indent => item.trim(),
-                _ => {
-                    return Err(err(
-                        line.no,
-                        format!(
-                            "expected `- item` at column {} (one item a line, no nesting)",
-                            first.indent + 1
-                        ),
-                    ));
-                }
-            };
-            items.push(Scalar {
-                no: line.no,
-                text: unquote(item, line.no, err)?,
-            });
-        }
-        return Ok(Node::List { no, items });
-    }
-    if split_key(first.text).is_some() {
-        return Ok(Node::Map {
-            no,
-            entries: parse_map(block, first.indent, err)?,
-        });
-    }
-    let text = fold(key, block, err)?;
-    Ok(Node::Text(Scalar { no, text }))
-}
-
-/// Plain lines joined with spaces, as YAML folds a multi-line plain value.
-fn fold<E>(key: &str, block: &[Line<'_>], err: &E) -> Result<String, SkillError>
-where
-    E: Fn(usize, String) -> SkillError,
-{
-    let mut text = String::new();
-    for line in block {
-        // YAML folds plain lines only; a quote would start another value.
-        if line.text.starts_with(['"', '\'']) {
-            return Err(err(
-                line.no,
-                format!("`{key}` on several lines is plain text: drop the quotes"),
-            ));
-        }
-        if !text.is_empty() {
-            text.push(' ');
-        }
-        text.push_str(&unquote(line.text, line.no, err)?);
-    }
-    Ok(text)
-}
-
-/// The items of `[a, "b", 'c']`.
-fn flow_list<E>(text: &str, no: usize, err: &E) -> Result<Vec<Scalar>, SkillError>
-where
-    E: Fn(usize, String) -> SkillError,
-{
-    let Some(inner) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) else {
-        return Err(err(
-            no,
-            "a list written inline ends with `]` on the same line: [a, b]".to_owned(),
-        ));
-    };
-    if inner.trim().is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut items = Vec::new();
-    let mut start = 0;
-    // Split at commas outside quotes. A quote opens a quoted item only at
-    // the item's start, as in YAML (`[it's, x]` is two plain items); `\"`
-    // and `''` inside quotes do not close them.
-    let mut quote = None;
-    let mut chars = inner.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        match (quote, c) {
-            (None, '"' | '\'') if inner[start..i].trim().is_empty() => quote = Some(c),
-            (None, ',') => {
-                items.push(&inner[start..i]);
-                start = i + 1;
-            }
-            (Some('"'), '\\') => {
-                chars.next();
-            }
-            (Some('\''), '\'') if chars.peek().is_some_and(|(_, n)| *n == '\'') => {
-                chars.next();
-            }
-            (Some(q), c) if c == q => quote = None,
-            _ => {}
-        }
-    }
-    items.push(&inner[start..]);
-    items
-        .into_iter()
-        .map(|item| {
-            let item = item.trim();
-            if item.is_empty() {
-                return Err(err(
-                    no,
-                    "an empty item in the list: remove the extra `,`".to_owned(),
-                ));
-            }
-            Ok(Scalar {
-                no,
-                text: unquote(item, no, err)?,
-            })
-        })
-        .collect()
-}
-
-/// A scalar's text: `"…"` (escapes `\"` and `\\`), `'…'` (`''` for `'`)
-/// or plain. Plain text YAML would read otherwise is refused.
-fn unquote<E>(text: &str, no: usize, err: &E) -> Result<String, SkillError>
-where
-    E: Fn(usize, String) -> SkillError,
-{
-    if let Some(rest) = text.strip_prefix('"') {
-        let Some(inner) = rest.strip_suffix('"') else {
-            return Err(err(no, "a `\"` quoted value must end with `\"`".to_owned()));
-        };
-        let mut out = String::with_capacity(inner.len());
-        let mut chars = inner.chars();
-        while let Some(c) = chars.next() {
-            match c {
-                '\\' => match chars.next() {
-                    Some(e @ ('"' | '\\')) => out.push(e),
-                    _ => {
-                        return Err(err(
-                            no,
-                            "only the escapes \\\" and \\\\ are understood in a quoted value"
-                                .to_owned(),
-                        ));
-                    }
-                },
-                '"' => {
-                    return Err(err(
-                        no,
-                        "write a `\"` inside a quoted value as \\\"".to_owned(),
-                    ));
-                }
-                c => out.push(c),
-            }
-        }
-        return Ok(out);
-    }
-    if let Some(rest) = text.strip_prefix('\'') {
-        let Some(inner) = rest.strip_suffix('\'') else {
-            return Err(err(no, "a `'` quoted value must end with `'`".to_owned()));
-        };
-        if inner.replace("''", "").contains('\'') {
-            return Err(err(no, "write a `'` inside a '…' value as ''".to_owned()));
-        }
-        return Ok(inner.replace("''", "'"));
-    }
-    let first = text.chars().next().unwrap_or(' ');
-    if "[]{}&*!|>%@`,?#".contains(first) || text == "-" || text.starts_with("- ") {
-        return Err(err(
-            no,
-            format!(
-                "quote this value (\"…\"): a leading `{first}` means something else in YAML, \
-                 e.g. hosts: [\"*.example.com\"]"
-            ),
-        ));
-    }
-    if text.contains(": ") || text.contains(" #") || text.ends_with(':') {
-        return Err(err(
-            no,
-            "quote this value (\"…\"): `: ` and ` #` mean something else in YAML".to_owned(),
-        ));
-    }
-    Ok(text.to_owned())
-}
-
-fn scalar<E>(node: Node, key: &str, err: &E) -> Result<Scalar, SkillError>
-where
-    E: Fn(usize, String) -> SkillError,
-{
-    match node {
-        Node::Scalar(s) => Ok(s),
-        Node::List { no, .. } | Node::Map { no, .. } | Node::Text(Scalar { no, .. }) => Err(err(
-            no,
-            format!("`{key}` takes one value on its line: {key}: …"),
-        )),
-    }
-}
-
 fn list<E>(node: Node, key: &str, err: &E) -> Result<Vec<Scalar>, SkillError>
 where
     E: Fn(usize, String) -> SkillError,
@@ -972,11 +645,9 @@ fn env_name(name: &str) -> Result<(), String> {
 /// Whether `skill` needs no more than `agent` holds; otherwise one
 /// sentence per thing it lacks.
 ///
-/// A directory is covered by a granted directory equal to it or above it
-/// with access at least as wide (nested grants: any one that covers
-/// suffices). A host pattern is covered when every host and port it
-/// matches is matched by one agent pattern; an IP address, or `localhost`,
-/// must be named literally, as the http capability requires to reach it.
+/// Tools by name; grants by the one rule of [`attenuation::covers`]
+/// (directories compared as guest paths, the only ones a skill names;
+/// secrets by name).
 pub fn check_against(skill: &Skill, agent: &AgentView) -> Result<(), Vec<String>> {
     let name = &skill.name;
     let mut refusals = Vec::new();
@@ -988,54 +659,36 @@ pub fn check_against(skill: &Skill, agent: &AgentView) -> Result<(), Vec<String>
             ));
         }
     }
-    for dir in &skill.grants.dirs {
-        let under: Vec<&(String, Access)> = agent
+    let held = Capabilities {
+        dirs: agent
             .dirs
             .iter()
-            .filter(|(granted, _)| path_within(&dir.guest, granted))
-            .collect();
-        if under.is_empty() {
-            refusals.push(format!(
-                "skill `{name}` needs directory {}, which is outside every directory granted to \
-                 this agent.",
-                dir.guest
-            ));
-        } else if dir.access == Access::ReadWrite
-            && !under.iter().any(|(_, a)| *a == Access::ReadWrite)
-        {
-            refusals.push(format!(
-                "skill `{name}` needs directory {} read-write, but this agent holds it read-only \
-                 (granted as {}).",
-                dir.guest, under[0].0
-            ));
-        }
-    }
-    let agent_hosts: Vec<HostPattern> = agent
-        .hosts
-        .iter()
-        .filter_map(|h| HostPattern::parse(h).ok())
-        .collect();
-    for host in &skill.grants.hosts {
-        if !host_covered(host, &agent_hosts) {
-            refusals.push(format!(
-                "skill `{name}` needs host {host}, which this agent may not reach."
-            ));
-        }
-    }
-    for var in &skill.grants.env {
-        if !agent.env.iter().any(|e| e == var) {
-            refusals.push(format!(
-                "skill `{name}` needs environment variable {var}, which this agent does not pass \
-                 through."
-            ));
-        }
-    }
-    for secret in &skill.grants.secrets {
-        if !agent.secrets.iter().any(|s| s == secret) {
-            refusals.push(format!(
-                "skill `{name}` needs secret {secret}, which this agent does not hold."
-            ));
-        }
+            .map(|(guest, access)| guest_dir(guest, *access))
+            .collect(),
+        hosts: agent.hosts.clone(),
+        env: agent.env.clone(),
+        secrets: agent.secrets.iter().map(|s| secret_named(s)).collect(),
+        budget: Default::default(),
+    };
+    let needed = Capabilities {
+        dirs: skill
+            .grants
+            .dirs
+            .iter()
+            .map(|d| guest_dir(&d.guest, d.access))
+            .collect(),
+        hosts: skill.grants.hosts.clone(),
+        env: skill.grants.env.clone(),
+        secrets: skill
+            .grants
+            .secrets
+            .iter()
+            .map(|s| secret_named(s))
+            .collect(),
+        budget: Default::default(),
+    };
+    if let Err(lacking) = attenuation::covers(&held, &needed) {
+        refusals.extend(lacking.into_iter().map(|r| refusal_text(name, r)));
     }
     if refusals.is_empty() {
         Ok(())
@@ -1044,195 +697,54 @@ pub fn check_against(skill: &Skill, agent: &AgentView) -> Result<(), Vec<String>
     }
 }
 
-/// Whether guest path `path` is `granted` or inside it. Both are
-/// normalised absolute paths (agent grants are checked when parsed).
-fn path_within(path: &str, granted: &str) -> bool {
-    let granted = granted.trim_end_matches('/');
-    granted.is_empty()
-        || path == granted
-        || path
-            .strip_prefix(granted)
-            .is_some_and(|rest| rest.starts_with('/'))
-}
-
-/// Whether every host and port `pattern` (normalised) matches is matched by
-/// one of `agent`.
-///
-/// `HostPattern` exposes matching, not its parts, so the skill's pattern is
-/// probed: `*` by the host `_` and `*.s` by `_.s`. `_` is in no agent
-/// pattern (host names hold letters, digits, `-` and `.`), so only an
-/// agent `*`, or an agent `*.t` with `.s` ending in `.t`, matches a probe:
-/// exactly the patterns that cover it.
-fn host_covered(pattern: &str, agent: &[HostPattern]) -> bool {
-    let (host, port) = split_normalised(pattern);
-    let ports: &[u16] = match port {
-        Some(ref p) => std::slice::from_ref(p),
-        None => &[80, 443],
-    };
-    let probe = if host == "*" {
-        "_".to_owned()
-    } else if let Some(suffix) = host.strip_prefix("*.") {
-        format!("_.{suffix}")
-    } else {
-        host.to_owned()
-    };
-    let literal_only = host
-        .trim_matches(['[', ']'])
-        .parse::<std::net::IpAddr>()
-        .ok();
-    ports.iter().all(|&port| {
-        agent.iter().any(|a| {
-            a.matches(&probe, port)
-                && match literal_only {
-                    Some(ip) => a.names_ip(ip),
-                    None if host == "localhost" => a.names_localhost(),
-                    None => true,
-                }
-        })
-    })
-}
-
-/// `(host, port)` of a pattern as `HostPattern`'s Display writes it.
-fn split_normalised(pattern: &str) -> (&str, Option<u16>) {
-    if let Some(rest) = pattern.strip_prefix('[')
-        && let Some((ip, port)) = rest.split_once("]:")
-    {
-        return (ip, port.parse().ok());
-    }
-    if pattern.matches(':').count() > 1 {
-        return (pattern, None);
-    }
-    match pattern.split_once(':') {
-        Some((host, port)) => (host, port.parse().ok()),
-        None => (pattern, None),
+fn guest_dir(guest: &str, access: Access) -> DirCap {
+    DirCap {
+        path: guest.into(),
+        shown: guest.to_owned(),
+        access,
+        symlinks: false,
     }
 }
 
-/// The skills as the model is told of them: one line per skill, name and
-/// description, at most [`MAX_CATALOGUE`] bytes. Skills past the budget
-/// are listed by name only, then counted: `skill__load` still lists every
-/// name in its schema. Empty for no skills.
-pub fn catalogue(skills: &[Skill]) -> String {
-    if skills.is_empty() {
-        return String::new();
+fn secret_named(name: &str) -> SecretCap {
+    SecretCap {
+        name: name.to_owned(),
+        sent_to: None,
     }
-    let mut out = format!("Skills (load one with {LOAD} when the task matches its description):\n");
-    let mut rest = skills;
-    while let Some((skill, tail)) = rest.split_first() {
-        let line = format!("- {}: {}\n", skill.name, skill.description);
-        // Keep room for the names-only tail.
-        if out.len() + line.len() + 256 > MAX_CATALOGUE {
-            break;
+}
+
+/// A refusal as the operator reads it about skill `name`.
+fn refusal_text(name: &str, refusal: Refusal) -> String {
+    match refusal {
+        Refusal::DirOutside { dir } => format!(
+            "skill `{name}` needs directory {dir}, which is outside every directory granted to \
+             this agent."
+        ),
+        Refusal::DirReadWrite { dir, granted } => format!(
+            "skill `{name}` needs directory {dir} read-write, but this agent holds it read-only \
+             (granted as {granted})."
+        ),
+        Refusal::Host { pattern } => {
+            format!("skill `{name}` needs host {pattern}, which this agent may not reach.")
         }
-        out.push_str(&line);
-        rest = tail;
-    }
-    if !rest.is_empty() {
-        out.push_str("Also (load to read what they do):");
-        let mut shown = 0;
-        for skill in rest {
-            if out.len() + skill.name.len() + 40 > MAX_CATALOGUE {
-                break;
-            }
-            let _ = write!(out, " {}", skill.name);
-            shown += 1;
+        Refusal::Env { name: var } => format!(
+            "skill `{name}` needs environment variable {var}, which this agent does not pass \
+             through."
+        ),
+        Refusal::Secret { name: secret } => {
+            format!("skill `{name}` needs secret {secret}, which this agent does not hold.")
         }
-        if shown < rest.len() {
-            let _ = write!(out, " and {} more", rest.len() - shown);
-        }
-        out.push('\n');
-    }
-    out
-}
-
-/// The `skill__load` tool. Offer it only when `skills` is not empty (an
-/// empty `enum` is not a valid schema).
-pub fn load_tool_def(skills: &[Skill]) -> ToolDef {
-    let names: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
-    ToolDef {
-        name: LOAD.to_owned(),
-        description: "Load a skill: its instructions and the tools it uses. Load the skill whose \
-                      description matches the task before starting it, then follow the \
-                      instructions."
-            .to_owned(),
-        input_schema: json!({
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "enum": names, "description": "the skill's name"}
-            },
-            "required": ["name"],
-            "additionalProperties": false
-        }),
-    }
-}
-
-/// Answer a `skill__load` call: `Ok({"name", "instructions", "tools"})`,
-/// or `Err({"error": {"kind", "message"}})` for input that is not
-/// `{"name": <a known skill>}`, which the model reads and may correct.
-/// The input is the model's and may be anything: nothing of it longer than
-/// a skill name is echoed back.
-pub fn load(skills: &[Skill], input: &Value) -> Result<Value, Value> {
-    let error = |kind: &str, message: String| json!({"error": {"kind": kind, "message": message}});
-    let Some(object) = input.as_object() else {
-        return Err(error(
-            "invalid-input",
-            "the input is an object: {\"name\": \"<skill name>\"}".to_owned(),
-        ));
-    };
-    if let Some(extra) = object.keys().find(|k| k.as_str() != "name") {
-        return Err(error(
-            "invalid-input",
-            format!(
-                "unknown field `{}`: the input holds only `name`",
-                clip(extra)
-            ),
-        ));
-    }
-    let Some(name) = object.get("name").and_then(Value::as_str) else {
-        return Err(error(
-            "invalid-input",
-            "`name` is required and is a string: the name of a skill".to_owned(),
-        ));
-    };
-    match skills.iter().find(|s| s.name == name) {
-        Some(skill) => Ok(json!({
-            "name": skill.name,
-            "instructions": skill.instructions,
-            "tools": skill.tools,
-        })),
-        None => {
-            let known: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
-            Err(error(
-                "not-found",
-                format!(
-                    "no skill named `{}`; the skills are: {}",
-                    clip(name),
-                    if known.is_empty() {
-                        "(none)".to_owned()
-                    } else {
-                        known.join(", ")
-                    }
-                ),
-            ))
+        // A skill names no symbolic links and no budget.
+        other @ (Refusal::DirSymlinks { .. } | Refusal::Budget { .. }) => {
+            format!("skill `{name}`: {other}.")
         }
     }
-}
-
-/// `text` cut to at most [`MAX_NAME`] bytes (at a char boundary), marked
-/// with `…` when cut.
-fn clip(text: &str) -> String {
-    if text.len() <= MAX_NAME {
-        return text.to_owned();
-    }
-    let mut end = MAX_NAME;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
     use super::*;
     use crate::hands::DirSpec;
 
