@@ -11,10 +11,8 @@
 
 pub use super::bind::{BoundAgent, Frozen, FrozenTool, NAME_SEPARATOR, bind, freeze};
 pub use super::lease::{LEASE_TTL, ttl as lease_ttl};
-pub use super::runner::{
-    AgentError, LogError, MAX_GOAL_BYTES, Observer, RunEnd, RunError, Runner, SNAPSHOT_EVERY,
-    durability_of,
-};
+pub use super::error::{AgentError, LogError, MAX_GOAL_BYTES, RunError};
+pub use super::runner::{Observer, RunEnd, Runner, SNAPSHOT_EVERY, durability_of};
 
 use super::state::SessionState;
 use crate::session::{SessionId, Store};

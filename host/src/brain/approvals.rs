@@ -23,7 +23,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::config::{ApprovePolicy, approve_policy};
-use super::runner::{RunError, Runner, now_ms};
+use super::error::RunError;
+use super::runner::{Runner, now_ms};
 use crate::hands::Effect;
 use crate::session::{
     BlobRef, Event, PauseKind, PauseReason, SessionId, SessionStatus, Store, StoreError,

@@ -30,7 +30,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::model::{ModelProvider, ToolDef};
-use super::runner::{RunError, Runner};
+use super::error::{LogError, RunError, tool_error as error};
+use super::runner::Runner;
 use crate::hands::{Access, Grants};
 use crate::session::{Event, PauseKind, PauseReason, SessionId, SessionStatus};
 
@@ -214,9 +215,6 @@ enum ChildEnd {
     Paused(PauseReason),
 }
 
-fn error(kind: &str, message: impl Into<String>) -> Value {
-    json!({"error": {"kind": kind, "message": message.into()}})
-}
 
 /// The limits a slice covers, as `child_started.slice` names them.
 fn slice_of(frozen: &super::bind::Frozen) -> BTreeMap<String, u64> {
@@ -601,7 +599,7 @@ impl<'h> Runner<'h> {
             // Recorded before: this child, woken from its log.
             Some(child_id) => {
                 let id: SessionId = child_id.parse().map_err(|_| {
-                    RunError::Log(super::runner::LogError::Inconsistent(format!(
+                    RunError::Log(LogError::Inconsistent(format!(
                         "child id {child_id} does not parse"
                     )))
                 })?;

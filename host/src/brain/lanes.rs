@@ -16,7 +16,8 @@ use std::pin::Pin;
 use super::bind::FrozenPlan;
 use super::config::PlannerMode;
 use super::plan::{Plan, TaskStatus};
-use super::runner::{LogError, RunEnd, RunError, Runner};
+use super::error::{RunError, inconsistent};
+use super::runner::{RunEnd, Runner};
 
 /// A child session's run: it owns the child's runner and gives it back
 /// with the end, so children can be added while others run.
@@ -278,6 +279,3 @@ impl<'h> Runner<'h> {
     }
 }
 
-fn inconsistent(what: &str) -> RunError {
-    RunError::Log(LogError::Inconsistent(what.to_owned()))
-}

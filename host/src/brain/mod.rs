@@ -8,6 +8,7 @@ mod calls;
 pub mod config;
 pub mod decide;
 pub mod delegate;
+pub mod error;
 pub mod handoff;
 mod lanes;
 mod lease;

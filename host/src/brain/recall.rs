@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::config::MemoryConfig;
 use super::model::ToolDef;
+use super::error::tool_error as error;
 use super::runner::Runner;
 use crate::hands::Effect;
 use crate::memory::{MemoryBank, MemorySource, NewMemory};
@@ -102,9 +103,6 @@ struct RememberInput {
     supersedes: Option<String>,
 }
 
-fn error(kind: &str, message: impl Into<String>) -> Value {
-    json!({"error": {"kind": kind, "message": message.into()}})
-}
 
 impl Runner<'_> {
     /// Attach the memory bank the `[memory]` scopes refer to.

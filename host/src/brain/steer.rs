@@ -31,7 +31,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
-use super::runner::{RunError, Runner};
+use super::error::RunError;
+use super::runner::Runner;
 use crate::session::inbox::{Control, ControlKind};
 use crate::session::{Event, PauseKind, PauseReason, SessionId, Store};
 

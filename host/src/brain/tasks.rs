@@ -14,7 +14,8 @@ use super::decide::{MAX_HANDOFF_TRIES, MAX_REJECTED, PlanPolicy, PlannerPurpose,
 use super::handoff::{self, Handoff};
 use super::model::{ModelProvider, ToolDef};
 use super::plan::{self, Check, OPERATOR, PLANNER};
-use super::runner::{LogError, RunError, Runner};
+use super::error::{RunError, inconsistent, json_error};
+use super::runner::Runner;
 use crate::checks::resolve::{GrantedDir, resolve};
 use crate::hands::Effect;
 use crate::session::event::MAX_INLINE_TEXT;
@@ -168,7 +169,7 @@ impl Runner<'_> {
             .as_ref()
             .and_then(|p| p.operator.clone())
             .unwrap_or_default();
-        let plan = serde_json::to_value(&plan).map_err(super::runner::json_error("the plan"))?;
+        let plan = serde_json::to_value(&plan).map_err(json_error("the plan"))?;
         self.write(vec![Event::PlanCreated {
             plan,
             author: OPERATOR.to_owned(),
@@ -243,7 +244,7 @@ impl Runner<'_> {
             );
             return self.reject(step, message).await;
         }
-        let value = serde_json::to_value(&plan).map_err(super::runner::json_error("the plan"))?;
+        let value = serde_json::to_value(&plan).map_err(json_error("the plan"))?;
         let Some(old) = self.state.plan.as_ref().map(|p| p.plan.clone()) else {
             return self
                 .write(vec![Event::PlanCreated {
@@ -664,7 +665,7 @@ impl Runner<'_> {
         };
         let bytes = self.get(&reply.response).await?;
         let text = serde_json::from_slice::<super::model::ModelResponse>(&bytes)
-            .map_err(super::runner::json_error("a model response blob"))?
+            .map_err(json_error("a model response blob"))?
             .text
             .unwrap_or_default();
         match handoff::parse(&text) {
@@ -835,9 +836,6 @@ fn plan_pause(detail: String) -> Event {
     }
 }
 
-fn inconsistent(what: &str) -> RunError {
-    RunError::Log(LogError::Inconsistent(what.to_owned()))
-}
 
 /// `text` with every granted directory's host path replaced by its guest
 /// path (longest first, so a nested grant wins).

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::decide::Role;
 use super::model::{Attempts, Message, ModelError, ModelRequest, ModelResponse, ToolCall};
-use super::runner::{RunError, Runner, json_error};
+use super::error::{RunError, json_error};
+use super::runner::Runner;
 use super::state::{CHECK_PREFIX, HistoryItem, MAX_HISTORY_ITEMS};
 use crate::session::{BlobRef, Event, PauseKind, PauseReason};
 
