@@ -10,8 +10,8 @@
 //! This module re-exports what callers use, under the names they have used.
 
 pub use super::bind::{BoundAgent, Frozen, FrozenTool, NAME_SEPARATOR, bind, freeze};
-pub use super::lease::{LEASE_TTL, ttl as lease_ttl};
 pub use super::error::{AgentError, LogError, MAX_GOAL_BYTES, RunError};
+pub use super::lease::{LEASE_TTL, ttl as lease_ttl};
 pub use super::runner::{Observer, RunEnd, Runner, SNAPSHOT_EVERY, durability_of};
 
 use super::state::SessionState;

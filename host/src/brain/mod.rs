@@ -1,29 +1,45 @@
 //! The brain: the stateless agent loop and the model providers it calls.
+//!
+//! Its rooms, floor by floor (an import points down only):
+//! - [`error`]: the errors every room names (ground floor);
+//! - [`model`]: the providers; [`pricing`];
+//! - [`work`]: the data of long-run work — the plan and its checks, the
+//!   handoff format;
+//! - the agent definition: `config`, `bind` (freeze and bind), `skills`;
+//! - [`core`]: the loop — [`core::state`] (the pure fold and its
+//!   snapshots), [`core::decide`] (every decision), `core::runner` (the
+//!   loop and the journal that writes the log), `core::act` (one executor
+//!   per action family), `core::prompts` (what the model is told);
+//! - [`control`]: what reaches a session from outside while it runs or
+//!   waits — the lease, the inbox controls, the approval gate and the
+//!   operator's answers;
+//! - [`host_tools`]: the tools the host itself serves (memory, delegate).
 
 pub mod agent;
-pub mod approvals;
 mod bind;
-pub mod briefing;
-mod calls;
 pub mod config;
-pub mod decide;
-pub mod delegate;
+pub mod control;
+pub mod core;
 pub mod error;
-pub mod handoff;
-mod lanes;
-mod lease;
+pub mod host_tools;
 pub mod model;
-pub mod plan;
 pub mod pricing;
-pub mod recall;
-mod runner;
 pub mod script;
 pub mod skills;
-pub mod snapshot;
-pub mod state;
-mod steer;
-mod tasks;
-mod turn;
+pub mod work;
+
+// Where these modules lived before the rooms; other modules (and code
+// outside the brain) still name them here. Kept until every caller names the
+// room.
+pub use self::control::approvals;
+use self::control::lease;
+use self::core::act::{ask as turn, task as tasks};
+pub use self::core::prompts as briefing;
+use self::core::runner;
+pub use self::core::state::snapshot;
+pub use self::core::{decide, state};
+pub use self::host_tools::{delegate, memory as recall};
+pub use self::work::{handoff, plan};
 
 /// Now, unix milliseconds (the loop's clock, for callers that stamp what
 /// it compares against, such as an approval's expiry).

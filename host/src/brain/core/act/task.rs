@@ -2,20 +2,28 @@
 //! contexts, running checks, reading the planner's and the judge's answers,
 //! finishing tasks and replacing a full context with a handoff.
 //!
-//! Each action ends in the events that record it; [`decide`](super::decide)
-//! reads them back from the fold. Nothing here decides what comes next.
+//! Each action ends in the events that record it; [`decide`](crate::brain::core::decide)
+//! reads them back from the fold and picks what comes next — including
+//! when the model's handoff tries run out ([`MAX_HANDOFF_TRIES`]). One
+//! give-up rule is still counted here: after [`MAX_REJECTED`] unreadable
+//! planner answers (or refused revisions) the refusal and the pause are
+//! written in one append, and the judge's last unreadable verdict is
+//! recorded as a failed check.
+//!
+//! [`MAX_HANDOFF_TRIES`]: crate::brain::core::decide::MAX_HANDOFF_TRIES
 
 use std::sync::Arc;
 
-use super::bind::PlanNames;
-use super::briefing::{self, Catalogue, PlannerAsk, WorkerBriefing};
-use super::config::{DEFAULT_CONTEXT_WINDOW, ModelConfig};
-use super::decide::{MAX_HANDOFF_TRIES, MAX_REJECTED, PlanPolicy, PlannerPurpose, Role};
-use super::handoff::{self, Handoff};
-use super::model::{ModelProvider, ToolDef};
-use super::plan::{self, Check, OPERATOR, PLANNER};
-use super::error::{RunError, inconsistent, json_error};
-use super::runner::Runner;
+use crate::brain::bind::PlanNames;
+use crate::brain::config::{DEFAULT_CONTEXT_WINDOW, ModelConfig};
+use crate::brain::core::decide::{MAX_REJECTED, PlanPolicy, PlannerPurpose, Role};
+use crate::brain::core::prompts::{self, Catalogue, PlannerAsk, WorkerBriefing};
+use crate::brain::core::runner::Runner;
+use crate::brain::core::state::PLANNER;
+use crate::brain::error::{RunError, inconsistent, json_error};
+use crate::brain::model::{ModelProvider, ToolDef};
+use crate::brain::work::handoff::{self, Handoff};
+use crate::brain::work::plan::{self, Check, OPERATOR};
 use crate::checks::resolve::{GrantedDir, resolve};
 use crate::hands::Effect;
 use crate::session::event::MAX_INLINE_TEXT;
@@ -38,7 +46,7 @@ struct Verdict {
 
 impl Runner<'_> {
     /// The plan settings `decide` reads, for a planned agent.
-    pub(super) fn plan_policy(&self) -> Option<PlanPolicy> {
+    pub(in crate::brain) fn plan_policy(&self) -> Option<PlanPolicy> {
         let frozen = &self.agent.frozen;
         let plan = frozen.plan.as_ref()?;
         let window = frozen
@@ -58,8 +66,9 @@ impl Runner<'_> {
 
     /// What `usage` of the current request's provider and model cost, by
     /// the frozen price; `None` when no price is known.
-    pub(super) fn cost_of(&self, usage: &super::model::Usage) -> Option<u64> {
+    pub(in crate::brain) fn cost_of(&self, usage: &crate::brain::model::Usage) -> Option<u64> {
         let role = self
+            .journal
             .state
             .pending_request
             .as_ref()
@@ -73,8 +82,8 @@ impl Runner<'_> {
             .agent
             .frozen
             .prices
-            .get(&super::bind::price_key(model))?;
-        Some(price.cost_micros(&super::pricing::UsageLike::from(usage)))
+            .get(&crate::brain::bind::price_key(model))?;
+        Some(price.cost_micros(&crate::brain::pricing::UsageLike::from(usage)))
     }
 
     /// The pause for asking `role` when a money limit is in force and its
@@ -82,9 +91,12 @@ impl Runner<'_> {
     /// so the limit would not hold. `run` refuses such an agent at start;
     /// this holds the line for sessions started before that check, or
     /// whose limit a `--raise` put in place.
-    pub(super) fn unpriced_pause(&self, role: Role) -> Option<crate::session::PauseReason> {
-        let max = super::decide::limit(
-            &self.state.raised,
+    pub(in crate::brain) fn unpriced_pause(
+        &self,
+        role: Role,
+    ) -> Option<crate::session::PauseReason> {
+        let max = crate::brain::core::decide::limit(
+            &self.journal.state.raised,
             "max_cost_micros",
             self.agent.frozen.limits.max_cost_micros,
         );
@@ -94,7 +106,7 @@ impl Runner<'_> {
                 .agent
                 .frozen
                 .prices
-                .contains_key(&super::bind::price_key(model))
+                .contains_key(&crate::brain::bind::price_key(model))
         {
             return None;
         }
@@ -110,7 +122,7 @@ impl Runner<'_> {
     }
 
     /// The model settings of `role`.
-    pub(super) fn model_config(&self, role: Role) -> &ModelConfig {
+    pub(in crate::brain) fn model_config(&self, role: Role) -> &ModelConfig {
         let frozen = &self.agent.frozen;
         let own = match role {
             Role::Planner => frozen.roles.planner.as_ref(),
@@ -121,7 +133,7 @@ impl Runner<'_> {
     }
 
     /// The provider that answers `role`.
-    pub(super) fn provider_for(&self, role: Role) -> Arc<dyn ModelProvider> {
+    pub(in crate::brain) fn provider_for(&self, role: Role) -> Arc<dyn ModelProvider> {
         self.role_providers
             .get(role.as_str())
             .cloned()
@@ -131,17 +143,11 @@ impl Runner<'_> {
     /// The tools `role` is offered: the worker all of the agent's (and
     /// no plan-editing tool: there is none to offer), the judge the
     /// read-only ones, the planner none.
-    pub(super) fn tools_for(&self, role: Role) -> Vec<ToolDef> {
+    pub(in crate::brain) fn tools_for(&self, role: Role) -> Vec<ToolDef> {
         match role {
             Role::Worker | Role::Handoff => {
                 let mut defs = self.agent.defs.clone();
-                if self.memory.is_some() {
-                    defs.extend(super::recall::defs(&self.agent.frozen.memory));
-                }
-                defs.extend(super::delegate::def(&self.agent.frozen));
-                if !self.agent.frozen.skills.is_empty() {
-                    defs.push(super::skills::load_tool_def(&self.agent.frozen.skills));
-                }
+                defs.extend(crate::brain::host_tools::defs(&self.host_ctx()));
                 defs
             }
             Role::Judge => self
@@ -161,7 +167,7 @@ impl Runner<'_> {
     }
 
     /// Record the operator's plan.
-    pub(super) async fn create_plan(&mut self) -> Result<(), RunError> {
+    pub(in crate::brain) async fn create_plan(&mut self) -> Result<(), RunError> {
         let plan = self
             .agent
             .frozen
@@ -178,8 +184,11 @@ impl Runner<'_> {
     }
 
     /// Start the planner's conversation.
-    pub(super) async fn start_planner(&mut self, purpose: PlannerPurpose) -> Result<(), RunError> {
-        let goal = self.state.goal.clone().unwrap_or_default();
+    pub(in crate::brain) async fn start_planner(
+        &mut self,
+        purpose: PlannerPurpose,
+    ) -> Result<(), RunError> {
+        let goal = self.journal.state.goal.clone().unwrap_or_default();
         let read_only: Vec<(String, String)> = self
             .tools_for(Role::Judge)
             .into_iter()
@@ -204,19 +213,19 @@ impl Runner<'_> {
                 .map(|(n, a)| (n.as_str(), a.clone()))
                 .collect(),
         };
-        let (ask, task) = match (&purpose, &self.state.plan) {
+        let (ask, task) = match (&purpose, &self.journal.state.plan) {
             (PlannerPurpose::Extend, Some(plan)) => (PlannerAsk::Extend(plan), None),
             (PlannerPurpose::Revise { task }, Some(plan)) => (
                 PlannerAsk::Revise {
                     plan,
                     task,
-                    failures: &self.state.failures,
+                    failures: &self.journal.state.failures,
                 },
                 Some(task.clone()),
             ),
             _ => (PlannerAsk::Create, None),
         };
-        let text = briefing::planner(&goal, &self.agent.frozen.instructions, &catalogue, &ask);
+        let text = prompts::planner(&goal, &self.agent.frozen.instructions, &catalogue, &ask);
         let briefing = self.put(text.into_bytes());
         self.write(vec![Event::RoleStarted {
             role: PLANNER.to_owned(),
@@ -228,7 +237,7 @@ impl Runner<'_> {
     }
 
     /// Check the planner's answer; record the plan or send the errors back.
-    pub(super) async fn accept_plan(&mut self, step: u64) -> Result<(), RunError> {
+    pub(in crate::brain) async fn accept_plan(&mut self, step: u64) -> Result<(), RunError> {
         let text = self.answer_text().await?;
         let names = PlanNames::of(&self.agent);
         let plan = match plan::parse_answer(&text) {
@@ -245,7 +254,7 @@ impl Runner<'_> {
             return self.reject(step, message).await;
         }
         let value = serde_json::to_value(&plan).map_err(json_error("the plan"))?;
-        let Some(old) = self.state.plan.as_ref().map(|p| p.plan.clone()) else {
+        let Some(old) = self.journal.state.plan.as_ref().map(|p| p.plan.clone()) else {
             return self
                 .write(vec![Event::PlanCreated {
                     plan: value,
@@ -261,6 +270,7 @@ impl Runner<'_> {
             .as_ref()
             .is_some_and(|p| p.config.allow_weaken);
         let reason = match self
+            .journal
             .state
             .conversation
             .as_ref()
@@ -287,8 +297,9 @@ impl Runner<'_> {
     }
 
     /// Start an attempt at `task` in a fresh context.
-    pub(super) async fn start_task(&mut self, task_id: String) -> Result<(), RunError> {
+    pub(in crate::brain) async fn start_task(&mut self, task_id: String) -> Result<(), RunError> {
         let query = self
+            .journal
             .state
             .plan
             .as_ref()
@@ -296,7 +307,7 @@ impl Runner<'_> {
             .map(|t| format!("{} {}", t.title, t.description))
             .unwrap_or_default();
         let found = self.memories_for(&query).await;
-        let (text, attempt) = self.worker_briefing(&task_id, false, &found).await?;
+        let (text, attempt) = self.worker_briefing(&task_id, None, &found).await?;
         let memories = found.into_iter().map(|(id, _)| id).collect();
         let briefing = self.put(text.into_bytes());
         self.write(vec![Event::TaskStarted {
@@ -309,22 +320,25 @@ impl Runner<'_> {
         .await
     }
 
-    /// The briefing of the worker on `task_id`: for a new attempt, or (with
-    /// `handoff`) to carry the current one on after a handoff.
+    /// The briefing of the worker on `task_id`: for a new attempt (with
+    /// the latest handoff recorded, if any), or (`continuing`, with the
+    /// handoff about to be recorded) to carry the current one on.
     async fn worker_briefing(
         &mut self,
         task_id: &str,
-        continuing: bool,
+        continuing: Option<&Handoff>,
         memories: &[(String, String)],
     ) -> Result<(String, u32), RunError> {
-        let handoff = match &self.state.latest_handoff {
-            Some(blob) => {
+        let handoff = match (continuing, &self.journal.state.latest_handoff) {
+            (Some(handoff), _) => Some(handoff.clone()),
+            (None, Some(blob)) => {
                 let blob = blob.clone();
                 serde_json::from_slice::<Handoff>(&self.get(&blob).await?).ok()
             }
-            None => None,
+            (None, None) => None,
         };
-        let Some(plan) = &self.state.plan else {
+        let continuing = continuing.is_some();
+        let Some(plan) = &self.journal.state.plan else {
             return Err(inconsistent("a task starts but there is no plan"));
         };
         let Some(task) = plan.plan.task(task_id) else {
@@ -346,6 +360,7 @@ impl Runner<'_> {
                 .unwrap_or(1);
         let keep = config.as_ref().map_or(10, |c| c.progress_notes);
         let progress: Vec<String> = self
+            .journal
             .state
             .progress
             .iter()
@@ -360,10 +375,10 @@ impl Runner<'_> {
         let failures = if continuing {
             Vec::new()
         } else {
-            self.state.failures.clone()
+            self.journal.state.failures.clone()
         };
-        let text = briefing::worker(&WorkerBriefing {
-            goal: self.state.goal.as_deref().unwrap_or_default(),
+        let text = prompts::worker(&WorkerBriefing {
+            goal: self.journal.state.goal.as_deref().unwrap_or_default(),
             plan,
             task,
             attempt,
@@ -377,8 +392,13 @@ impl Runner<'_> {
     }
 
     /// Run harness check `index` of `task_id` and record its result.
-    pub(super) async fn run_check(&mut self, task_id: String, index: u32) -> Result<(), RunError> {
+    pub(in crate::brain) async fn run_check(
+        &mut self,
+        task_id: String,
+        index: u32,
+    ) -> Result<(), RunError> {
         let check = self
+            .journal
             .state
             .plan
             .as_ref()
@@ -503,7 +523,7 @@ impl Runner<'_> {
 
     /// The agent's granted directories, as command checks see them.
     fn granted_dirs(&self) -> Vec<GrantedDir> {
-        super::bind::granted_dirs(
+        crate::brain::bind::granted_dirs(
             self.agent
                 .components
                 .iter()
@@ -512,14 +532,14 @@ impl Runner<'_> {
     }
 
     /// Start the judge on check `index` of `task_id`.
-    pub(super) async fn start_judge(
+    pub(in crate::brain) async fn start_judge(
         &mut self,
         task_id: String,
         index: u32,
     ) -> Result<(), RunError> {
         let changed = self.changed_paths().await?;
         let claim = self.claim_text().await?;
-        let plan = self.state.plan.as_ref();
+        let plan = self.journal.state.plan.as_ref();
         let task = plan.and_then(|p| p.plan.task(&task_id));
         let (Some(task), Some(Check::Judge { rubric })) =
             (task, task.and_then(|t| t.done_when.get(index as usize)))
@@ -528,10 +548,10 @@ impl Runner<'_> {
                 "task {task_id} has no judge check {index}"
             )));
         };
-        let text = briefing::judge(task, rubric, &claim, &changed);
+        let text = prompts::judge(task, rubric, &claim, &changed);
         let briefing = self.put(text.into_bytes());
         self.write(vec![Event::RoleStarted {
-            role: super::state::JUDGE.to_owned(),
+            role: crate::brain::core::state::JUDGE.to_owned(),
             task: Some(task_id),
             check: Some(index),
             briefing,
@@ -540,8 +560,9 @@ impl Runner<'_> {
     }
 
     /// Read the judge's final answer as its verdict.
-    pub(super) async fn accept_verdict(&mut self, step: u64) -> Result<(), RunError> {
+    pub(in crate::brain) async fn accept_verdict(&mut self, step: u64) -> Result<(), RunError> {
         let Some((task, check)) = self
+            .journal
             .state
             .conversation
             .as_ref()
@@ -596,13 +617,13 @@ impl Runner<'_> {
     }
 
     /// Record the end of a task and its progress note.
-    pub(super) async fn finish_task(
+    pub(in crate::brain) async fn finish_task(
         &mut self,
         task_id: String,
         done: bool,
     ) -> Result<(), RunError> {
         let claim = self.claim_text().await?;
-        let plan = self.state.plan.as_ref();
+        let plan = self.journal.state.plan.as_ref();
         let task = plan.and_then(|p| p.plan.task(&task_id));
         let record = plan
             .and_then(|p| p.tasks.get(&task_id))
@@ -633,14 +654,14 @@ impl Runner<'_> {
         if !checks.is_empty() {
             text.push_str(&format!("; checks: {}", checks.join(", ")));
         }
-        if !done && !self.state.failures.is_empty() {
+        if !done && !self.journal.state.failures.is_empty() {
             text.push_str(&format!(
                 "; failures: {}",
-                briefing::cut(&self.state.failures.join(" | "), 600)
+                prompts::cut(&self.journal.state.failures.join(" | "), 600)
             ));
         }
         if !claim.trim().is_empty() {
-            text.push_str(&format!(". Worker: {}", briefing::cut(claim.trim(), 600)));
+            text.push_str(&format!(". Worker: {}", prompts::cut(claim.trim(), 600)));
         }
         self.write(vec![
             Event::TaskFinished {
@@ -650,21 +671,21 @@ impl Runner<'_> {
             },
             Event::ProgressNoted {
                 task: task_id,
-                text: briefing::cut(&text, MAX_INLINE_TEXT - 8),
+                text: prompts::cut(&text, MAX_INLINE_TEXT - 8),
             },
         ])
         .await
     }
 
     /// Check the handoff the model wrote; replace the worker's context
-    /// with it, or send it back, or (after [`MAX_HANDOFF_TRIES`] bad ones)
-    /// build one from the plan.
-    pub(super) async fn accept_handoff(&mut self) -> Result<(), RunError> {
-        let Some(reply) = self.state.handoff_reply.clone() else {
+    /// with it, or send it back (`decide` counts the refusals and asks
+    /// for [`Runner::fallback_handoff`] when they run out).
+    pub(in crate::brain) async fn accept_handoff(&mut self) -> Result<(), RunError> {
+        let Some(reply) = self.journal.state.handoff_reply.clone() else {
             return Ok(());
         };
         let bytes = self.get(&reply.response).await?;
-        let text = serde_json::from_slice::<super::model::ModelResponse>(&bytes)
+        let text = serde_json::from_slice::<crate::brain::model::ModelResponse>(&bytes)
             .map_err(json_error("a model response blob"))?
             .text
             .unwrap_or_default();
@@ -676,30 +697,39 @@ impl Runner<'_> {
                     step: Some(reply.step),
                     message: format!("the handoff was refused: {message}"),
                 }])
-                .await?;
-                if self.state.handoff_tries < MAX_HANDOFF_TRIES {
-                    return Ok(());
-                }
-                let goal = self.state.goal.clone().unwrap_or_default();
-                let mut fallback =
-                    Handoff::from_plan(&goal, self.state.plan.as_ref(), &self.state.in_doubt);
-                fallback.artifacts = self.changed_paths().await?;
-                fallback.artifacts.truncate(handoff::MAX_ITEMS);
-                self.write_handoff(fallback, false).await
+                .await
             }
         }
     }
 
+    /// Replace the worker's context with a handoff the harness builds from
+    /// the plan and what the task changed: the model's tries ran out.
+    pub(in crate::brain) async fn fallback_handoff(&mut self) -> Result<(), RunError> {
+        let goal = self.journal.state.goal.clone().unwrap_or_default();
+        let mut fallback = Handoff::from_plan(
+            &goal,
+            self.journal.state.plan.as_ref(),
+            &self.journal.state.in_doubt,
+        );
+        fallback.artifacts = self.changed_paths().await?;
+        fallback.artifacts.truncate(handoff::MAX_ITEMS);
+        self.write_handoff(fallback, false).await
+    }
+
     async fn write_handoff(&mut self, handoff: Handoff, by_model: bool) -> Result<(), RunError> {
-        let task = self.state.plan.as_ref().and_then(|p| p.current.clone());
+        let task = self
+            .journal
+            .state
+            .plan
+            .as_ref()
+            .and_then(|p| p.current.clone());
         let context_tokens = self
+            .journal
             .state
             .conversation
             .as_ref()
             .map_or(0, |c| c.context_tokens);
         let handoff_blob = self.put(serde_json::to_vec(&handoff).unwrap_or_default());
-        // The briefing reads the latest handoff from the state: fold it in
-        // first by building from the value directly.
         // Memories relevant to where the work stands now.
         let found = self
             .memories_for(&format!(
@@ -710,8 +740,11 @@ impl Runner<'_> {
             .await;
         let text = match &task {
             Some(task_id) => {
-                self.state.latest_handoff = Some(handoff_blob.clone());
-                let (text, _) = self.worker_briefing(task_id, true, &found).await?;
+                // Briefed from the handoff itself: the state learns it only
+                // by folding the `handoff` event written below.
+                let (text, _) = self
+                    .worker_briefing(task_id, Some(&handoff), &found)
+                    .await?;
                 text
             }
             None => handoff.render(),
@@ -729,11 +762,11 @@ impl Runner<'_> {
     }
 
     /// Finish a planned session: every task is done.
-    pub(super) async fn finish_plan(&mut self) -> Result<(), RunError> {
-        let plan = self.state.plan.as_ref();
+    pub(in crate::brain) async fn finish_plan(&mut self) -> Result<(), RunError> {
+        let plan = self.journal.state.plan.as_ref();
         let n = plan.map_or(0, |p| p.plan.tasks.len());
         let mut text = format!("All {n} tasks of the plan are done; their checks passed.\n");
-        for note in &self.state.progress {
+        for note in &self.journal.state.progress {
             text.push_str(&format!("- {}\n", note.text));
         }
         let finished = self.finished(text).await;
@@ -744,7 +777,7 @@ impl Runner<'_> {
     /// (fields named `path`, `*_path`, `to`, `dest`), in order, once each.
     async fn changed_paths(&mut self) -> Result<Vec<String>, RunError> {
         let mut paths: Vec<String> = Vec::new();
-        for blob in self.state.changes.clone() {
+        for blob in self.journal.state.changes.clone() {
             let bytes = self.get(&blob).await?;
             let Ok(serde_json::Value::Object(input)) = serde_json::from_slice(&bytes) else {
                 continue;
@@ -754,7 +787,7 @@ impl Runner<'_> {
                 if let (true, Some(path)) = (named, value.as_str())
                     && !paths.iter().any(|p| p == path)
                 {
-                    paths.push(briefing::cut(path, 300));
+                    paths.push(prompts::cut(path, 300));
                 }
             }
         }
@@ -763,12 +796,12 @@ impl Runner<'_> {
 
     /// The text of the worker's claim (its last answer of the attempt).
     async fn claim_text(&mut self) -> Result<String, RunError> {
-        let Some(blob) = self.state.claim.clone() else {
+        let Some(blob) = self.journal.state.claim.clone() else {
             return Ok(String::new());
         };
         let bytes = self.get(&blob).await?;
         Ok(
-            serde_json::from_slice::<super::model::ModelResponse>(&bytes)
+            serde_json::from_slice::<crate::brain::model::ModelResponse>(&bytes)
                 .ok()
                 .and_then(|r| r.text)
                 .unwrap_or_default(),
@@ -786,7 +819,11 @@ impl Runner<'_> {
 
     /// Answers of the current conversation refused so far.
     fn rejected(&self) -> u32 {
-        self.state.conversation.as_ref().map_or(0, |c| c.rejected)
+        self.journal
+            .state
+            .conversation
+            .as_ref()
+            .map_or(0, |c| c.rejected)
     }
 
     /// Send the planner's answer back with `message`, or pause when it has
@@ -799,7 +836,7 @@ impl Runner<'_> {
         if self.rejected() + 1 >= MAX_REJECTED {
             events.push(plan_pause(format!(
                 "the planner gave no valid plan in {MAX_REJECTED} answers; the last problem: {}",
-                briefing::cut(&message, 1000)
+                prompts::cut(&message, 1000)
             )));
         }
         self.write(events).await
@@ -809,7 +846,7 @@ impl Runner<'_> {
 /// The tool checks of `plan` whose jq expression does not compile, one
 /// sentence each. Evaluated in the sandbox (`checks::tool`), so a hostile
 /// expression costs at most its limits.
-pub(super) async fn predicate_errors(
+pub(in crate::brain) async fn predicate_errors(
     hands: &crate::hands::Hands,
     plan: &plan::Plan,
 ) -> Vec<String> {
@@ -835,7 +872,6 @@ fn plan_pause(detail: String) -> Event {
         },
     }
 }
-
 
 /// `text` with every granted directory's host path replaced by its guest
 /// path (longest first, so a nested grant wins).

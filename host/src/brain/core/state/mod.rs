@@ -2,22 +2,32 @@
 //!
 //! `wake` = latest snapshot (if any) + `apply` of every later event. Nothing
 //! here does I/O, reads a clock or calls a model: the same events always fold
-//! to the same state, which is what makes crash-resume exact. The loop
-//! (`agent.rs`) decides what to do next from this state alone.
+//! to the same state, which is what makes crash-resume exact. `decide`
+//! (`brain::core::decide`) picks the next action from this state alone and
+//! the runner (`brain::core::runner`) executes it; the runner's journal is
+//! the only code that folds events into a live state.
+//!
+//! [`SessionState::apply`] routes each event to the fold of its concern:
+//! `lifecycle` (creation, goal, pauses, the end, budget), `conversation`
+//! (model turns and the history), `work` (plan, tasks, checks), `calls`
+//! (tool calls) and [`approvals`]. Role names live in [`roles`]; the
+//! snapshot codec in [`snapshot`]. This module imports no executor.
+
+pub mod approvals;
+mod calls;
+mod conversation;
+mod lifecycle;
+pub mod roles;
+pub mod snapshot;
+mod work;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::brain::plan::{PLANNER, PlanState, TaskStatus};
-use crate::session::{BlobRef, Event, EventRecord, PauseReason, ResumeCause, SessionStatus};
-
-/// The worker's role name.
-pub const WORKER: &str = "worker";
-/// The judge's role name.
-pub const JUDGE: &str = "judge";
-/// The role name of a model call writing a handoff.
-pub const HANDOFF_ROLE: &str = "handoff";
+pub use self::roles::{HANDOFF_ROLE, JUDGE, PLANNER, Role, WORKER};
+use crate::hands::Effect;
+use crate::session::{BlobRef, Event, EventRecord, PauseReason, SessionStatus};
 
 /// One item of the conversation after the goal, in log order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,17 +122,38 @@ pub struct OpenCall {
     pub component: String,
     /// Tool name within the component.
     pub tool: String,
-    /// `read-only`, `idempotent` or `writes`.
-    pub effect: String,
+    /// What the call does to the world, parsed once from the event's
+    /// `effect` (see [`effect_of`]). Stored in snapshots under the same
+    /// names (`read-only`, `idempotent`, `writes`).
+    pub effect: Effect,
     /// Input blob.
     pub input: BlobRef,
 }
 
+/// The effect an event records by name. A name this version does not know
+/// is taken as `writes`, the one effect never repeated blindly.
+pub fn effect_of(name: &str) -> Effect {
+    match name {
+        "read-only" => Effect::ReadOnly,
+        "idempotent" => Effect::Idempotent,
+        _ => Effect::Writes,
+    }
+}
+
+/// The name an event records for `effect` (the inverse of [`effect_of`]).
+pub fn effect_name(effect: Effect) -> &'static str {
+    match effect {
+        Effect::ReadOnly => "read-only",
+        Effect::Idempotent => "idempotent",
+        Effect::Writes => "writes",
+    }
+}
+
 /// Whether a call of this recorded effect may run again without harm
-/// (`read-only` or `idempotent`): such a call needs no durable record before
+/// ([`Effect::safe_to_retry`]): such a call needs no durable record before
 /// it runs and is re-run after a crash; any other is recorded in doubt.
 pub fn repeatable(effect: &str) -> bool {
-    matches!(effect, "read-only" | "idempotent")
+    effect_of(effect).safe_to_retry()
 }
 
 /// A model request with no response yet.
@@ -246,7 +277,7 @@ pub struct SessionState {
     /// Events since the last snapshot.
     pub since_snapshot: u64,
     /// The plan and its tasks, in a planned session.
-    pub plan: Option<crate::brain::plan::PlanState>,
+    pub plan: Option<crate::brain::work::plan::PlanState>,
     /// The conversation in progress, in a planned session (`None` in a
     /// single loop, whose context starts from the goal).
     pub conversation: Option<Conversation>,
@@ -275,7 +306,7 @@ pub struct SessionState {
     /// worker touched.
     pub changes: Vec<BlobRef>,
     /// Approval requests and answers.
-    pub approvals: crate::brain::approvals::Approvals,
+    pub approvals: self::approvals::Approvals,
     /// The highest id of the inbox controls acted on (`steered`).
     pub last_control: u64,
     /// The last event is `detached`: running, left for a worker.
@@ -436,542 +467,43 @@ impl SessionState {
         }
         self.approvals.apply(&record.event);
         self.awaiting_worker = matches!(record.event, Event::Detached { .. });
+        // Each concern folds its own events (see the sub-modules); this
+        // match is exhaustive so a new event must be given a home.
+        let seq = record.seq;
         match &record.event {
-            Event::SessionCreated {
-                agent_name,
-                agent,
-                config_digest,
-            } => {
-                self.agent_name = agent_name.clone();
-                self.agent = agent.clone();
-                self.config_digest = config_digest.clone();
-                self.context_tokens = agent
-                    .pointer("/limits/context_tokens")
-                    .and_then(|v| v.as_u64())
-                    .unwrap_or(DEFAULT_CONTEXT_TOKENS);
+            Event::SessionCreated { .. }
+            | Event::GoalSet { .. }
+            | Event::Paused { .. }
+            | Event::Resumed { .. }
+            | Event::Finished { .. }
+            | Event::Failed { .. }
+            | Event::Snapshot { .. }
+            | Event::ChildStarted { .. }
+            | Event::Delegated { .. } => self.fold_lifecycle(&record.event),
+            Event::ModelRequested { .. }
+            | Event::ModelFailed { .. }
+            | Event::ModelResponded { .. }
+            | Event::Error { .. }
+            | Event::RoleStarted { .. }
+            | Event::Handoff { .. }
+            | Event::Steered { .. } => self.fold_conversation(seq, &record.event),
+            Event::PlanCreated { .. }
+            | Event::PlanRevised { .. }
+            | Event::TaskStarted { .. }
+            | Event::CheckFinished { .. }
+            | Event::TaskFinished { .. }
+            | Event::ProgressNoted { .. } => self.fold_work(seq, &record.event),
+            Event::ToolStarted { .. } | Event::ToolFinished { .. } | Event::ToolInDoubt { .. } => {
+                self.fold_calls(seq, &record.event)
             }
-            Event::GoalSet { goal } => self.goal = Some(goal.clone()),
-            Event::ModelRequested {
-                step,
-                request,
-                attempt,
-                role,
-                ..
-            } => {
-                let before = match &self.pending_request {
-                    Some(p) if p.step == *step => p.attempts,
-                    _ => 0,
-                };
-                self.pending_request = Some(PendingRequest {
-                    step: *step,
-                    request: request.clone(),
-                    attempts: before.max(*attempt),
-                    role: role.clone(),
-                });
-            }
-            Event::ModelFailed { step, attempt, .. } => {
-                if let Some(p) = &mut self.pending_request
-                    && p.step == *step
-                {
-                    p.attempts = p.attempts.max(*attempt);
-                }
-            }
-            Event::ModelResponded {
-                step,
-                response,
-                input_tokens,
-                output_tokens,
-                latency_ms,
-                calls,
-                cost_micros,
-                ..
-            } => {
-                match cost_micros {
-                    Some(c) => self.cost_micros = self.cost_micros.saturating_add(*c),
-                    None => self.cost_unknown += 1,
-                }
-                let role = self.pending_request.take().map(|p| p.role);
-                self.steps = self.steps.max(*step);
-                self.input_tokens += input_tokens;
-                self.output_tokens += output_tokens;
-                self.active_ms += latency_ms;
-                if role.as_deref() == Some(HANDOFF_ROLE) {
-                    // Not an answer of the conversation: checked, then
-                    // the conversation is replaced by it.
-                    self.handoff_reply = Some(HandoffReply {
-                        step: *step,
-                        response: response.clone(),
-                    });
-                    return;
-                }
-                if let Some(c) = &mut self.conversation {
-                    c.steps += 1;
-                    c.context_tokens = input_tokens + output_tokens;
-                }
-                if self.conversation.as_ref().is_none_or(|c| c.role == WORKER) {
-                    self.steps_since_progress += 1;
-                }
-                self.answer = Some(Answer {
-                    step: *step,
-                    response: response.clone(),
-                    calls: calls.clone(),
-                });
-                self.pending_calls = calls.clone().unwrap_or_default();
-                self.check_passed = None;
-                self.push_history(HistoryItem::Assistant {
-                    seq: record.seq,
-                    step: *step,
-                    response: response.clone(),
-                });
-            }
-            Event::Error {
-                step: Some(step),
-                message,
-            } => self.feedback(record.seq, *step, message),
-            Event::Error { step: None, .. } => {}
-            Event::PlanCreated { plan, author } => {
-                if let Ok(plan) = serde_json::from_value(plan.clone()) {
-                    let mut state = PlanState::new(plan);
-                    state.planner_ran = author == PLANNER;
-                    self.plan = Some(state);
-                }
-                self.end_side_conversation(PLANNER);
-            }
-            Event::PlanRevised {
-                plan,
-                accepted,
-                weakened,
-                author,
-                ..
-            } => {
-                if *accepted {
-                    if let (Some(state), Ok(plan)) =
-                        (&mut self.plan, serde_json::from_value(plan.clone()))
-                    {
-                        state.replace(plan);
-                        state.revision += 1;
-                        if author == PLANNER {
-                            state.planner_ran = true;
-                        }
-                    }
-                    self.end_side_conversation(PLANNER);
-                } else if let Some(step) = self.answer.as_ref().map(|a| a.step) {
-                    let text = format!(
-                        "The revision was refused: it removes or changes checks, which this \
-                         agent does not allow. Keep every existing check; you may add tasks and \
-                         checks. Refused: {}",
-                        weakened.join("; ")
-                    );
-                    self.feedback(record.seq, step, &text);
-                }
-            }
-            Event::TaskStarted {
-                task,
-                briefing,
-                child,
-                ..
-            } => {
-                if let Some(plan) = &mut self.plan {
-                    // A new attempt at the same task keeps what the last
-                    // one changed: it is still there to judge.
-                    if plan.current.as_ref() != Some(task) {
-                        self.changes.clear();
-                    }
-                    let record = plan.tasks.entry(task.clone()).or_default();
-                    record.status = Some(TaskStatus::Running);
-                    record.attempts += 1;
-                    record.checked.clear();
-                    record.child = child.clone();
-                    if child.is_some() {
-                        // Its worker runs in the child session; this
-                        // session's conversation is not touched.
-                        return;
-                    }
-                    plan.current = Some(task.clone());
-                }
-                self.failures.clear();
-                self.claim = None;
-                self.start_conversation(WORKER, Some(task.clone()), None, briefing.clone());
-            }
-            Event::RoleStarted {
-                role,
-                task,
-                check,
-                briefing,
-            } => {
-                self.keep_claim();
-                self.start_conversation(role, task.clone(), *check, briefing.clone());
-            }
-            Event::CheckFinished {
-                task,
-                check,
-                kind,
-                passed,
-                detail,
-                ..
-            } => {
-                self.keep_claim();
-                if *passed {
-                    self.steps_since_progress = 0;
-                }
-                if let Some(plan) = &mut self.plan {
-                    let label = plan
-                        .plan
-                        .task(task)
-                        .and_then(|t| t.done_when.get(*check as usize))
-                        .map(|c| c.label())
-                        .unwrap_or_else(|| format!("{kind} check {check}"));
-                    if let Some(record) = plan.tasks.get_mut(task) {
-                        if let Some(slot) = record.checks.get_mut(*check as usize) {
-                            *slot = Some(*passed);
-                        }
-                        record.checked.insert(*check);
-                    }
-                    if !passed {
-                        self.failures.push(format!("{label}: {detail}"));
-                    }
-                }
-                if kind == "judge" {
-                    self.end_side_conversation(JUDGE);
-                }
-            }
-            Event::TaskFinished {
-                task,
-                status,
-                attempts,
-            } => {
-                if let Some(plan) = &mut self.plan {
-                    if let Some(record) = plan.tasks.get_mut(task) {
-                        // A task run in a child session made its attempts
-                        // there; its start here counted one of them.
-                        if record.child.is_some() {
-                            record.attempts += attempts.saturating_sub(1);
-                        }
-                        record.status = Some(if status == "done" {
-                            TaskStatus::Done
-                        } else {
-                            TaskStatus::Failed
-                        });
-                    }
-                    if plan.current.as_ref() == Some(task) {
-                        plan.current = None;
-                    }
-                }
-                self.reset_context();
-                self.conversation = None;
-            }
-            Event::Handoff {
-                task,
-                handoff,
-                briefing,
-                ..
-            } => {
-                self.latest_handoff = Some(handoff.clone());
-                self.handoff_reply = None;
-                self.handoff_problems = None;
-                self.handoff_refused = None;
-                self.handoff_tries = 0;
-                self.start_conversation(WORKER, task.clone(), None, briefing.clone());
-            }
-            Event::ProgressNoted { task, text } => {
-                self.progress.push_back(ProgressNote {
-                    task: task.clone(),
-                    text: text.clone(),
-                });
-                while self.progress.len() > MAX_PROGRESS_NOTES {
-                    self.progress.pop_front();
-                }
-            }
-            Event::Steered {
-                control,
-                kind,
-                text,
-                by,
-            } => {
-                self.last_control = self.last_control.max(*control);
-                if kind == "send" {
-                    self.push_history(HistoryItem::Note {
-                        seq: record.seq,
-                        text: format!(
-                            "[a message from {by}, the operator] {}",
-                            text.as_deref().unwrap_or_default()
-                        ),
-                    });
-                }
-            }
-            Event::ChildStarted {
-                call_id,
-                child,
-                slice,
-                ..
-            } => {
-                self.children.insert(call_id.clone(), child.clone());
-                for (name, amount) in slice {
-                    *self.reserved.entry(name.clone()).or_default() += amount;
-                }
-            }
-            Event::Delegated { parent, .. } => self.parent = Some(parent.clone()),
-            Event::MemoryWritten { .. }
-            | Event::Detached { .. }
-            | Event::ApprovalRequested { .. }
+            // Folded by `approvals` above; memory writes and detaching
+            // change nothing else here.
+            Event::ApprovalRequested { .. }
             | Event::ApprovalGranted { .. }
-            | Event::ApprovalDenied { .. } => {}
-            Event::ToolStarted {
-                step,
-                call_id,
-                component,
-                tool,
-                effect,
-                input,
-                ..
-            } => {
-                self.pending_calls.retain(|c| c != call_id);
-                if effect != "read-only" {
-                    if self.changes.len() >= MAX_CHANGES {
-                        self.changes.remove(0);
-                    }
-                    if !self.changes.contains(input) {
-                        self.changes.push(input.clone());
-                    }
-                }
-                self.open_calls.insert(
-                    call_id.clone(),
-                    OpenCall {
-                        step: *step,
-                        component: component.clone(),
-                        tool: tool.clone(),
-                        effect: effect.clone(),
-                        input: input.clone(),
-                    },
-                );
-            }
-            Event::ToolFinished {
-                call_id,
-                ok,
-                result,
-                receipt,
-                ..
-            } => {
-                let open = self.open_calls.remove(call_id);
-                self.pending_calls.retain(|c| c != call_id);
-                if call_id.starts_with(CHECK_PREFIX) {
-                    self.check_passed = Some(*ok);
-                    if *ok {
-                        self.steps_since_progress = 0;
-                    }
-                }
-                match &open {
-                    // A change: progress, and what reads saw may differ now.
-                    Some(o) if o.effect != "read-only" => {
-                        self.read_cache.clear();
-                        if *ok {
-                            self.steps_since_progress = 0;
-                        }
-                    }
-                    Some(_) if *ok => {
-                        if let Some(key) = receipt.get("cache_key").and_then(|k| k.as_str())
-                            && self.read_cache.len() < MAX_CACHED
-                        {
-                            self.read_cache.insert(
-                                key.to_owned(),
-                                CachedResult {
-                                    call_id: call_id.clone(),
-                                    ok: *ok,
-                                    result: result.clone(),
-                                },
-                            );
-                        }
-                    }
-                    _ => {}
-                }
-                self.tool_calls += 1;
-                self.bytes_written += receipt
-                    .get("bytes_written")
-                    .and_then(|v| v.as_u64())
-                    .unwrap_or(0);
-                self.active_ms +=
-                    receipt.get("wall_us").and_then(|v| v.as_u64()).unwrap_or(0) / 1000;
-                if *ok {
-                    self.consecutive_failures = 0;
-                } else {
-                    self.consecutive_failures += 1;
-                    if let Some(open) = &open {
-                        *self
-                            .repeated_failures
-                            .entry(failure_key(&open.component, &open.tool, &open.input))
-                            .or_default() += 1;
-                    }
-                }
-                self.push_history(HistoryItem::ToolResult {
-                    seq: record.seq,
-                    call_id: call_id.clone(),
-                    ok: *ok,
-                    result: Some(result.clone()),
-                    note: None,
-                });
-            }
-            Event::ToolInDoubt {
-                call_id, reason, ..
-            } => {
-                self.open_calls.remove(call_id);
-                self.pending_calls.retain(|c| c != call_id);
-                self.in_doubt.push(call_id.clone());
-                self.tool_calls += 1;
-                self.push_history(HistoryItem::ToolResult {
-                    seq: record.seq,
-                    call_id: call_id.clone(),
-                    ok: false,
-                    result: None,
-                    note: Some(reason.clone()),
-                });
-            }
-            Event::Paused { reason } => self.pause = Some(reason.clone()),
-            Event::Resumed { raised, cause, .. } => {
-                self.pause = None;
-                for (k, v) in raised {
-                    self.raised.insert(k.clone(), *v);
-                }
-                // A person looked at it: the breaker starts counting afresh.
-                // A worker recovering from a crash is not a person.
-                if *cause == ResumeCause::Operator {
-                    self.consecutive_failures = 0;
-                    self.repeated_failures.clear();
-                    self.steps_since_progress = 0;
-                    // A failed task paused the session for a person, who
-                    // has looked: it gets a fresh set of attempts.
-                    if let Some(plan) = &mut self.plan {
-                        for record in plan.tasks.values_mut() {
-                            if record.status == Some(TaskStatus::Failed) {
-                                record.fresh_set();
-                            }
-                        }
-                    }
-                }
-            }
-            Event::Finished {
-                summary,
-                summary_blob,
-            } => {
-                self.pause = None;
-                self.summary = summary.clone();
-                self.summary_blob = summary_blob.clone();
-            }
-            Event::Failed { error } => self.error = Some(error.clone()),
-            Event::Snapshot { .. } => self.since_snapshot = 0,
+            | Event::ApprovalDenied { .. }
+            | Event::MemoryWritten { .. }
+            | Event::Detached { .. } => {}
         }
-    }
-
-    /// Keep the worker's last answer as its claim, when the worker's
-    /// conversation is the one in progress.
-    fn keep_claim(&mut self) {
-        if self.conversation.as_ref().is_some_and(|c| c.role == WORKER)
-            && let Some(answer) = &self.answer
-        {
-            self.claim = Some(answer.response.clone());
-        }
-    }
-
-    /// Start a fresh conversation: nothing of the last one is sent again.
-    fn start_conversation(
-        &mut self,
-        role: &str,
-        task: Option<String>,
-        check: Option<u32>,
-        briefing: BlobRef,
-    ) {
-        self.reset_context();
-        self.conversation = Some(Conversation {
-            role: role.to_owned(),
-            task,
-            check,
-            briefing,
-            steps: 0,
-            context_tokens: 0,
-            rejected: 0,
-            omitted_before: self.history_omitted,
-        });
-    }
-
-    /// End the judge's or the planner's conversation (a no-op for any
-    /// other): its result is recorded, its history is not needed again.
-    fn end_side_conversation(&mut self, role: &str) {
-        if self.conversation.as_ref().is_some_and(|c| c.role == role) {
-            self.reset_context();
-            self.conversation = None;
-        }
-    }
-
-    /// Empty the context. The history's positions go on counting (see
-    /// `history_omitted`), as when old turns are dropped from the front.
-    fn reset_context(&mut self) {
-        self.history_omitted += self.history.len() as u64;
-        self.history.clear();
-        self.history_tokens = 0;
-        self.answer = None;
-        self.pending_calls.clear();
-        self.check_passed = None;
-    }
-
-    /// An `error` about turn `step`: when it is the handoff waiting to be
-    /// checked, or the final answer of a planner or judge conversation, it
-    /// is the harness refusing that answer — the model is told why (a note
-    /// in its history) and asked again.
-    fn feedback(&mut self, seq: u64, step: u64, message: &str) {
-        if self.handoff_reply.as_ref().is_some_and(|h| h.step == step) {
-            self.handoff_refused = self.handoff_reply.take().map(|h| h.response);
-            self.handoff_problems = Some(message.to_owned());
-            self.handoff_tries += 1;
-            return;
-        }
-        let side = self
-            .conversation
-            .as_ref()
-            .is_some_and(|c| c.role == PLANNER || c.role == JUDGE);
-        if side
-            && self
-                .answer
-                .as_ref()
-                .is_some_and(|a| a.step == step && a.is_final())
-        {
-            self.answer = None;
-            if let Some(c) = &mut self.conversation {
-                c.rejected += 1;
-            }
-            self.push_history(HistoryItem::Note {
-                seq,
-                text: message.to_owned(),
-            });
-        }
-    }
-
-    fn push_history(&mut self, item: HistoryItem) {
-        self.history_tokens += item.tokens();
-        self.history.push_back(item);
-        // Drop whole turns from the front: an assistant answer goes with the
-        // tool results that follow it, so no result is left without its call.
-        // The newest turn always stays, whatever its size.
-        while (self.history_tokens > self.context_tokens || self.history.len() > MAX_HISTORY_ITEMS)
-            && self.first_turn_len() < self.history.len()
-        {
-            for _ in 0..self.first_turn_len() {
-                if let Some(old) = self.history.pop_front() {
-                    self.history_tokens = self.history_tokens.saturating_sub(old.tokens());
-                    self.history_omitted += 1;
-                }
-            }
-        }
-    }
-
-    /// Items in the first turn of `history`.
-    fn first_turn_len(&self) -> usize {
-        let mut n = 0;
-        for (i, item) in self.history.iter().enumerate() {
-            if i > 0 && matches!(item, HistoryItem::Assistant { .. }) {
-                break;
-            }
-            n += 1;
-        }
-        n.max(1)
     }
 
     /// Record the calls of an answer whose `model_responded` predates the
@@ -1019,6 +551,7 @@ impl SessionState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::ResumeCause;
 
     fn record(seq: u64, event: Event) -> EventRecord {
         EventRecord {
