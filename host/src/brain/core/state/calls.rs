@@ -101,7 +101,7 @@ impl SessionState {
                     }
                 }
                 self.push_history(HistoryItem::ToolResult {
-                    seq: seq,
+                    seq,
                     call_id: call_id.clone(),
                     ok: *ok,
                     result: Some(result.clone()),
@@ -116,7 +116,7 @@ impl SessionState {
                 self.in_doubt.push(call_id.clone());
                 self.tool_calls += 1;
                 self.push_history(HistoryItem::ToolResult {
-                    seq: seq,
+                    seq,
                     call_id: call_id.clone(),
                     ok: false,
                     result: None,

@@ -82,7 +82,7 @@ impl SessionState {
                 self.pending_calls = calls.clone().unwrap_or_default();
                 self.check_passed = None;
                 self.push_history(HistoryItem::Assistant {
-                    seq: seq,
+                    seq,
                     step: *step,
                     response: response.clone(),
                 });
@@ -123,7 +123,7 @@ impl SessionState {
                 self.last_control = self.last_control.max(*control);
                 if kind == "send" {
                     self.push_history(HistoryItem::Note {
-                        seq: seq,
+                        seq,
                         text: format!(
                             "[a message from {by}, the operator] {}",
                             text.as_deref().unwrap_or_default()
