@@ -553,6 +553,29 @@ mod tests {
     use super::*;
     use crate::session::ResumeCause;
 
+    #[test]
+    fn an_effect_is_read_back_as_recorded_and_an_unknown_one_is_never_repeated() {
+        for effect in [Effect::ReadOnly, Effect::Idempotent, Effect::Writes] {
+            assert_eq!(effect_of(effect_name(effect)), effect);
+            assert_eq!(repeatable(effect_name(effect)), effect.safe_to_retry());
+        }
+        // A name from a newer version: taken as a write, so a call left
+        // open is recorded in doubt rather than run twice.
+        assert_eq!(effect_of("appends"), Effect::Writes);
+        assert!(!repeatable("appends"));
+        // Snapshots keep the same names the events use.
+        let open = OpenCall {
+            step: 1,
+            component: "fs".into(),
+            tool: "write".into(),
+            effect: Effect::Idempotent,
+            input: BlobRef::of(b"{}"),
+        };
+        let json = serde_json::to_value(&open).unwrap();
+        assert_eq!(json["effect"], "idempotent");
+        assert_eq!(serde_json::from_value::<OpenCall>(json).unwrap(), open);
+    }
+
     fn record(seq: u64, event: Event) -> EventRecord {
         EventRecord {
             seq,
