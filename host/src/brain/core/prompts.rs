@@ -9,9 +9,9 @@
 
 use std::fmt::Write as _;
 
-use super::decide::Role;
-use super::handoff::{self, Handoff};
-use super::plan::{self, Check, PlanState, Task};
+use super::state::Role;
+use crate::brain::work::handoff::{self, Handoff};
+use crate::brain::work::plan::{self, Check, PlanState, Task};
 
 /// Tasks listed in a briefing's plan overview; the rest are counted.
 pub const MAX_LISTED_TASKS: usize = 40;

@@ -31,7 +31,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
-use super::runner::{RunError, Runner};
+use crate::brain::core::runner::Runner;
+use crate::brain::error::RunError;
 use crate::session::inbox::{Control, ControlKind};
 use crate::session::{Event, PauseKind, PauseReason, SessionId, Store};
 
@@ -39,7 +40,7 @@ use crate::session::{Event, PauseKind, PauseReason, SessionId, Store};
 pub const POLL: Duration = Duration::from_millis(250);
 
 /// The poller of one session's inbox.
-pub(super) struct Poller {
+pub(in crate::brain) struct Poller {
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -53,7 +54,7 @@ impl Poller {
     /// the session was not running (a note sent to a paused session) are
     /// in the inbox at the loop's first safe point, not at a later one a
     /// poll happens to precede.
-    pub(super) async fn start(
+    pub(in crate::brain) async fn start(
         store: std::sync::Arc<dyn Store>,
         session: SessionId,
         mut after: u64,
@@ -89,7 +90,7 @@ impl Poller {
     }
 
     /// Stop polling.
-    pub(super) fn stop(self) {
+    pub(in crate::brain) fn stop(self) {
         self.task.abort();
     }
 }
@@ -124,7 +125,7 @@ fn deliver(
 }
 
 /// Resolves with the `cancel --now` control once one arrives.
-pub(super) async fn cancel_requested(
+pub(in crate::brain) async fn cancel_requested(
     now: &mut watch::Receiver<Option<Control>>,
 ) -> Option<Control> {
     now.wait_for(Option::is_some)
@@ -148,8 +149,11 @@ impl Runner<'_> {
     /// `pause` or `cancel` not yet acted on arrives first: then `work` is
     /// dropped and `None` returned, within [`POLL`] of the control being
     /// posted. Only for redoable work: nothing it did is relied on.
-    pub(super) async fn abandon_on_stop<T>(&mut self, work: impl Future<Output = T>) -> Option<T> {
-        let last = self.state.last_control;
+    pub(in crate::brain) async fn abandon_on_stop<T>(
+        &mut self,
+        work: impl Future<Output = T>,
+    ) -> Option<T> {
+        let last = self.journal.state.last_control;
         let Some(stop) = self.stop.as_mut() else {
             return Some(work.await);
         };
@@ -162,7 +166,7 @@ impl Runner<'_> {
     }
 
     /// Act on the controls that arrived: at a safe point, between actions.
-    pub(super) async fn apply_controls(&mut self) -> Result<(), RunError> {
+    pub(in crate::brain) async fn apply_controls(&mut self) -> Result<(), RunError> {
         let Some(rx) = self.inbox.as_mut() else {
             return Ok(());
         };
@@ -171,7 +175,7 @@ impl Runner<'_> {
             arrived.push(control);
         }
         for control in arrived {
-            if control.id <= self.state.last_control {
+            if control.id <= self.journal.state.last_control {
                 continue;
             }
             let mut events = vec![steered(&control)];
@@ -206,7 +210,7 @@ impl Runner<'_> {
             }
             self.write(events).await?;
             let _ = self.store.settle_control(&self.lease, control.id).await;
-            if self.state.is_terminal() || self.state.pause.is_some() {
+            if self.journal.state.is_terminal() || self.journal.state.pause.is_some() {
                 // The rest wait for the next run (a cancel after a pause is
                 // read at the resume).
                 break;
@@ -217,13 +221,13 @@ impl Runner<'_> {
 
     /// `cancel --now`: the step in flight was dropped; record the calls it
     /// left started as in doubt, then the end.
-    pub(super) async fn cancel_now(&mut self, control: Control) -> Result<(), RunError> {
-        if control.id <= self.state.last_control || self.state.is_terminal() {
+    pub(in crate::brain) async fn cancel_now(&mut self, control: Control) -> Result<(), RunError> {
+        if control.id <= self.journal.state.last_control || self.journal.state.is_terminal() {
             return Ok(());
         }
         self.flush().await?;
         let mut events = Vec::new();
-        for (call_id, call) in self.state.open_calls.clone() {
+        for (call_id, call) in self.journal.state.open_calls.clone() {
             events.push(Event::ToolInDoubt {
                 step: call.step,
                 call_id,
@@ -253,10 +257,10 @@ impl Runner<'_> {
 
     /// Before an operator's resume: pauses posted before it are answered
     /// by it (recorded, not applied).
-    pub(super) async fn supersede_pauses(&mut self) -> Result<(), RunError> {
+    pub(in crate::brain) async fn supersede_pauses(&mut self) -> Result<(), RunError> {
         let controls = self
             .store
-            .controls(&self.session, self.state.last_control)
+            .controls(&self.session, self.journal.state.last_control)
             .await?;
         let mut events = Vec::new();
         for control in controls.iter().filter(|c| c.kind == ControlKind::Pause) {

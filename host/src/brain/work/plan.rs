@@ -122,10 +122,9 @@ impl Check {
     }
 }
 
-/// Where a plan or a revision came from: `operator` or `planner`.
+/// Where a plan or a revision came from: `operator`, or the planner
+/// (whose name is the planner role's, `core::state::roles::PLANNER`).
 pub const OPERATOR: &str = "operator";
-/// See [`OPERATOR`].
-pub const PLANNER: &str = "planner";
 
 /// What a plan may name, for validation: the agent's tools and command
 /// checks.

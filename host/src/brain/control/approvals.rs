@@ -17,162 +17,19 @@
 //! call's `tool_started` (fsynced before a writing call runs) uses it, and
 //! a call started and not finished is never re-run blindly.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::config::{ApprovePolicy, approve_policy};
-use super::runner::{RunError, Runner, now_ms};
+use crate::brain::config::{ApprovePolicy, approve_policy};
+use crate::brain::core::runner::{Runner, now_ms};
+use crate::brain::core::state::approvals::live;
+pub use crate::brain::core::state::approvals::{Approval, ApprovalStatus, Approvals};
+use crate::brain::core::state::effect_name;
+use crate::brain::error::RunError;
 use crate::hands::Effect;
-use crate::session::{
-    BlobRef, Event, PauseKind, PauseReason, SessionId, SessionStatus, Store, StoreError,
-};
-
-/// Where a request stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum ApprovalStatus {
-    /// Waiting for a person.
-    Pending,
-    /// Approved.
-    Granted {
-        /// `once` or `session`.
-        scope: String,
-        /// When it lapses (unix ms).
-        expires_ms: Option<u64>,
-    },
-    /// Denied, with the reason the model is told.
-    Denied {
-        /// Why.
-        reason: String,
-    },
-    /// Approved once and used by its call.
-    Used,
-}
-
-/// One request, as the log tells it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Approval {
-    /// The turn that asked for the call.
-    pub step: u64,
-    /// The call.
-    pub call_id: String,
-    /// The tool as the model named it.
-    pub tool: String,
-    /// Its effect.
-    pub effect: String,
-    /// The action's fingerprint.
-    pub fingerprint: String,
-    /// The arguments (blob).
-    pub input: BlobRef,
-    /// Where it stands.
-    pub status: ApprovalStatus,
-}
-
-/// The approvals of a session, folded from its events.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Approvals {
-    /// Requests by id.
-    pub requests: BTreeMap<String, Approval>,
-    /// Fingerprints approved for the rest of the session, with their
-    /// expiry.
-    pub session: BTreeMap<String, Option<u64>>,
-}
-
-impl Approvals {
-    /// Fold one event in.
-    pub fn apply(&mut self, event: &Event) {
-        match event {
-            Event::ApprovalRequested {
-                request,
-                step,
-                call_id,
-                tool,
-                effect,
-                fingerprint,
-                input,
-            } => {
-                self.requests.insert(
-                    request.clone(),
-                    Approval {
-                        step: *step,
-                        call_id: call_id.clone(),
-                        tool: tool.clone(),
-                        effect: effect.clone(),
-                        fingerprint: fingerprint.clone(),
-                        input: input.clone(),
-                        status: ApprovalStatus::Pending,
-                    },
-                );
-            }
-            Event::ApprovalGranted {
-                request,
-                scope,
-                expires_ms,
-                ..
-            } => {
-                if let Some(a) = self.requests.get_mut(request) {
-                    a.status = ApprovalStatus::Granted {
-                        scope: scope.clone(),
-                        expires_ms: *expires_ms,
-                    };
-                    if scope == "session" {
-                        self.session.insert(a.fingerprint.clone(), *expires_ms);
-                    }
-                }
-            }
-            Event::ApprovalDenied {
-                request, reason, ..
-            } => {
-                if let Some(a) = self.requests.get_mut(request) {
-                    a.status = ApprovalStatus::Denied {
-                        reason: reason.clone(),
-                    };
-                }
-            }
-            Event::ToolStarted { call_id, .. } => {
-                for a in self.requests.values_mut() {
-                    if &a.call_id == call_id
-                        && matches!(&a.status, ApprovalStatus::Granted { scope, .. } if scope == "once")
-                    {
-                        a.status = ApprovalStatus::Used;
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// Requests waiting for a person, by id.
-    pub fn pending(&self) -> impl Iterator<Item = (&String, &Approval)> {
-        self.requests
-            .iter()
-            .filter(|(_, a)| a.status == ApprovalStatus::Pending)
-    }
-
-    /// The newest request for `call_id`.
-    fn of_call(&self, call_id: &str) -> Option<(&String, &Approval)> {
-        self.requests
-            .iter()
-            .filter(|(_, a)| a.call_id == call_id)
-            .max_by_key(|(id, _)| request_seq(id))
-    }
-}
-
-fn request_seq(id: &str) -> u64 {
-    id.strip_prefix("ap-")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
-fn live(expires_ms: Option<u64>, now: u64) -> bool {
-    expires_ms.is_none_or(|at| now < at)
-}
+use crate::session::{Event, PauseKind, PauseReason, SessionId, SessionStatus, Store, StoreError};
 
 /// What the gate says of a call.
-pub(super) enum Gate {
+pub(in crate::brain) enum Gate {
     /// Run it.
     Run,
     /// A person denied it: answer the model with this reason.
@@ -185,7 +42,7 @@ pub(super) enum Gate {
 impl Runner<'_> {
     /// Whether `[approve]` makes a call of `name` with `effect` wait for a
     /// person.
-    pub(super) fn needs_approval(&self, name: &str, effect: Effect) -> bool {
+    pub(in crate::brain) fn needs_approval(&self, name: &str, effect: Effect) -> bool {
         match approve_policy(&self.agent.frozen.approve, name) {
             ApprovePolicy::Never => false,
             ApprovePolicy::Writes => effect != Effect::ReadOnly,
@@ -197,7 +54,7 @@ impl Runner<'_> {
     /// it (no approval needed, or a live one for its fingerprint), answer
     /// it as denied, or — asking for an approval when none is pending —
     /// wait, the session paused.
-    pub(super) async fn gate(
+    pub(in crate::brain) async fn gate(
         &mut self,
         step: u64,
         call_id: &str,
@@ -210,7 +67,7 @@ impl Runner<'_> {
         }
         let fingerprint = self.fingerprint(name, effect, input);
         let now = now_ms();
-        let approvals = &self.state.approvals;
+        let approvals = &self.journal.state.approvals;
         if approvals
             .session
             .get(&fingerprint)
@@ -245,13 +102,8 @@ impl Runner<'_> {
             },
             _ => {}
         }
-        let request = format!("ap-{}", self.state.last_seq + 1);
+        let request = format!("ap-{}", self.journal.state.last_seq + 1);
         let blob = self.put(input.to_string().into_bytes());
-        let effect_name = match effect {
-            Effect::ReadOnly => "read-only",
-            Effect::Idempotent => "idempotent",
-            Effect::Writes => "writes",
-        };
         let reason = wait(&request);
         self.write(vec![
             Event::ApprovalRequested {
@@ -259,7 +111,7 @@ impl Runner<'_> {
                 step,
                 call_id: call_id.to_owned(),
                 tool: name.to_owned(),
-                effect: effect_name.to_owned(),
+                effect: effect_name(effect).to_owned(),
                 fingerprint,
                 input: blob,
             },
@@ -271,7 +123,7 @@ impl Runner<'_> {
 
     /// The fingerprint of calling `name` with `input`: component digest,
     /// tool, canonical arguments, the grants it runs with, effect.
-    pub(super) fn fingerprint(
+    pub(in crate::brain) fn fingerprint(
         &self,
         name: &str,
         effect: Effect,
@@ -291,14 +143,14 @@ impl Runner<'_> {
                 )
             }
             None => (
-                super::recall::HOST_DIGEST.to_owned(),
+                crate::brain::host_tools::memory::HOST_DIGEST.to_owned(),
                 serde_json::to_value(&self.agent.frozen.memory).unwrap_or_default(),
             ),
         };
         let mut args = String::new();
-        super::model::replay::canonical_json(input, &mut args);
+        crate::brain::model::replay::canonical_json(input, &mut args);
         let mut grants_json = String::new();
-        super::model::replay::canonical_json(&grants, &mut grants_json);
+        crate::brain::model::replay::canonical_json(&grants, &mut grants_json);
         let mut h = Sha256::new();
         for part in [
             "longhand.approval/1",
@@ -389,7 +241,7 @@ async fn answer_held(
     answer: Answer,
     by: &str,
 ) -> Result<(), AnswerError> {
-    let state = super::agent::load_state(store, session).await?;
+    let state = crate::brain::core::state::snapshot::load_state(store, session).await?;
     let Some(found) = state.approvals.requests.get(request) else {
         return Err(AnswerError::Unknown {
             session: session.to_string(),
@@ -436,7 +288,7 @@ pub async fn pending_everywhere(
         if summary.status != SessionStatus::Paused {
             continue;
         }
-        let state = super::agent::load_state(store, &summary.id).await?;
+        let state = crate::brain::core::state::snapshot::load_state(store, &summary.id).await?;
         for (id, approval) in state.approvals.pending() {
             out.push((summary.id.clone(), id.clone(), approval.clone()));
         }

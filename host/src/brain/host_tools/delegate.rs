@@ -29,9 +29,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::agent::attenuation::{self, Capabilities, Refusal};
-use super::model::{ModelProvider, ToolDef};
-use super::runner::{RunError, Runner};
+use crate::brain::agent::attenuation::{self, Capabilities, Refusal};
+use crate::brain::core::runner::Runner;
+use crate::brain::error::{LogError, RunError, tool_error as error};
+use crate::brain::model::{ModelProvider, ToolDef};
 use crate::hands::Grants;
 use crate::session::{Event, PauseKind, PauseReason, SessionId, SessionStatus};
 
@@ -40,9 +41,43 @@ pub const DELEGATE: &str = "delegate";
 /// Longest goal given to a child, in bytes.
 pub const MAX_CHILD_GOAL: usize = 16 * 1024;
 
+/// `delegate` as a host tool: offered when the agent has children it may
+/// still start at its depth. It writes (a child session is created) and
+/// runs as a child session — started, recorded and awaited by the loop's
+/// delegation (below), never inline.
+pub(in crate::brain) struct Delegate;
+
+#[async_trait::async_trait]
+impl super::HostTool for Delegate {
+    fn name(&self) -> &'static str {
+        "agents"
+    }
+
+    fn defs(&self, ctx: &super::HostCtx<'_>) -> Vec<ToolDef> {
+        def(ctx.frozen).into_iter().collect()
+    }
+
+    fn effect(&self, ctx: &super::HostCtx<'_>, tool: &str) -> Option<crate::hands::Effect> {
+        (tool == DELEGATE && def(ctx.frozen).is_some()).then_some(crate::hands::Effect::Writes)
+    }
+
+    fn runs(&self) -> super::Runs {
+        super::Runs::AsChild
+    }
+
+    async fn call(&self, _: &super::HostCtx<'_>, _: &str, _: &Value) -> (bool, Value) {
+        // The loop never calls it: `Runs::AsChild` calls go to
+        // `Runner::delegate_group`, which needs the launcher.
+        (
+            false,
+            error("failed", "delegate runs as a child session, not inline"),
+        )
+    }
+}
+
 /// The `delegate` tool, when the agent has children and may still start
 /// them at its depth.
-pub fn def(frozen: &super::bind::Frozen) -> Option<ToolDef> {
+pub fn def(frozen: &crate::brain::bind::Frozen) -> Option<ToolDef> {
     if frozen.agents.is_empty() || frozen.depth >= frozen.delegation.max_depth {
         return None;
     }
@@ -78,7 +113,7 @@ fn checked_result(schema: &str, answer: &str) -> Result<Value, String> {
     let compiled = crate::hands::schema::SchemaLoader::new()
         .compile(schema)
         .map_err(|e| e.to_string())?;
-    let json = super::plan::json_in(answer).unwrap_or(answer);
+    let json = crate::brain::work::plan::json_in(answer).unwrap_or(answer);
     let value: Value =
         serde_json::from_str(json).map_err(|e| format!("the answer is not JSON ({e})"))?;
     compiled.validate(&value).map_err(|r| match r {
@@ -106,12 +141,8 @@ enum ChildEnd {
     Paused(PauseReason),
 }
 
-fn error(kind: &str, message: impl Into<String>) -> Value {
-    json!({"error": {"kind": kind, "message": message.into()}})
-}
-
 /// The limits a slice covers, as `child_started.slice` names them.
-fn slice_of(frozen: &super::bind::Frozen) -> BTreeMap<String, u64> {
+fn slice_of(frozen: &crate::brain::bind::Frozen) -> BTreeMap<String, u64> {
     let l = &frozen.limits;
     let mut slice = BTreeMap::from([
         ("max_steps".to_owned(), l.max_steps),
@@ -140,7 +171,7 @@ impl<'h> Runner<'h> {
     ///
     /// Boxed as a `Send` future: a child's run is a run, whose future
     /// holds this one, and a type cannot contain itself.
-    pub(super) fn delegate_group(
+    pub(in crate::brain) fn delegate_group(
         &mut self,
         step: u64,
         calls: Vec<(String, Value)>,
@@ -160,7 +191,7 @@ impl<'h> Runner<'h> {
                             usize,
                             String,
                             Box<Runner<'r>>,
-                            Result<super::runner::RunEnd, RunError>,
+                            Result<crate::brain::core::runner::RunEnd, RunError>,
                         ),
                     > + Send
                     + 'r,
@@ -240,7 +271,7 @@ impl<'h> Runner<'h> {
     ///
     /// Boxed as a `Send` future: a child's run is a run, whose future
     /// holds this one, and a type cannot contain itself.
-    pub(super) fn finish_delegation(
+    pub(in crate::brain) fn finish_delegation(
         &mut self,
         step: u64,
         call_id: String,
@@ -325,7 +356,7 @@ impl<'h> Runner<'h> {
                 ),
             ));
         }
-        if self.state.children.len() as u32 >= frozen.delegation.max_children {
+        if self.journal.state.children.len() as u32 >= frozen.delegation.max_children {
             return Err(error(
                 "denied",
                 format!(
@@ -376,14 +407,14 @@ impl<'h> Runner<'h> {
         let limits = &frozen.limits;
         let used = |name: &str| -> u64 {
             let spent = match name {
-                "max_steps" => self.state.steps,
-                "max_tool_calls" => self.state.tool_calls,
-                "max_input_tokens" => self.state.input_tokens,
-                "max_output_tokens" => self.state.output_tokens,
-                "max_cost_micros" => self.state.cost_micros,
+                "max_steps" => self.journal.state.steps,
+                "max_tool_calls" => self.journal.state.tool_calls,
+                "max_input_tokens" => self.journal.state.input_tokens,
+                "max_output_tokens" => self.journal.state.output_tokens,
+                "max_cost_micros" => self.journal.state.cost_micros,
                 _ => 0,
             };
-            spent + self.state.reserved.get(name).copied().unwrap_or(0)
+            spent + self.journal.state.reserved.get(name).copied().unwrap_or(0)
         };
         // What is left of each limit this session has; the slice must fit.
         let mut left = Capabilities::default();
@@ -395,7 +426,11 @@ impl<'h> Runner<'h> {
                 "max_cost_micros" => limits.max_cost_micros,
                 _ => limits.max_output_tokens,
             };
-            let max = super::decide::limit(&self.state.raised, &limit_name, configured);
+            let max = crate::brain::core::decide::limit(
+                &self.journal.state.raised,
+                &limit_name,
+                configured,
+            );
             if limit_name == "max_cost_micros" && max == 0 {
                 // No money limit here: nothing to slice.
                 continue;
@@ -467,7 +502,7 @@ impl<'h> Runner<'h> {
             ))));
         };
         let hands = self.hands;
-        let agent = match super::bind::bind(hands, *child, |v| std::env::var(v).ok()).await {
+        let agent = match crate::brain::bind::bind(hands, *child, |v| std::env::var(v).ok()).await {
             Ok(agent) => agent,
             Err(e) => {
                 return Ok(Prepared::Done(ChildEnd::Refused(error(
@@ -495,7 +530,9 @@ impl<'h> Runner<'h> {
         let provider = match &self.child_provider {
             Some(p) => p.clone(),
             None => {
-                match super::model::build_provider(&agent.frozen.model, |v| std::env::var(v).ok()) {
+                match crate::brain::model::build_provider(&agent.frozen.model, |v| {
+                    std::env::var(v).ok()
+                }) {
                     Ok(p) => p,
                     Err(e) => {
                         return Ok(Prepared::Done(ChildEnd::Refused(error(
@@ -507,11 +544,11 @@ impl<'h> Runner<'h> {
             }
         };
         let owner = self.lease.owner.clone();
-        let mut runner = match self.state.children.get(call_id).cloned() {
+        let mut runner = match self.journal.state.children.get(call_id).cloned() {
             // Recorded before: this child, woken from its log.
             Some(child_id) => {
                 let id: SessionId = child_id.parse().map_err(|_| {
-                    RunError::Log(super::runner::LogError::Inconsistent(format!(
+                    RunError::Log(LogError::Inconsistent(format!(
                         "child id {child_id} does not parse"
                     )))
                 })?;
@@ -546,14 +583,19 @@ impl<'h> Runner<'h> {
         runner.memory = self.memory.clone();
         // This session runs because someone let it go on: a child that
         // paused (and paused it) goes on with it.
-        if runner.state.status == SessionStatus::Paused {
+        if runner.state().status == SessionStatus::Paused {
             runner.resume(BTreeMap::new()).await?;
         }
         Ok(Prepared::Ready(name, Box::new(runner)))
     }
 
     /// How a child's run ended, for its `delegate` call.
-    fn child_end(&self, name: &str, runner: &Runner<'h>, end: super::runner::RunEnd) -> ChildEnd {
+    fn child_end(
+        &self,
+        name: &str,
+        runner: &Runner<'h>,
+        end: crate::brain::core::runner::RunEnd,
+    ) -> ChildEnd {
         let child_id = runner.session().as_str().to_owned();
         match end.status {
             // The child's session id is in `child_started`, not here: the
@@ -581,7 +623,7 @@ impl<'h> Runner<'h> {
             }
             SessionStatus::Paused => {
                 let kind = runner
-                    .state
+                    .state()
                     .pause
                     .as_ref()
                     .map_or(PauseKind::Plan, |p| p.kind);

@@ -55,7 +55,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::state::{HistoryItem, SessionState};
+use crate::brain::core::state::{HistoryItem, SessionState};
 use crate::session::{BlobRef, Event, EventRecord, SessionId, Store, StoreError};
 
 /// What the root's `format` says.

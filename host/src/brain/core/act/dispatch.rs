@@ -11,12 +11,14 @@
 
 use futures_util::future::join_all;
 
-use super::approvals::Gate;
-use super::bind::NAME_SEPARATOR;
-use super::model::ToolCall;
-use super::runner::{LogError, RunError, Runner, json_error};
-use super::state::{CHECK_PREFIX, OpenCall, repeatable};
-use super::turn::calls_by_id;
+use super::ask::calls_by_id;
+use crate::brain::bind::NAME_SEPARATOR;
+use crate::brain::control::approvals::Gate;
+use crate::brain::core::runner::Runner;
+use crate::brain::core::state::{CHECK_PREFIX, OpenCall, effect_name};
+use crate::brain::error::{LogError, RunError, json_error};
+use crate::brain::host_tools::{self, HostCtx, Runs};
+use crate::brain::model::ToolCall;
 use crate::hands::{CallError, Effect};
 use crate::session::{BlobRef, Event};
 
@@ -29,7 +31,7 @@ struct Ready {
 
 impl Runner<'_> {
     /// Run the calls `ids` of the last answer (turn `step`).
-    pub(super) async fn dispatch_pending(
+    pub(in crate::brain) async fn dispatch_pending(
         &mut self,
         step: u64,
         ids: Vec<String>,
@@ -49,7 +51,7 @@ impl Runner<'_> {
     }
 
     /// Run the completion check on the last answer.
-    pub(super) async fn check(&mut self, step: u64) -> Result<(), RunError> {
+    pub(in crate::brain) async fn check(&mut self, step: u64) -> Result<(), RunError> {
         let Some(check) = self.agent.frozen.completion.clone() else {
             return Ok(());
         };
@@ -62,12 +64,15 @@ impl Runner<'_> {
     }
 
     /// Re-run or mark in doubt every call started but not finished.
-    pub(super) async fn recover(&mut self, ids: Vec<String>) -> Result<(), RunError> {
+    pub(in crate::brain) async fn recover(&mut self, ids: Vec<String>) -> Result<(), RunError> {
         for call_id in ids {
-            let Some(call) = self.state.open_calls.get(&call_id).cloned() else {
+            let Some(call) = self.journal.state.open_calls.get(&call_id).cloned() else {
                 continue;
             };
-            if call.component == "agents" && call.tool == super::delegate::DELEGATE {
+            let child = host_tools::REGISTRY
+                .iter()
+                .any(|host| host.runs() == Runs::AsChild && host.name() == call.component);
+            if child && call.tool == crate::brain::host_tools::delegate::DELEGATE {
                 // Never in doubt: its child is found by the record, or was
                 // never named and never ran (see `delegate`).
                 let bytes = self.get(&call.input).await?;
@@ -83,7 +88,7 @@ impl Runner<'_> {
     }
 
     async fn recover_one(&mut self, call_id: String, call: OpenCall) -> Result<Event, RunError> {
-        if !repeatable(&call.effect) {
+        if !call.effect.safe_to_retry() {
             return Ok(Event::ToolInDoubt {
                 step: call.step,
                 call_id,
@@ -116,10 +121,10 @@ impl Runner<'_> {
         // `delegate` calls in a row: their children run side by side.
         let mut delegations: Vec<(String, serde_json::Value)> = Vec::new();
         for call in calls {
-            if call.name != super::delegate::DELEGATE && !delegations.is_empty() {
+            if !self.runs_as_child(&call.name) && !delegations.is_empty() {
                 self.delegate_group(step, std::mem::take(&mut delegations))
                     .await?;
-                if self.state.pause.is_some() {
+                if self.journal.state.pause.is_some() {
                     // A child paused: the rest wait, pending, for resume.
                     return Ok(());
                 }
@@ -173,7 +178,7 @@ impl Runner<'_> {
                             Gate::Wait => return Ok(()),
                         }
                     }
-                    if call.name == super::delegate::DELEGATE {
+                    if self.runs_as_child(&call.name) {
                         // Child sessions: gathered, then run side by side
                         // after what came before them.
                         self.run_batch(step, std::mem::take(&mut batch)).await?;
@@ -204,10 +209,11 @@ impl Runner<'_> {
     /// Check a call before running it: known tool, JSON object arguments.
     fn prepare(&self, call: &ToolCall) -> Result<(Effect, serde_json::Value), serde_json::Value> {
         let judging = self
+            .journal
             .state
             .conversation
             .as_ref()
-            .is_some_and(|c| c.role == super::state::JUDGE);
+            .is_some_and(|c| c.role == crate::brain::core::state::JUDGE);
         // Host tools (`memory__*`) are the worker's only.
         let host = self.host_tool(&call.name).filter(|_| !judging);
         let effect = match (self.agent.tools.get(&call.name), host) {
@@ -215,10 +221,13 @@ impl Runner<'_> {
             (None, Some(effect)) => effect,
             (None, None) => {
                 let mut available: Vec<String> = self.agent.tools.keys().cloned().collect();
-                if !judging && self.memory.is_some() {
+                if !judging {
+                    let ctx = self.host_ctx();
                     available.extend(
-                        super::recall::defs(&self.agent.frozen.memory)
-                            .into_iter()
+                        host_tools::REGISTRY
+                            .iter()
+                            .filter(|host| host.runs() == Runs::Inline)
+                            .flat_map(|host| host.defs(&ctx))
                             .map(|d| d.name),
                     );
                 }
@@ -269,14 +278,11 @@ impl Runner<'_> {
         }
         let mut started = Vec::new();
         for ready in &batch {
-            if let Some(effect) = self.host_tool(&ready.name) {
+            if let Some((host, effect)) = host_tools::find(&self.host_ctx(), &ready.name) {
                 // Host tools are named `<component>__<tool>` too
-                // (`memory__search`, `skill__load`): recovery rebuilds the
-                // name from the two.
-                let component = ready
-                    .name
-                    .split_once(NAME_SEPARATOR)
-                    .map_or(ready.name.as_str(), |(c, _)| c);
+                // (`memory__search`, `skill__load`), the component being the
+                // host tool's name: recovery rebuilds the name from the two.
+                let component = host.name();
                 started.push(Event::ToolStarted {
                     step,
                     call_id: ready.id.clone(),
@@ -337,11 +343,11 @@ impl Runner<'_> {
                     .then(|| self.fingerprint(&r.name, effect, &r.input))
             })
             .collect();
-        let hits: Vec<Option<super::state::CachedResult>> = keys
+        let hits: Vec<Option<crate::brain::core::state::CachedResult>> = keys
             .iter()
             .map(|k| {
                 k.as_ref()
-                    .and_then(|k| self.state.read_cache.get(k).cloned())
+                    .and_then(|k| self.journal.state.read_cache.get(k).cloned())
             })
             .collect();
         let this = &*self;
@@ -369,7 +375,7 @@ impl Runner<'_> {
                     if let (Some(key), Some(object)) = (key, receipt.as_object_mut()) {
                         object.insert("cache_key".to_owned(), key.into());
                     }
-                    let written = (ok && ready.name == super::recall::REMEMBER)
+                    let written = (ok && ready.name == crate::brain::host_tools::memory::REMEMBER)
                         .then(|| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
                         .flatten();
                     (ok, self.put(bytes), receipt, written)
@@ -399,28 +405,23 @@ impl Runner<'_> {
     }
 
     fn has_unsafe_open_call(&self) -> bool {
-        self.state
+        self.journal
+            .state
             .open_calls
             .values()
-            .any(|c| !repeatable(&c.effect))
+            .any(|c| !c.effect.safe_to_retry())
     }
 
     /// Call a tool; returns (ok, result JSON bytes, trimmed receipt).
-    pub(super) async fn execute(
+    pub(in crate::brain) async fn execute(
         &self,
         name: &str,
         input: &serde_json::Value,
     ) -> (bool, Vec<u8>, serde_json::Value) {
-        if name == super::skills::LOAD && self.host_tool(name).is_some() {
-            let (ok, value) = match super::skills::load(&self.agent.frozen.skills, input) {
-                Ok(value) => (true, value),
-                Err(value) => (false, value),
-            };
-            return (ok, value.to_string().into_bytes(), serde_json::json!({}));
-        }
-        if self.host_tool(name).is_some() {
+        let ctx = self.host_ctx();
+        if let Some((host, _)) = host_tools::find(&ctx, name) {
             let started = std::time::Instant::now();
-            let (ok, value) = self.memory_call(name, input).await;
+            let (ok, value) = host.call(&ctx, name, input).await;
             let receipt = serde_json::json!({"wall_us": started.elapsed().as_micros() as u64});
             return (ok, value.to_string().into_bytes(), receipt);
         }
@@ -444,27 +445,27 @@ impl Runner<'_> {
     }
 }
 
-/// The recorded name of an effect.
-fn effect_name(effect: Effect) -> &'static str {
-    match effect {
-        Effect::ReadOnly => "read-only",
-        Effect::Idempotent => "idempotent",
-        Effect::Writes => "writes",
-    }
-}
-
 impl Runner<'_> {
-    /// The effect of a host tool (`memory__*`) this worker may call: only
-    /// when `[memory]` grants it and a bank is attached.
+    /// What a host tool's call sees of this runner.
+    pub(in crate::brain) fn host_ctx(&self) -> HostCtx<'_> {
+        HostCtx {
+            frozen: &self.agent.frozen,
+            memory: self.memory.as_ref(),
+            session: self.session.as_str(),
+            seq: self.journal.state.last_seq,
+        }
+    }
+
+    /// The effect of a host tool (memory, skills, delegate) this worker
+    /// may call, from the registry: only what the agent is granted.
     fn host_tool(&self, name: &str) -> Option<Effect> {
-        if name == super::delegate::DELEGATE {
-            return super::delegate::def(&self.agent.frozen).map(|_| Effect::Writes);
-        }
-        if name == super::skills::LOAD {
-            return (!self.agent.frozen.skills.is_empty()).then_some(Effect::ReadOnly);
-        }
-        self.memory.as_ref()?;
-        super::recall::effect(&self.agent.frozen.memory, name)
+        host_tools::find(&self.host_ctx(), name).map(|(_, effect)| effect)
+    }
+
+    /// Whether `name` is a host tool whose calls run as child sessions.
+    fn runs_as_child(&self, name: &str) -> bool {
+        host_tools::find(&self.host_ctx(), name)
+            .is_some_and(|(host, _)| host.runs() == Runs::AsChild)
     }
 }
 

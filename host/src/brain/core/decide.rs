@@ -5,9 +5,13 @@
 //! whole decision table is tested without a store, a tool host or a
 //! provider (see the tests below). The runner (`brain::runner`) executes
 //! the action, appends the events that record it, folds them, and asks
-//! again. New behaviour — planner and judge turns, approvals, compaction,
-//! sub-agents — is a new variant and a new row here, not a new guard
-//! somewhere in the executor.
+//! again. New behaviour — planner and judge turns, handoffs, finishing a
+//! plan, sub-agents — is a new variant and a new row here, not a new guard
+//! somewhere in the executor. Three decisions are still taken by executors
+//! and wait for their row: the approval gate (`control::approvals`, which
+//! pauses from inside a dispatch, since it needs the call's fingerprint and
+//! the clock), a model turn whose attempts run out (`act::ask`), and the
+//! planner's and judge's [`MAX_REJECTED`] (`act::task`).
 //!
 //! The order of the rows is the argument for crash safety: whatever a crash
 //! left half-done is finished before anything new starts.
@@ -25,36 +29,11 @@
 
 use std::collections::BTreeMap;
 
-use super::config::{PlannerMode, SessionLimits};
-use super::plan::{Check, PLANNER, TaskStatus};
-use super::state::{HANDOFF_ROLE, JUDGE, SessionState, WORKER};
+pub use super::state::Role;
+use super::state::{JUDGE, PLANNER, SessionState, WORKER};
+use crate::brain::config::{PlannerMode, SessionLimits};
+use crate::brain::work::plan::{Check, TaskStatus};
 use crate::session::{PauseKind, PauseReason, SessionStatus};
-
-/// Who a model request is for. Recorded in `model_requested.role`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Does the work: sees the goal (or its task's briefing), the history
-    /// and the tools.
-    Worker,
-    /// Writes and revises the plan; no tools.
-    Planner,
-    /// Grades a task against a rubric in a fresh context; read-only tools.
-    Judge,
-    /// Writes the handoff that replaces a full worker context.
-    Handoff,
-}
-
-impl Role {
-    /// The name written in events.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Worker => WORKER,
-            Role::Planner => PLANNER,
-            Role::Judge => JUDGE,
-            Role::Handoff => HANDOFF_ROLE,
-        }
-    }
-}
 
 /// One thing for the runner to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +62,9 @@ pub enum Action {
     },
     /// Finish with the last answer's text.
     Finish,
+    /// Finish a planned session: every task is done (the summary is built
+    /// from the progress notes, not from an answer).
+    FinishPlan,
     /// Ask a role for the answer of turn `step`.
     Ask {
         /// Who is asked.
@@ -133,9 +115,12 @@ pub enum Action {
         /// Whether its checks passed (else it ran out of attempts).
         done: bool,
     },
-    /// Check the handoff the model wrote and replace the context with it
-    /// (or, after too many bad ones, with one built from the plan).
+    /// Check the handoff the model wrote and replace the context with it,
+    /// or send it back.
     AcceptHandoff,
+    /// The model wrote [`MAX_HANDOFF_TRIES`] handoffs that were refused:
+    /// replace the context with one the harness builds from the plan.
+    FallbackHandoff,
 }
 
 /// Why the planner is asked.
@@ -250,7 +235,8 @@ pub fn next(state: &SessionState, policy: Policy<'_>) -> Action {
 
 /// The decision table of a planned session, after the rows every session
 /// shares (stop, recovery, breaker, dispatch). In order:
-/// 1. A handoff the model wrote is checked.
+/// 1. A handoff the model wrote is checked; after [`MAX_HANDOFF_TRIES`]
+///    refused ones the harness writes it (row 4).
 /// 2. The planner's and the judge's final answers are checked; otherwise
 ///    they are asked for their next answer.
 /// 3. No plan yet: the operator's is recorded, or the planner is asked;
@@ -260,7 +246,8 @@ pub fn next(state: &SessionState, policy: Policy<'_>) -> Action {
 ///    first, judges only when those passed; then the task finishes, or a new
 ///    attempt starts, or it fails. A full context is handed off first.
 /// 5. No current task: the next ready one starts; all done finishes the
-///    session; a failed task asks the planner to revise, or pauses.
+///    plan ([`Action::FinishPlan`]); a failed task asks the planner to
+///    revise, or pauses.
 fn next_planned(state: &SessionState, limits: &SessionLimits, policy: PlanPolicy) -> Action {
     if state.handoff_reply.is_some() {
         return Action::AcceptHandoff;
@@ -343,6 +330,11 @@ fn next_planned(state: &SessionState, limits: &SessionLimits, policy: PlanPolicy
             }
         } else if !claimed {
             if conversation.is_some_and(|c| c.context_tokens >= policy.handoff_tokens) {
+                // The model had its tries at writing the handoff: the
+                // harness writes one (no model call, so no limit applies).
+                if state.handoff_tries >= MAX_HANDOFF_TRIES {
+                    return Action::FallbackHandoff;
+                }
                 return ask(Role::Handoff);
             }
             return ask(Role::Worker);
@@ -393,7 +385,7 @@ fn next_planned(state: &SessionState, limits: &SessionLimits, policy: PlanPolicy
         };
     }
     if plan.all_done() {
-        return Action::Finish;
+        return Action::FinishPlan;
     }
     if let Some(task) = plan.next_ready() {
         return match limit_hit(state, limits) {
@@ -569,7 +561,7 @@ pub fn limit_reason(name: &str, used: u64, limit: u64) -> PauseReason {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::brain::state::CHECK_PREFIX;
+    use crate::brain::core::state::{CHECK_PREFIX, HANDOFF_ROLE};
     use crate::session::{BlobRef, Event, EventRecord, ResumeCause};
 
     /// Folds events numbered from 1, the way a log does.
@@ -668,6 +660,120 @@ mod tests {
             role: Role::Worker,
             step,
         }
+    }
+
+    /// A planned session's policy: the operator's plan, no planner, a
+    /// handoff once the context holds 10 tokens (every answer is 15).
+    fn planned(log: &Log) -> Action {
+        next(
+            &log.state,
+            Policy {
+                limits: &limits(),
+                has_check: false,
+                plan: Some(PlanPolicy {
+                    has_file: true,
+                    planner: PlannerMode::Off,
+                    max_attempts: 2,
+                    steps_per_attempt: 50,
+                    max_revisions: 0,
+                    handoff_tokens: 10,
+                    max_parallel: 1,
+                }),
+            },
+        )
+    }
+
+    /// A log with a one-task plan (`t`, no checks) whose first attempt has
+    /// started.
+    fn task_started() -> Log {
+        let mut log = Log::new();
+        log.push(Event::PlanCreated {
+            plan: serde_json::json!({"tasks": [{"id": "t", "title": "T"}]}),
+            author: "operator".into(),
+        });
+        log.push(Event::TaskStarted {
+            task: "t".into(),
+            attempt: 1,
+            briefing: BlobRef::of(b"brief"),
+            memories: Vec::new(),
+            child: None,
+        });
+        log
+    }
+
+    /// A handoff asked for and answered at `step`.
+    fn handoff_answer(log: &mut Log, step: u64) {
+        log.push(Event::ModelRequested {
+            step,
+            role: HANDOFF_ROLE.into(),
+            provider: "p".into(),
+            model: "m".into(),
+            request: BlobRef::of(b"req"),
+            attempt: 1,
+        });
+        log.push(Event::ModelResponded {
+            step,
+            response: BlobRef::of(format!("handoff {step}").as_bytes()),
+            input_tokens: 10,
+            output_tokens: 5,
+            latency_ms: 1,
+            stop_reason: "end_turn".into(),
+            calls: Some(Vec::new()),
+            cached_input_tokens: 0,
+            cost_micros: None,
+        });
+    }
+
+    #[test]
+    fn a_plan_with_every_task_done_finishes_the_plan_not_an_answer() {
+        let mut log = task_started();
+        assert_eq!(planned(&log), ask(1));
+        log.push(Event::TaskFinished {
+            task: "t".into(),
+            status: "done".into(),
+            attempts: 1,
+        });
+        // `Finish` would finish with the last answer's text; a plan's end
+        // is summed up from its progress notes.
+        assert_eq!(planned(&log), Action::FinishPlan);
+    }
+
+    #[test]
+    fn refused_handoffs_are_asked_again_until_the_harness_writes_one() {
+        let mut log = task_started();
+        log.answer(1, &["c1"])
+            .started(1, "c1", "read-only")
+            .finished(1, "c1", true);
+        // The context is full (15 of 10 tokens): the model writes a handoff.
+        let handoff = |step| Action::Ask {
+            role: Role::Handoff,
+            step,
+        };
+        assert_eq!(planned(&log), handoff(2));
+        handoff_answer(&mut log, 2);
+        assert_eq!(planned(&log), Action::AcceptHandoff);
+        for refused in 1..=MAX_HANDOFF_TRIES {
+            log.push(Event::Error {
+                step: Some(refused as u64 + 1),
+                message: "the handoff was refused: no status".into(),
+            });
+            if refused < MAX_HANDOFF_TRIES {
+                assert_eq!(planned(&log), handoff(refused as u64 + 2));
+                handoff_answer(&mut log, refused as u64 + 2);
+                assert_eq!(planned(&log), Action::AcceptHandoff);
+            }
+        }
+        assert_eq!(planned(&log), Action::FallbackHandoff);
+        // Its `handoff` event starts the worker afresh and resets the count.
+        log.push(Event::Handoff {
+            task: Some("t".into()),
+            handoff: BlobRef::of(b"{}"),
+            briefing: BlobRef::of(b"brief 2"),
+            context_tokens: 15,
+            by_model: false,
+            memories: Vec::new(),
+        });
+        assert_eq!(planned(&log), ask(2 + MAX_HANDOFF_TRIES as u64));
     }
 
     #[test]

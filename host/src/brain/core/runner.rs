@@ -19,163 +19,33 @@
 //! precede an unrepeatable effect or end a run are fsynced before the loop
 //! goes on. docs/design.md ("Durability by effect") states the guarantee.
 //!
-//! This module talks to the store, the hands and a provider through their
-//! public APIs only; it does not know SQL, wasmtime or HTTP.
+//! The runner decides nothing itself (that is [`decide`]'s) and writes
+//! nothing itself (that is the [`Journal`]'s, which folds every event it
+//! appends): it asks, runs the executor of the action (`core::act`), and
+//! keeps the lease, the inbox and the providers. This module talks to the
+//! store, the hands and a provider through their public APIs only; it does
+//! not know SQL, wasmtime or HTTP.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::bind::{BoundAgent, Frozen};
 use super::decide::{self, Action, Policy};
-use super::lease::{self, Heartbeat};
-use super::model::{ModelProvider, ModelResponse, RetryPolicy};
-use super::state::{SessionState, repeatable};
+use super::journal::Journal;
+pub use super::journal::{Observer, SNAPSHOT_EVERY, durability_of};
+pub(in crate::brain) use super::journal::{digest_hex, now_ms};
+use super::state::SessionState;
+use crate::brain::bind::{BoundAgent, Frozen};
+use crate::brain::control::lease::{self, Heartbeat};
+/// Where the errors lived before `brain::error`; `bind.rs` still names them here.
+pub(in crate::brain) use crate::brain::error::{AgentError, RunError};
+use crate::brain::error::{inconsistent, json_error};
+use crate::brain::model::{ModelProvider, ModelResponse, RetryPolicy};
 use crate::hands::Hands;
 use crate::session::event::{MAX_INLINE_TEXT, bounded};
-use crate::session::{
-    Appended, BlobRef, Durability, Event, EventRecord, Lease, ResumeCause, SessionId,
-    SessionStatus, Store, StoreError,
-};
+use crate::session::{Event, EventRecord, Lease, ResumeCause, SessionId, SessionStatus, Store};
 
-/// The longest goal a session accepts, in bytes (64 KiB). The goal is sent
-/// in every request and stored inline in `goal_set`; a longer text belongs
-/// in a file the agent's tools can read.
-pub const MAX_GOAL_BYTES: usize = 64 * 1024;
-
-/// Snapshot the folded state after this many events.
-pub const SNAPSHOT_EVERY: u64 = 100;
-
-/// Blobs a runner keeps in memory (bytes) before it forgets them; they are
-/// read back from the store when needed again.
-const BLOB_CACHE_BYTES: usize = 32 << 20;
-
-/// Errors that stop the loop. Tool and model failures are *not* here: they
-/// are recorded and handed to the model or pause the session.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// The session store refused or failed (fenced by another writer,
-    /// lease lost, I/O). Abort: another worker may own the session now.
-    #[error("session store: {0}")]
-    Store(#[from] StoreError),
-    /// The heartbeat could not keep the lease: another worker took the
-    /// session, or the store refused renewals until it ran out. The step in
-    /// flight was abandoned.
-    #[error("lost the session's lease: {0}")]
-    LeaseLost(String),
-    /// The agent cannot be assembled (component missing or changed, bad
-    /// grant). Fix the configuration.
-    #[error("agent: {0}")]
-    Agent(#[from] AgentError),
-    /// The log holds something this version cannot read. Report it.
-    #[error("session log: {0}")]
-    Log(#[from] LogError),
-    /// Internal to `run`: a `cancel --now` arrived and the step in flight
-    /// was dropped; `run` records it and returns the end, never this.
-    #[error("cancelled now")]
-    CancelNow(Box<crate::session::inbox::Control>),
-}
-
-/// A component as an agent file names it, as an error shows it: cut to a
-/// path's length, since the file may say anything.
-fn shown(component: &str) -> std::borrow::Cow<'_, str> {
-    crate::hands::bound::cut_str(component, crate::hands::bound::MAX_PATH_BYTES)
-}
-
-/// Why an agent cannot be frozen or bound. Nothing has run.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    /// The instructions cannot be read.
-    #[error("instructions: {0}")]
-    Instructions(String),
-    /// The goal is longer than [`MAX_GOAL_BYTES`].
-    #[error(
-        "the goal is {bytes} bytes; at most {MAX_GOAL_BYTES} are accepted — put long material \
-         in a file the agent's tools can read and name it in the goal"
-    )]
-    GoalTooLong {
-        /// Its length.
-        bytes: usize,
-    },
-    /// A `{run}` directory cannot be created.
-    #[error("cannot create the run directory {path}: {source}")]
-    RunDir {
-        /// The directory, as written with `{run}` filled in.
-        path: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A component cannot be loaded (missing, not a component, refused for
-    /// its imports…).
-    #[error("{0}")]
-    Load(#[from] crate::hands::LoadError),
-    /// The plan file is invalid or names what the agent does not have.
-    #[error("{0}")]
-    Plan(String),
-    /// `only` names a tool the component does not offer.
-    #[error(
-        "tool {}: `only` names `{}`, which this component does not offer; it offers: {offered}",
-        shown(.component),
-        crate::hands::bound::name(.name)
-    )]
-    UnknownTool {
-        /// The component as configured.
-        component: String,
-        /// The name that is not offered.
-        name: String,
-        /// What it offers, comma-separated.
-        offered: String,
-    },
-    /// A grant is invalid (an unset variable, a bad directory, a bad limit).
-    #[error("tool {}: {source}", shown(.component))]
-    Grant {
-        /// The component as configured.
-        component: String,
-        /// Why.
-        source: crate::hands::GrantError,
-    },
-    /// The component's binary is not the one the session was started with.
-    #[error(
-        "component {} changed since the session started (was {was}, now {now}); its grants are \
-         not carried over to a different binary",
-        shown(.component)
-    )]
-    Changed {
-        /// The component as configured.
-        component: String,
-        /// The digest frozen into the session.
-        was: String,
-        /// The digest found now.
-        now: String,
-    },
-}
-
-/// What in a session's log this version cannot read or write.
-#[derive(Debug, thiserror::Error)]
-pub enum LogError {
-    /// A stored JSON value (a blob or the frozen agent) does not decode,
-    /// or a value cannot be encoded.
-    #[error("{what}: {source}")]
-    Json {
-        /// Which value.
-        what: &'static str,
-        /// Why.
-        source: serde_json::Error,
-    },
-    /// The log's events contradict each other (an event names what the
-    /// log does not hold).
-    #[error("{0}")]
-    Inconsistent(String),
-    /// An append task stopped without an answer (it panicked or was
-    /// cancelled).
-    #[error("an append task failed: {0}")]
-    Task(String),
-}
-
-/// A JSON error about `what` as a [`RunError`].
-pub(super) fn json_error(what: &'static str) -> impl Fn(serde_json::Error) -> RunError {
-    move |source| RunError::Log(LogError::Json { what, source })
-}
+pub use crate::brain::error::MAX_GOAL_BYTES;
 
 /// What `run` ended with.
 #[derive(Debug, Clone, PartialEq)]
@@ -186,101 +56,36 @@ pub struct RunEnd {
     pub detail: Option<String>,
 }
 
-/// What an append task gives back: the store's answer, the first seq and
-/// the events (for the observer).
-type InFlight = Result<(Appended, u64, Vec<Event>), StoreError>;
-
-/// A `Soon` append on its way to the store.
-struct Pending {
-    task: tokio::task::JoinHandle<InFlight>,
-    digests: Vec<String>,
-    /// Resolves once the append is done, successfully (`Ok`) or not.
-    done: tokio::sync::watch::Receiver<Option<bool>>,
-}
-
-/// Most `Soon` appends in flight at once. Each waits for the one before
-/// it, so the log stays in order; the loop waits only when this many are
-/// out, so a failure (a lost lease) stops it within two appends.
-const MAX_IN_FLIGHT: usize = 2;
-
-/// Called with every event appended, for progress output.
-pub type Observer = Box<dyn FnMut(&EventRecord, &SessionState) + Send + Sync>;
-
 /// One worker driving one session.
 pub struct Runner<'h> {
-    pub(super) store: Arc<dyn Store>,
-    pub(super) hands: &'h Hands,
-    pub(super) agent: BoundAgent,
-    pub(super) provider: Arc<dyn ModelProvider>,
+    pub(in crate::brain) store: Arc<dyn Store>,
+    pub(in crate::brain) hands: &'h Hands,
+    pub(in crate::brain) agent: BoundAgent,
+    pub(in crate::brain) provider: Arc<dyn ModelProvider>,
     /// Providers of roles other than the worker's, by role name; a role
     /// without one is answered by `provider`.
-    pub(super) role_providers: HashMap<&'static str, Arc<dyn ModelProvider>>,
+    pub(in crate::brain) role_providers: HashMap<&'static str, Arc<dyn ModelProvider>>,
     /// The memory bank `[memory]` scopes refer to, when attached.
-    pub(super) memory: Option<Arc<crate::memory::MemoryBank>>,
+    pub(in crate::brain) memory: Option<Arc<crate::memory::MemoryBank>>,
     /// Answers children's model calls when set (see `delegate`).
-    pub(super) child_provider: Option<Arc<dyn ModelProvider>>,
+    pub(in crate::brain) child_provider: Option<Arc<dyn ModelProvider>>,
     /// Controls from the session's inbox, while running (see `steer`).
-    pub(super) inbox: Option<tokio::sync::mpsc::UnboundedReceiver<crate::session::inbox::Control>>,
+    pub(in crate::brain) inbox:
+        Option<tokio::sync::mpsc::UnboundedReceiver<crate::session::inbox::Control>>,
     /// The id of the newest `pause` or `cancel` seen in the inbox, while
     /// running: a model request in flight is dropped for it (see `steer`).
-    pub(super) stop: Option<tokio::sync::watch::Receiver<Option<u64>>>,
-    pub(super) session: SessionId,
-    pub(super) lease: Lease,
-    pub(super) lease_ttl: Duration,
-    pub(super) state: SessionState,
-    pub(super) retry: RetryPolicy,
-    /// Blobs this runner stored or read, by digest (bounded by
-    /// [`BLOB_CACHE_BYTES`]).
-    blobs: HashMap<String, Arc<Vec<u8>>>,
-    blob_bytes: usize,
-    /// Full history chunks this runner's snapshots already stored.
-    chunks: super::snapshot::FullChunks,
+    pub(in crate::brain) stop: Option<tokio::sync::watch::Receiver<Option<u64>>>,
+    pub(in crate::brain) session: SessionId,
+    pub(in crate::brain) lease: Lease,
+    pub(in crate::brain) lease_ttl: Duration,
+    /// The one writer of the log and of the folded state (`journal.state`).
+    pub(in crate::brain) journal: Journal,
+    pub(in crate::brain) retry: RetryPolicy,
     /// Parts of the last request, kept to build the next one.
-    pub(super) context: super::turn::ContextCache,
-    /// Events folded into `state` but not yet written, and the new blobs
-    /// they refer to: written together, in one append, by the next
-    /// [`Runner::flush`].
-    staged: Vec<Event>,
-    staged_blobs: Vec<Vec<u8>>,
-    staged_digests: Vec<String>,
-    /// `Soon` appends sent and not yet waited for, oldest first, each with
-    /// the digests of its blobs (kept in the cache until the store has
-    /// them) and a signal that it is done, which the next one waits for.
-    in_flight: VecDeque<Pending>,
-    observer: Option<Observer>,
+    pub(in crate::brain) context: crate::brain::core::act::ask::ContextCache,
     /// Set when waking found the session left running by a worker that
     /// stopped without pausing: recorded as a `resumed` event at `run`.
     recovered: Option<(ResumeCause, String)>,
-}
-
-pub(super) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// How soon an event must reach stable storage, by what it announces.
-///
-/// Fsynced before the loop goes on: a `tool_started` of a call that writes
-/// (the record must outlive the effect, so a crash leaves it in doubt
-/// rather than run twice), and everything that ends a run or that a person
-/// acts on (goal, pause, resume, finish, failure). Everything else can be
-/// redone after a machine crash — a model request is sent again, a
-/// read-only or idempotent call runs again — so it is written at once
-/// (safe from a process crash) and fsynced by the store's next group
-/// commit, within its bounded window.
-pub fn durability_of(event: &Event) -> Durability {
-    match event {
-        Event::ToolStarted { effect, .. } if !repeatable(effect) => Durability::Now,
-        Event::SessionCreated { .. }
-        | Event::Detached { .. }
-        | Event::GoalSet { .. }
-        | Event::Paused { .. }
-        | Event::Resumed { .. }
-        | Event::Finished { .. }
-        | Event::Failed { .. } => Durability::Now,
-        _ => Durability::Soon,
-    }
 }
 
 impl<'h> Runner<'h> {
@@ -340,14 +145,15 @@ impl<'h> Runner<'h> {
         // machine at once (`session::holder`), and says whose it was.
         let lease = store.acquire_lease(&session, owner, ttl).await?;
         let taken_from = lease.taken_from.clone();
-        let state = super::snapshot::load_state(store.as_ref(), &session).await?;
+        let state =
+            crate::brain::core::state::snapshot::load_state(store.as_ref(), &session).await?;
         let mut runner = Self::new(store, hands, agent, provider, session, lease, ttl, state);
         // Every run ends finished, failed or paused; a session found
         // created or running was left by a worker that stopped mid-run.
         if matches!(
-            runner.state.status,
+            runner.journal.state.status,
             SessionStatus::Created | SessionStatus::Running
-        ) && !runner.state.awaiting_worker
+        ) && !runner.journal.state.awaiting_worker
         {
             runner.recovered = Some(match taken_from {
                 Some(holder) => (
@@ -379,6 +185,7 @@ impl<'h> Runner<'h> {
         lease_ttl: Duration,
         state: SessionState,
     ) -> Self {
+        let journal = Journal::new(store.clone(), session.clone(), lease.clone(), state);
         Self {
             store,
             hands,
@@ -392,17 +199,9 @@ impl<'h> Runner<'h> {
             session,
             lease,
             lease_ttl,
-            state,
+            journal,
             retry: RetryPolicy::default(),
-            blobs: HashMap::new(),
-            blob_bytes: 0,
-            context: super::turn::ContextCache::default(),
-            chunks: super::snapshot::FullChunks::default(),
-            staged: Vec::new(),
-            staged_blobs: Vec::new(),
-            staged_digests: Vec::new(),
-            in_flight: VecDeque::new(),
-            observer: None,
+            context: crate::brain::core::act::ask::ContextCache::default(),
             recovered: None,
         }
     }
@@ -412,11 +211,9 @@ impl<'h> Runner<'h> {
         // From the latest snapshot and its tail, not by reading the log
         // from seq 1: `store.read(session, 1)` returns every event, which
         // made waking a million-event session cost a full read.
-        let state = super::agent::load_state(store, session).await?;
+        let state = super::state::snapshot::load_state(store, session).await?;
         if state.agent.is_null() {
-            return Err(RunError::Log(LogError::Inconsistent(
-                "the log does not start with session_created".to_owned(),
-            )));
+            return Err(inconsistent("the log does not start with session_created"));
         }
         serde_json::from_value(state.agent).map_err(json_error("the frozen agent"))
     }
@@ -433,21 +230,19 @@ impl<'h> Runner<'h> {
 
     /// Set the progress observer.
     pub fn observe(&mut self, observer: Observer) {
-        self.observer = Some(observer);
+        self.journal.observe(observer);
     }
 
     /// Show the observer the events already in the log from `from_seq` on
     /// (those written before it was attached).
     pub async fn replay_to_observer(&mut self, from_seq: u64) -> Result<(), RunError> {
-        if self.observer.is_none() || from_seq > self.state.last_seq {
+        if !self.journal.observed() || from_seq > self.journal.state.last_seq {
             return Ok(());
         }
-        let records = self.store.read(&self.session, from_seq).await?;
-        if let Some(obs) = self.observer.as_mut() {
-            for record in records.iter().filter(|r| r.seq <= self.state.last_seq) {
-                obs(record, &self.state);
-            }
-        }
+        let mut records = self.store.read(&self.session, from_seq).await?;
+        let last = self.journal.state.last_seq;
+        records.retain(|r| r.seq <= last);
+        self.journal.show(&records);
         Ok(())
     }
 
@@ -488,7 +283,7 @@ impl<'h> Runner<'h> {
     }
 
     /// Renew the lease for `ttl` at a time (every `ttl / 3`) from now on.
-    /// Default [`LEASE_TTL`](super::lease::LEASE_TTL).
+    /// Default [`LEASE_TTL`](crate::brain::control::lease::LEASE_TTL).
     pub fn set_lease_ttl(&mut self, ttl: Duration) {
         self.lease_ttl = ttl;
     }
@@ -500,12 +295,12 @@ impl<'h> Runner<'h> {
 
     /// The folded state.
     pub fn state(&self) -> &SessionState {
-        &self.state
+        &self.journal.state
     }
 
     /// Record a resume (with raised limits) if the session is paused.
     pub async fn resume(&mut self, raised: BTreeMap<String, u64>) -> Result<(), RunError> {
-        if self.state.status == SessionStatus::Paused || !raised.is_empty() {
+        if self.journal.state.status == SessionStatus::Paused || !raised.is_empty() {
             self.supersede_pauses().await?;
             // An operator's resume says all a recovery note would.
             self.recovered = None;
@@ -529,13 +324,13 @@ impl<'h> Runner<'h> {
     pub async fn run(&mut self) -> Result<RunEnd, RunError> {
         let span = crate::telemetry::run_started(
             &self.session,
-            &self.state.agent_name,
-            self.state.parent.as_deref(),
+            &self.journal.state.agent_name,
+            self.journal.state.parent.as_deref(),
         );
         let end = self.run_traced().await;
         match &end {
             Ok(end) => span.end(end.status.as_str(), None),
-            Err(e) => span.end(self.state.status.as_str(), Some(e.to_string())),
+            Err(e) => span.end(self.journal.state.status.as_str(), Some(e.to_string())),
         }
         end
     }
@@ -546,10 +341,10 @@ impl<'h> Runner<'h> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let (now_tx, mut now_rx) = tokio::sync::watch::channel(None);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(None);
-        let poller = super::steer::Poller::start(
+        let poller = crate::brain::control::steer::Poller::start(
             self.store.clone(),
             self.session.clone(),
-            self.state.last_control,
+            self.journal.state.last_control,
             tx,
             now_tx,
             stop_tx,
@@ -560,7 +355,7 @@ impl<'h> Runner<'h> {
         let end = tokio::select! {
             end = self.run_inner() => end,
             why = lost.wait() => Err(RunError::LeaseLost(why)),
-            Some(control) = super::steer::cancel_requested(&mut now_rx) => Err(
+            Some(control) = crate::brain::control::steer::cancel_requested(&mut now_rx) => Err(
                 // `cancel --now`: the step in flight is dropped here; it
                 // is recorded below, with the step's future gone.
                 RunError::CancelNow(Box::new(control)),
@@ -568,7 +363,7 @@ impl<'h> Runner<'h> {
         };
         let end = match end {
             Err(RunError::CancelNow(control)) => match self.cancel_now(*control).await {
-                Ok(()) => self.end(self.state.status).await,
+                Ok(()) => self.end(self.journal.state.status).await,
                 Err(e) => Err(e),
             },
             other => other,
@@ -602,13 +397,7 @@ impl<'h> Runner<'h> {
         }
         loop {
             self.apply_controls().await?;
-            let policy = Policy {
-                limits: &self.agent.frozen.limits,
-                has_check: self.agent.frozen.completion.is_some(),
-                plan: self.plan_policy(),
-            };
-            let policy_planned = policy.plan.is_some();
-            let action = decide::next(&self.state, policy);
+            let action = decide::next(&self.journal.state, self.policy());
             // Staged events ride along with the next request's record; any
             // other action writes them first (nothing else carries them).
             if !matches!(action, Action::Ask { .. }) {
@@ -621,8 +410,8 @@ impl<'h> Runner<'h> {
                 Action::Pause(reason) => self.write(vec![Event::Paused { reason }]).await?,
                 Action::Dispatch { step, calls } => self.dispatch_pending(step, calls).await?,
                 Action::Check { step } => self.check(step).await?,
-                Action::Finish if policy_planned => self.finish_plan().await?,
                 Action::Finish => self.finish().await?,
+                Action::FinishPlan => self.finish_plan().await?,
                 Action::Ask { role, step } => self.ask(role, step).await?,
                 Action::CreatePlan => self.create_plan().await?,
                 Action::StartPlanner(purpose) => self.start_planner(purpose).await?,
@@ -635,26 +424,73 @@ impl<'h> Runner<'h> {
                 Action::StartChild(task) => self.start_child(task).await?,
                 Action::AwaitChildren(children) => self.await_children(children).await?,
                 Action::AcceptHandoff => self.accept_handoff().await?,
+                Action::FallbackHandoff => self.fallback_handoff().await?,
             }
+        }
+    }
+
+    /// What `decide` reads besides the state: the frozen agent's policy.
+    /// The one place it is built, for the loop and for the children's
+    /// scheduler alike.
+    pub(in crate::brain) fn policy(&self) -> Policy<'_> {
+        Policy {
+            limits: &self.agent.frozen.limits,
+            has_check: self.agent.frozen.completion.is_some(),
+            plan: self.plan_policy(),
         }
     }
 
     async fn end(&mut self, status: SessionStatus) -> Result<RunEnd, RunError> {
         self.settle().await?;
         let detail = match status {
-            SessionStatus::Finished => match self.state.summary_blob.clone() {
+            SessionStatus::Finished => match self.journal.state.summary_blob.clone() {
                 Some(blob) => Some(String::from_utf8_lossy(&self.get(&blob).await?).into_owned()),
-                None => self.state.summary.clone(),
+                None => self.journal.state.summary.clone(),
             },
-            SessionStatus::Failed => self.state.error.clone(),
-            _ => self.state.pause.as_ref().map(|p| p.detail.clone()),
+            SessionStatus::Failed => self.journal.state.error.clone(),
+            _ => self.journal.state.pause.as_ref().map(|p| p.detail.clone()),
         };
         Ok(RunEnd { status, detail })
     }
 
+    /// Stage `events` in the journal (see [`Journal::stage`]).
+    pub(in crate::brain) fn stage(&mut self, events: Vec<Event>) {
+        self.journal.stage(events);
+    }
+
+    /// Stage `events` and write everything staged.
+    pub(in crate::brain) async fn write(&mut self, events: Vec<Event>) -> Result<(), RunError> {
+        self.journal.write(events).await
+    }
+
+    /// Write everything staged (see [`Journal::flush`]).
+    pub(in crate::brain) async fn flush(&mut self) -> Result<(), RunError> {
+        self.journal.flush().await
+    }
+
+    /// Wait for every append in flight.
+    pub(in crate::brain) async fn settle(&mut self) -> Result<(), RunError> {
+        self.journal.settle().await
+    }
+
+    /// A blob to be written with the next append (see [`Journal::put`]).
+    pub(in crate::brain) fn put(&mut self, bytes: Vec<u8>) -> crate::session::BlobRef {
+        self.journal.put(bytes)
+    }
+
+    /// A blob, from the journal's cache or the store.
+    pub(in crate::brain) async fn get(
+        &mut self,
+        blob: &crate::session::BlobRef,
+    ) -> Result<Arc<Vec<u8>>, RunError> {
+        self.journal.get(blob).await
+    }
+
     /// The last answer, read from its blob.
-    pub(super) async fn last_response(&mut self) -> Result<Option<ModelResponse>, RunError> {
-        let Some(answer) = self.state.answer.clone() else {
+    pub(in crate::brain) async fn last_response(
+        &mut self,
+    ) -> Result<Option<ModelResponse>, RunError> {
+        let Some(answer) = self.journal.state.answer.clone() else {
             return Ok(None);
         };
         let bytes = self.get(&answer.response).await?;
@@ -668,7 +504,7 @@ impl<'h> Runner<'h> {
             .await?
             .map(|r| r.tool_calls.into_iter().map(|c| c.id).collect())
             .unwrap_or_default();
-        self.state.learn_calls(calls);
+        self.journal.learn_calls(calls);
         Ok(())
     }
 
@@ -686,7 +522,7 @@ impl<'h> Runner<'h> {
     /// The `finished` event for a final answer of any size: inline when it
     /// fits [`MAX_INLINE_TEXT`], else a preview plus the whole text as a
     /// blob. Moved, not cut: the answer is what the session was for.
-    pub(super) async fn finished(&mut self, text: String) -> Event {
+    pub(in crate::brain) async fn finished(&mut self, text: String) -> Event {
         if text.len() <= MAX_INLINE_TEXT {
             return Event::Finished {
                 summary: Some(text),
@@ -700,194 +536,6 @@ impl<'h> Runner<'h> {
             summary_blob: Some(blob),
         }
     }
-
-    /// Fold `events` into the state now; they are written by the next
-    /// [`Runner::flush`]. The loop decides from the state, so what it has
-    /// done counts at once, written or not; a crash before the write loses
-    /// only what the log (and so the next worker) will redo.
-    pub(super) fn stage(&mut self, events: Vec<Event>) {
-        for mut event in events {
-            // Explanations carry text a provider or a tool chose (an error
-            // body, a call key): cut here, the one door every event passes,
-            // so no pause or failure is ever too large to record.
-            event.bound_text();
-            let record = EventRecord {
-                seq: self.state.last_seq + 1,
-                at_ms: now_ms(),
-                event,
-            };
-            self.state.apply(&record);
-            self.staged.push(record.event);
-        }
-    }
-
-    /// Stage `events` and write everything staged.
-    pub(super) async fn write(&mut self, events: Vec<Event>) -> Result<(), RunError> {
-        self.stage(events);
-        self.flush().await
-    }
-
-    /// Write everything staged, with the blobs it refers to, in one append,
-    /// as durable as its most demanding event requires.
-    pub(super) async fn flush(&mut self) -> Result<(), RunError> {
-        self.append_staged().await?;
-        if self.state.since_snapshot >= SNAPSHOT_EVERY {
-            let encoded = super::snapshot::encode_reusing(&self.state, &mut self.chunks);
-            let event = Event::Snapshot {
-                state: encoded.root,
-                through_seq: self.state.last_seq,
-            };
-            self.staged_blobs.extend(encoded.blobs);
-            // Written alone: its fold resets `since_snapshot`.
-            self.stage(vec![event]);
-            self.append_staged().await?;
-        }
-        Ok(())
-    }
-
-    /// Send everything staged to the store in one append. A `Soon` append
-    /// is not waited for: its commit overlaps the loop's next work. Each
-    /// append waits for the one sent before it, so the log stays in order;
-    /// the loop waits once [`MAX_IN_FLIGHT`] are out, before a `Now`
-    /// append returns, and at the end of the run, so an error still stops
-    /// the run within two appends. A `Now` append is waited for: it is what
-    /// makes an effect safe to start.
-    async fn append_staged(&mut self) -> Result<(), RunError> {
-        if self.staged.is_empty() {
-            return Ok(());
-        }
-        let events = std::mem::take(&mut self.staged);
-        let blobs = std::mem::take(&mut self.staged_blobs);
-        let digests = std::mem::take(&mut self.staged_digests);
-        let durability = if events
-            .iter()
-            .any(|e| matches!(durability_of(e), Durability::Now))
-        {
-            Durability::Now
-        } else {
-            Durability::Soon
-        };
-        let first = self.state.last_seq + 1 - events.len() as u64;
-        let (store, session, lease) =
-            (self.store.clone(), self.session.clone(), self.lease.clone());
-        let before = self.in_flight.back().map(|p| p.done.clone());
-        let (done, done_rx) = tokio::sync::watch::channel(None);
-        let append = async move {
-            // In order: after the append sent before this one.
-            if let Some(mut before) = before {
-                let ok = match before.wait_for(Option::is_some).await {
-                    Ok(state) => *state == Some(true),
-                    Err(_) => false,
-                };
-                if !ok {
-                    let _ = done.send(Some(false));
-                    return Err(StoreError::Invalid(
-                        "an earlier append of this session failed; nothing after it is written"
-                            .to_owned(),
-                    ));
-                }
-            }
-            let result = store
-                .append_with(&session, &lease, first, &events, blobs, durability)
-                .await;
-            let _ = done.send(Some(result.is_ok()));
-            Ok::<_, StoreError>((result?, first, events))
-        };
-        match durability {
-            Durability::Now => {
-                // Waits for those before it, then for its own fsync. An
-                // earlier failure is the one reported.
-                let result = append.await;
-                self.settle().await?;
-                let (appended, first, events) = result?;
-                self.observe_appended(appended, first, events);
-            }
-            Durability::Soon => {
-                while self.in_flight.len() >= MAX_IN_FLIGHT {
-                    self.settle_oldest().await?;
-                }
-                self.in_flight.push_back(Pending {
-                    task: tokio::spawn(append),
-                    digests,
-                    done: done_rx,
-                });
-            }
-        }
-        if self.blob_bytes > BLOB_CACHE_BYTES {
-            // Forget what the store has; keep what it may not have yet.
-            let keep: std::collections::HashSet<&String> =
-                self.in_flight.iter().flat_map(|p| &p.digests).collect();
-            self.blobs.retain(|digest, _| keep.contains(digest));
-            self.blob_bytes = self.blobs.values().map(|b| b.len()).sum();
-        }
-        Ok(())
-    }
-
-    /// Wait for every append in flight, and show their records.
-    pub(super) async fn settle(&mut self) -> Result<(), RunError> {
-        while !self.in_flight.is_empty() {
-            self.settle_oldest().await?;
-        }
-        Ok(())
-    }
-
-    async fn settle_oldest(&mut self) -> Result<(), RunError> {
-        let Some(pending) = self.in_flight.pop_front() else {
-            return Ok(());
-        };
-        let (appended, first, events) = pending
-            .task
-            .await
-            .map_err(|e| RunError::Log(LogError::Task(e.to_string())))??;
-        self.observe_appended(appended, first, events);
-        Ok(())
-    }
-
-    fn observe_appended(&mut self, appended: Appended, first: u64, events: Vec<Event>) {
-        // The store's time, so what is shown matches a later read.
-        for (i, event) in events.into_iter().enumerate() {
-            let record = EventRecord {
-                seq: first + i as u64,
-                at_ms: appended.at_ms,
-                event,
-            };
-            crate::telemetry::observe(&self.session, &record);
-            if let Some(obs) = self.observer.as_mut() {
-                obs(&record, &self.state);
-            }
-        }
-    }
-
-    /// Remember `bytes` as a blob to be written with the next append, and
-    /// return its reference. Blobs are content-addressed: one this runner
-    /// already stored or read is not written again.
-    pub(super) fn put(&mut self, bytes: Vec<u8>) -> BlobRef {
-        let blob = BlobRef::of(&bytes);
-        if self.blobs.contains_key(&blob.digest) {
-            return blob;
-        }
-        self.blob_bytes += bytes.len();
-        self.blobs
-            .insert(blob.digest.clone(), Arc::new(bytes.clone()));
-        self.staged_blobs.push(bytes);
-        self.staged_digests.push(blob.digest.clone());
-        blob
-    }
-
-    pub(super) async fn get(&mut self, blob: &BlobRef) -> Result<Arc<Vec<u8>>, RunError> {
-        if let Some(b) = self.blobs.get(&blob.digest) {
-            return Ok(b.clone());
-        }
-        let bytes = Arc::new(self.store.get_blob(blob).await?);
-        self.blob_bytes += bytes.len();
-        self.blobs.insert(blob.digest.clone(), bytes.clone());
-        Ok(bytes)
-    }
-}
-
-pub(super) fn digest_hex(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
 /// Compile-time check: a runner's `run` future can be spawned on a
@@ -969,7 +617,7 @@ mod tests {
         );
         // It wrote nothing after losing it: the thief's lease appends at
         // the next seq.
-        let state = super::super::snapshot::load_state(store.as_ref(), &session)
+        let state = crate::brain::core::state::snapshot::load_state(store.as_ref(), &session)
             .await
             .unwrap();
         assert_eq!(

@@ -13,9 +13,11 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::config::MemoryConfig;
-use super::model::ToolDef;
-use super::runner::Runner;
+use super::{HostCtx, HostTool};
+use crate::brain::config::MemoryConfig;
+use crate::brain::core::runner::Runner;
+use crate::brain::error::tool_error as error;
+use crate::brain::model::ToolDef;
 use crate::hands::Effect;
 use crate::memory::{MemoryBank, MemorySource, NewMemory};
 
@@ -102,8 +104,110 @@ struct RememberInput {
     supersedes: Option<String>,
 }
 
-fn error(kind: &str, message: impl Into<String>) -> Value {
-    json!({"error": {"kind": kind, "message": message.into()}})
+/// `memory__search` and `memory__remember`, offered when `[memory]`
+/// grants their scopes and a bank is attached.
+pub(in crate::brain) struct Memory;
+
+#[async_trait::async_trait]
+impl HostTool for Memory {
+    fn name(&self) -> &'static str {
+        COMPONENT
+    }
+
+    fn defs(&self, ctx: &HostCtx<'_>) -> Vec<ToolDef> {
+        if ctx.memory.is_none() {
+            return Vec::new();
+        }
+        defs(&ctx.frozen.memory)
+    }
+
+    fn effect(&self, ctx: &HostCtx<'_>, tool: &str) -> Option<Effect> {
+        ctx.memory?;
+        effect(&ctx.frozen.memory, tool)
+    }
+
+    async fn call(&self, ctx: &HostCtx<'_>, tool: &str, input: &Value) -> (bool, Value) {
+        call(ctx, tool, input).await
+    }
+}
+
+/// Run a memory tool; `(ok, result JSON)`.
+async fn call(ctx: &HostCtx<'_>, name: &str, input: &Value) -> (bool, Value) {
+    let config = ctx.frozen.memory.clone();
+    let Some(bank) = ctx.memory.cloned() else {
+        return (
+            false,
+            error("unavailable", "no memory bank is attached to this worker"),
+        );
+    };
+    let session = ctx.session.to_owned();
+    let seq = ctx.seq;
+    let outcome = match name {
+        SEARCH => {
+            let input: SearchInput = match serde_json::from_value(input.clone()) {
+                Ok(i) => i,
+                Err(e) => return (false, error("invalid-input", e.to_string())),
+            };
+            let limit = input.limit.unwrap_or(5).clamp(1, MAX_RESULTS);
+            let scopes = config.search.clone();
+            tokio::task::spawn_blocking(move || {
+                bank.search(&input.query, &scopes, limit).map(|found| {
+                    let results: Vec<Value> = found
+                        .into_iter()
+                        .map(|m| {
+                            json!({"id": m.id, "scope": m.scope, "text": m.text, "tags": m.tags})
+                        })
+                        .collect();
+                    json!({ "results": results })
+                })
+            })
+            .await
+        }
+        REMEMBER => {
+            let input: RememberInput = match serde_json::from_value(input.clone()) {
+                Ok(i) => i,
+                Err(e) => return (false, error("invalid-input", e.to_string())),
+            };
+            let Some(scope) = config.remember.clone() else {
+                return (
+                    false,
+                    error("denied", "no memory scope is granted for writing"),
+                );
+            };
+            tokio::task::spawn_blocking(move || {
+                bank.remember(NewMemory {
+                    scope,
+                    text: input.text,
+                    tags: input.tags,
+                    source: Some(MemorySource { session, seq }),
+                    supersedes: input.supersedes,
+                })
+                .map(|m| {
+                    json!({"id": m.id, "scope": m.scope, "text": m.text,
+                           "supersedes": m.supersedes})
+                })
+            })
+            .await
+        }
+        other => {
+            return (
+                false,
+                error("not-found", format!("no memory tool `{other}`")),
+            );
+        }
+    };
+    match outcome {
+        Ok(Ok(value)) => (true, value),
+        Ok(Err(e)) => {
+            let kind = match e {
+                crate::memory::MemoryError::Invalid { .. } => "invalid-input",
+                crate::memory::MemoryError::NotFound { .. } => "not-found",
+                _ => "failed",
+            };
+            (false, error(kind, e.to_string()))
+        }
+        Err(e) => (false, error("crashed", e.to_string())),
+    }
 }
 
 impl Runner<'_> {
@@ -112,90 +216,11 @@ impl Runner<'_> {
         self.memory = Some(bank);
     }
 
-    /// Run a memory tool; `(ok, result JSON)`.
-    pub(super) async fn memory_call(&self, name: &str, input: &Value) -> (bool, Value) {
-        let config = self.agent.frozen.memory.clone();
-        let Some(bank) = self.memory.clone() else {
-            return (
-                false,
-                error("unavailable", "no memory bank is attached to this worker"),
-            );
-        };
-        let session = self.session.as_str().to_owned();
-        let seq = self.state.last_seq;
-        let outcome = match name {
-            SEARCH => {
-                let input: SearchInput = match serde_json::from_value(input.clone()) {
-                    Ok(i) => i,
-                    Err(e) => return (false, error("invalid-input", e.to_string())),
-                };
-                let limit = input.limit.unwrap_or(5).clamp(1, MAX_RESULTS);
-                let scopes = config.search.clone();
-                tokio::task::spawn_blocking(move || {
-                    bank.search(&input.query, &scopes, limit).map(|found| {
-                        let results: Vec<Value> = found
-                            .into_iter()
-                            .map(|m| {
-                                json!({"id": m.id, "scope": m.scope, "text": m.text, "tags": m.tags})
-                            })
-                            .collect();
-                        json!({ "results": results })
-                    })
-                })
-                .await
-            }
-            REMEMBER => {
-                let input: RememberInput = match serde_json::from_value(input.clone()) {
-                    Ok(i) => i,
-                    Err(e) => return (false, error("invalid-input", e.to_string())),
-                };
-                let Some(scope) = config.remember.clone() else {
-                    return (
-                        false,
-                        error("denied", "no memory scope is granted for writing"),
-                    );
-                };
-                tokio::task::spawn_blocking(move || {
-                    bank.remember(NewMemory {
-                        scope,
-                        text: input.text,
-                        tags: input.tags,
-                        source: Some(MemorySource { session, seq }),
-                        supersedes: input.supersedes,
-                    })
-                    .map(|m| {
-                        json!({"id": m.id, "scope": m.scope, "text": m.text,
-                               "supersedes": m.supersedes})
-                    })
-                })
-                .await
-            }
-            other => {
-                return (
-                    false,
-                    error("not-found", format!("no memory tool `{other}`")),
-                );
-            }
-        };
-        match outcome {
-            Ok(Ok(value)) => (true, value),
-            Ok(Err(e)) => {
-                let kind = match e {
-                    crate::memory::MemoryError::Invalid { .. } => "invalid-input",
-                    crate::memory::MemoryError::NotFound { .. } => "not-found",
-                    _ => "failed",
-                };
-                (false, error(kind, e.to_string()))
-            }
-            Err(e) => (false, error("crashed", e.to_string())),
-        }
-    }
-
     /// The most relevant memories of the `[memory] read` scopes for `query`
     /// (id, text), marked used by this session. None without a bank or
     /// scopes; a bank that fails is logged and skipped — memories help,
     /// they are not needed to go on.
-    pub(super) async fn memories_for(&self, query: &str) -> Vec<(String, String)> {
+    pub(in crate::brain) async fn memories_for(&self, query: &str) -> Vec<(String, String)> {
         let config = &self.agent.frozen.memory;
         let Some(bank) = self.memory.clone() else {
             return Vec::new();

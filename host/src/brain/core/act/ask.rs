@@ -7,10 +7,11 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::decide::Role;
-use super::model::{Attempts, Message, ModelError, ModelRequest, ModelResponse, ToolCall};
-use super::runner::{RunError, Runner, json_error};
-use super::state::{CHECK_PREFIX, HistoryItem, MAX_HISTORY_ITEMS};
+use crate::brain::core::decide::Role;
+use crate::brain::core::runner::Runner;
+use crate::brain::core::state::{CHECK_PREFIX, HistoryItem, MAX_HISTORY_ITEMS};
+use crate::brain::error::{RunError, json_error};
+use crate::brain::model::{Attempts, Message, ModelError, ModelRequest, ModelResponse, ToolCall};
 use crate::session::{BlobRef, Event, PauseKind, PauseReason};
 
 /// Compact description of a model request, stored instead of the request
@@ -37,14 +38,14 @@ struct RequestManifest {
 /// these bounds is replaced, consistently, by one of ours.
 const MAX_CALL_ID: usize = 64;
 
-pub use super::model::MAX_CALLS_PER_ANSWER;
+pub use crate::brain::model::MAX_CALLS_PER_ANSWER;
 
 /// What a runner keeps between turns so a request costs what the turn
 /// added, not the whole history: the history changes only at its ends
 /// (answers and results are appended; whole turns are dropped from the
 /// front), so the last request is updated at its ends instead of rebuilt.
 #[derive(Default)]
-pub(super) struct ContextCache {
+pub(in crate::brain) struct ContextCache {
     /// The system prompt's and the tool list's blobs, per role (fixed for
     /// a session).
     fixed: std::collections::HashMap<&'static str, (BlobRef, BlobRef)>,
@@ -76,7 +77,7 @@ struct Built {
 
 impl Runner<'_> {
     /// Ask `role` for the answer of turn `step`.
-    pub(super) async fn ask(&mut self, role: Role, step: u64) -> Result<(), RunError> {
+    pub(in crate::brain) async fn ask(&mut self, role: Role, step: u64) -> Result<(), RunError> {
         // The handoff writer sees the worker's context, then its own
         // instruction: the worker's request is built (and kept) as usual.
         let base = if role == Role::Handoff {
@@ -92,19 +93,19 @@ impl Runner<'_> {
         if role == Role::Handoff {
             let mut request = built.request.clone();
             request.messages.push(Message::User {
-                text: super::briefing::handoff_instruction(),
+                text: crate::brain::core::prompts::handoff_instruction(),
             });
             // A retry shows the refused answer and why it was refused.
             if let (Some(refused), Some(problems)) = (
-                self.state.handoff_refused.clone(),
-                self.state.handoff_problems.clone(),
+                self.journal.state.handoff_refused.clone(),
+                self.journal.state.handoff_problems.clone(),
             ) {
                 let bytes = self.get(&refused).await?;
                 let answer: ModelResponse =
                     serde_json::from_slice(&bytes).map_err(json_error("a model response blob"))?;
                 request.messages.push(Message::from(&answer));
                 request.messages.push(Message::User {
-                    text: super::briefing::handoff_refused(&problems),
+                    text: crate::brain::core::prompts::handoff_refused(&problems),
                 });
             }
             sent = Some(request);
@@ -121,7 +122,7 @@ impl Runner<'_> {
                 (system, tools)
             }
         };
-        let goal = match &self.state.conversation {
+        let goal = match &self.journal.state.conversation {
             // A conversation starts from its briefing, a blob already.
             Some(c) => c.briefing.clone(),
             None => self.goal_blob(),
@@ -129,7 +130,7 @@ impl Runner<'_> {
         let mut request_digest = self.request_digest(request, [&system, &tools, &goal]);
         if let Some(sent) = &sent {
             let extra = &sent.messages[built.request.messages.len()..];
-            request_digest = super::runner::digest_hex(
+            request_digest = crate::brain::core::runner::digest_hex(
                 format!(
                     "{request_digest}\0{}",
                     serde_json::to_string(extra).unwrap_or_default()
@@ -142,15 +143,15 @@ impl Runner<'_> {
             system,
             tools,
             goal,
-            history_through_seq: self.state.last_seq,
-            history_items: self.state.history.len(),
-            history_omitted: self.state.history_omitted,
+            history_through_seq: self.journal.state.last_seq,
+            history_items: self.journal.state.history.len(),
+            history_omitted: self.journal.state.history_omitted,
             request_digest,
         };
         let manifest = self.put(serde_json::to_vec(&manifest).unwrap_or_default());
         // Attempts count across processes: a resumed worker goes on from
         // the highest attempt recorded for this turn.
-        let mut attempt = match &self.state.pending_request {
+        let mut attempt = match &self.journal.state.pending_request {
             Some(p) if p.step == step => p.attempts + 1,
             _ => 1,
         };
@@ -171,7 +172,7 @@ impl Runner<'_> {
         // the order they accept. A log already like that resumes too.
         let wire = {
             let request = sent.as_ref().unwrap_or(&built.request);
-            super::model::pairing::repair(&request.messages).map(|messages| {
+            crate::brain::model::pairing::repair(&request.messages).map(|messages| {
                 tracing::debug!(step, "tool results moved before the notes of their turn");
                 ModelRequest {
                     messages,
@@ -266,7 +267,7 @@ impl Runner<'_> {
 
     /// The goal's blob (cached).
     fn goal_blob(&mut self) -> BlobRef {
-        let goal_text = self.state.goal.clone().unwrap_or_default();
+        let goal_text = self.journal.state.goal.clone().unwrap_or_default();
         match &self.context.goal {
             Some((text, blob)) if *text == goal_text => blob.clone(),
             _ => {
@@ -336,7 +337,7 @@ impl Runner<'_> {
         {
             self.context.call_ids = None;
         }
-        let history = &self.state.history;
+        let history = &self.journal.state.history;
         let seen = self.context.call_ids.get_or_insert_with(|| {
             history
                 .iter()
@@ -369,7 +370,7 @@ impl Runner<'_> {
         use sha2::{Digest, Sha256};
         let mut h = Sha256::new();
         h.update(b"longhand.request/3\0");
-        if let Some(c) = &self.state.conversation {
+        if let Some(c) = &self.journal.state.conversation {
             // A conversation's role and briefing are in the parts; its
             // place in the log tells two equal briefings apart.
             h.update(c.role.as_bytes());
@@ -386,9 +387,12 @@ impl Runner<'_> {
                 .map_or(u32::MAX, f32::to_bits)
                 .to_be_bytes(),
         );
-        h.update(self.state.history_omitted.to_be_bytes());
-        h.update((self.state.history.len() as u64).to_be_bytes());
-        for item in [self.state.history.front(), self.state.history.back()] {
+        h.update(self.journal.state.history_omitted.to_be_bytes());
+        h.update((self.journal.state.history.len() as u64).to_be_bytes());
+        for item in [
+            self.journal.state.history.front(),
+            self.journal.state.history.back(),
+        ] {
             h.update(item.map_or(0, HistoryItem::seq).to_be_bytes());
         }
         format!("sha256:{}", hex::encode(h.finalize()))
@@ -420,9 +424,9 @@ impl Runner<'_> {
         last: Option<Built>,
     ) -> Result<Built, RunError> {
         // The first message: the conversation's briefing, or the goal.
-        let first = match self.state.conversation.clone() {
+        let first = match self.journal.state.conversation.clone() {
             Some(c) => String::from_utf8_lossy(&self.get(&c.briefing).await?).into_owned(),
-            None => self.state.goal.clone().unwrap_or_default(),
+            None => self.journal.state.goal.clone().unwrap_or_default(),
         };
         let mut built = match last {
             Some(b)
@@ -438,9 +442,11 @@ impl Runner<'_> {
                     role,
                     request: ModelRequest {
                         system: {
-                            let mut system =
-                                super::briefing::system_prompt(role, &frozen.instructions);
-                            let skills = super::skills::catalogue(&frozen.skills);
+                            let mut system = crate::brain::core::prompts::system_prompt(
+                                role,
+                                &frozen.instructions,
+                            );
+                            let skills = crate::brain::skills::catalogue(&frozen.skills);
                             if matches!(role, Role::Worker | Role::Handoff) && !skills.is_empty() {
                                 system.push_str("\n\n");
                                 system.push_str(&skills);
@@ -464,6 +470,7 @@ impl Runner<'_> {
         built.request.step = step;
         // The front: whole turns dropped from the history since.
         let first = self
+            .journal
             .state
             .history
             .front()
@@ -477,12 +484,10 @@ impl Runner<'_> {
                 .drain(built.prefix..built.prefix + gone);
         }
         // The note on left-out items, right after the goal.
-        let omitted = self.state.history_omitted
-            - self
-                .state
-                .conversation
-                .as_ref()
-                .map_or(0, |c| c.omitted_before.min(self.state.history_omitted));
+        let omitted = self.journal.state.history_omitted
+            - self.journal.state.conversation.as_ref().map_or(0, |c| {
+                c.omitted_before.min(self.journal.state.history_omitted)
+            });
         if omitted != built.omitted {
             let note = Message::User {
                 text: format!(
@@ -500,6 +505,7 @@ impl Runner<'_> {
         }
         // The back: what happened since.
         let new: Vec<HistoryItem> = self
+            .journal
             .state
             .history
             .iter()
@@ -564,7 +570,7 @@ impl Runner<'_> {
 }
 
 /// The calls of `response` with these ids, in the order of `ids`.
-pub(super) fn calls_by_id(response: ModelResponse, ids: &[String]) -> Vec<ToolCall> {
+pub(in crate::brain) fn calls_by_id(response: ModelResponse, ids: &[String]) -> Vec<ToolCall> {
     let mut calls = response.tool_calls;
     ids.iter()
         .filter_map(|id| {

@@ -13,11 +13,12 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use super::agent::attenuation::{Capabilities, covers};
-use super::bind::FrozenPlan;
-use super::config::PlannerMode;
-use super::plan::{Plan, TaskStatus};
-use super::runner::{LogError, RunEnd, RunError, Runner};
+use crate::brain::agent::attenuation::{Capabilities, covers};
+use crate::brain::bind::FrozenPlan;
+use crate::brain::config::PlannerMode;
+use crate::brain::core::runner::{RunEnd, Runner};
+use crate::brain::error::{RunError, inconsistent};
+use crate::brain::work::plan::{Plan, TaskStatus};
 
 /// A child session's run: it owns the child's runner and gives it back
 /// with the end, so children can be added while others run.
@@ -28,8 +29,8 @@ use crate::session::{Event, PauseKind, PauseReason, SessionId, SessionStatus};
 
 impl<'h> Runner<'h> {
     /// Create the child session of `task_id` and record it.
-    pub(super) async fn start_child(&mut self, task_id: String) -> Result<(), RunError> {
-        let Some(plan) = &self.state.plan else {
+    pub(in crate::brain) async fn start_child(&mut self, task_id: String) -> Result<(), RunError> {
+        let Some(plan) = &self.journal.state.plan else {
             return Err(inconsistent("a child task starts but there is no plan"));
         };
         let Some(task) = plan.plan.task(&task_id) else {
@@ -49,7 +50,7 @@ impl<'h> Runner<'h> {
                 operator: Some(Plan { tasks: vec![own] }),
             });
         }
-        let goal = self.state.goal.clone().unwrap_or_default();
+        let goal = self.journal.state.goal.clone().unwrap_or_default();
         let owner = self.lease.owner.clone();
         let child = Runner::start(
             self.store.clone(),
@@ -85,7 +86,7 @@ impl<'h> Runner<'h> {
     ///
     /// Boxed as a `Send` future: a child's run is a run, whose future holds
     /// this one, and a type cannot contain itself.
-    pub(super) fn await_children(
+    pub(in crate::brain) fn await_children(
         &mut self,
         children: Vec<(String, String)>,
     ) -> Pin<Box<dyn Future<Output = Result<(), RunError>> + Send + '_>> {
@@ -114,22 +115,15 @@ impl<'h> Runner<'h> {
             // A freed slot: start what is ready now, unless a child paused
             // (the session will pause once the others end).
             while paused.is_empty() {
-                let Some(policy) = self.plan_policy() else {
-                    break;
-                };
-                let decision = super::decide::next(
-                    &self.state,
-                    super::decide::Policy {
-                        limits: &self.agent.frozen.limits,
-                        has_check: false,
-                        plan: Some(policy),
-                    },
-                );
-                let super::decide::Action::StartChild(next) = decision else {
+                // The loop's own decision, with the loop's own policy: the
+                // pool keeps its children running while it asks.
+                let decision = crate::brain::core::decide::next(&self.journal.state, self.policy());
+                let crate::brain::core::decide::Action::StartChild(next) = decision else {
                     break;
                 };
                 self.start_child(next.clone()).await?;
                 let child = self
+                    .journal
                     .state
                     .plan
                     .as_ref()
@@ -199,7 +193,7 @@ impl<'h> Runner<'h> {
         runner.retry = self.retry.clone();
         // The parent runs because someone let it go on: a child that paused
         // (and paused the parent) goes on with it.
-        if runner.state.status == SessionStatus::Paused {
+        if runner.state().status == SessionStatus::Paused {
             runner.resume(Default::default()).await?;
         }
         Ok(Box::pin(async move {
@@ -234,12 +228,13 @@ impl<'h> Runner<'h> {
             }
         }
         let record = runner
-            .state
+            .state()
             .plan
             .as_ref()
             .and_then(|p| p.tasks.get(task).cloned())
             .unwrap_or_default();
         let kinds: Vec<&'static str> = self
+            .journal
             .state
             .plan
             .as_ref()
@@ -272,12 +267,12 @@ impl<'h> Runner<'h> {
         });
         events.push(Event::ProgressNoted {
             task: task.to_owned(),
-            text: super::briefing::cut(
+            text: crate::brain::core::prompts::cut(
                 &format!(
                     "{task}: {status} in the child session {child} after {} attempt(s){}",
                     record.attempts,
                     end.detail
-                        .map(|d| format!(". {}", super::briefing::cut(&d, 600)))
+                        .map(|d| format!(". {}", crate::brain::core::prompts::cut(&d, 600)))
                         .unwrap_or_default()
                 ),
                 crate::session::event::MAX_INLINE_TEXT - 8,
@@ -288,11 +283,7 @@ impl<'h> Runner<'h> {
     }
 
     /// Give up this runner's lease without running.
-    pub(super) async fn release(self) {
+    pub(in crate::brain) async fn release(self) {
         let _ = self.store.release(&self.lease).await;
     }
-}
-
-fn inconsistent(what: &str) -> RunError {
-    RunError::Log(LogError::Inconsistent(what.to_owned()))
 }

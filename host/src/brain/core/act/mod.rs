@@ -1,0 +1,20 @@
+//! The executors: one file per family of [`Action`](super::decide::Action).
+//! The runner (`core::runner`) is the only caller; an executor never calls
+//! another.
+//!
+//! - [`ask`]: ask a role's model for its next answer;
+//! - [`dispatch`]: run the last answer's tool calls (and recover calls a
+//!   crash left open, and the completion check);
+//! - [`task`]: the plan and its revisions, tasks and the end of a plan;
+//! - [`check`]: a task's harness checks (tool and command);
+//! - [`judge`]: a task's `judge` checks;
+//! - [`handoff`]: replacing a full worker context with a handoff;
+//! - [`children`]: tasks run side by side in child sessions.
+
+pub(in crate::brain) mod ask;
+pub(in crate::brain) mod check;
+pub(in crate::brain) mod children;
+pub(in crate::brain) mod dispatch;
+pub(in crate::brain) mod handoff;
+pub(in crate::brain) mod judge;
+pub(in crate::brain) mod task;

@@ -1,0 +1,348 @@
+//! The journal: the one writer of a session's log and of its folded
+//! state. Every event an executor records goes through [`Journal::stage`],
+//! which folds it into [`Journal::state`] and queues it; [`Journal::flush`]
+//! writes what is queued, with the blobs it refers to, in one append, as
+//! durable as its most demanding event requires ([`durability_of`]), and
+//! snapshots the state every [`SNAPSHOT_EVERY`] events.
+//!
+//! So the state never holds what the log will not: it changes only by
+//! folding an event this journal appends. (One exception, for logs older
+//! than `model_responded.calls`: [`Journal::learn_calls`].)
+//!
+//! It owns the session's id, the lease its appends are fenced by, the
+//! blobs it wrote or read (bounded), and the appends still in flight. It
+//! decides nothing and runs nothing: it is driven by the runner.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use super::state::{SessionState, repeatable};
+use crate::brain::error::{LogError, RunError};
+use crate::session::{
+    Appended, BlobRef, Durability, Event, EventRecord, Lease, SessionId, Store, StoreError,
+};
+
+/// Snapshot the folded state after this many events.
+pub const SNAPSHOT_EVERY: u64 = 100;
+
+/// Blobs a runner keeps in memory (bytes) before it forgets them; they are
+/// read back from the store when needed again.
+pub(in crate::brain) const BLOB_CACHE_BYTES: usize = 32 << 20;
+
+/// What an append task gives back: the store's answer, the first seq and
+/// the events (for the observer).
+type InFlight = Result<(Appended, u64, Vec<Event>), StoreError>;
+
+/// A `Soon` append on its way to the store.
+struct Pending {
+    task: tokio::task::JoinHandle<InFlight>,
+    digests: Vec<String>,
+    /// Resolves once the append is done, successfully (`Ok`) or not.
+    done: tokio::sync::watch::Receiver<Option<bool>>,
+}
+
+/// Most `Soon` appends in flight at once. Each waits for the one before
+/// it, so the log stays in order; the loop waits only when this many are
+/// out, so a failure (a lost lease) stops it within two appends.
+const MAX_IN_FLIGHT: usize = 2;
+
+/// Called with every event appended, for progress output.
+pub type Observer = Box<dyn FnMut(&EventRecord, &SessionState) + Send + Sync>;
+
+/// The writer of one session's log and of its folded state.
+pub struct Journal {
+    store: Arc<dyn Store>,
+    session: SessionId,
+    lease: Lease,
+    /// The folded state: every event staged so far, written or not.
+    pub(in crate::brain) state: SessionState,
+    /// Blobs this journal stored or read, by digest (bounded by
+    /// [`BLOB_CACHE_BYTES`]).
+    blobs: HashMap<String, Arc<Vec<u8>>>,
+    blob_bytes: usize,
+    /// Full history chunks this journal's snapshots already stored.
+    chunks: super::state::snapshot::FullChunks,
+    /// Events folded into `state` but not yet written, and the new blobs
+    /// they refer to: written together, in one append, by the next
+    /// [`Journal::flush`].
+    staged: Vec<Event>,
+    staged_blobs: Vec<Vec<u8>>,
+    staged_digests: Vec<String>,
+    /// `Soon` appends sent and not yet waited for, oldest first, each with
+    /// the digests of its blobs (kept in the cache until the store has
+    /// them) and a signal that it is done, which the next one waits for.
+    in_flight: VecDeque<Pending>,
+    observer: Option<Observer>,
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// How soon an event must reach stable storage, by what it announces.
+///
+/// Fsynced before the loop goes on: a `tool_started` of a call that writes
+/// (the record must outlive the effect, so a crash leaves it in doubt
+/// rather than run twice), and everything that ends a run or that a person
+/// acts on (goal, pause, resume, finish, failure). Everything else can be
+/// redone after a machine crash — a model request is sent again, a
+/// read-only or idempotent call runs again — so it is written at once
+/// (safe from a process crash) and fsynced by the store's next group
+/// commit, within its bounded window.
+pub fn durability_of(event: &Event) -> Durability {
+    match event {
+        Event::ToolStarted { effect, .. } if !repeatable(effect) => Durability::Now,
+        Event::SessionCreated { .. }
+        | Event::Detached { .. }
+        | Event::GoalSet { .. }
+        | Event::Paused { .. }
+        | Event::Resumed { .. }
+        | Event::Finished { .. }
+        | Event::Failed { .. } => Durability::Now,
+        _ => Durability::Soon,
+    }
+}
+
+impl Journal {
+    /// A journal writing `session`'s log under `lease`, from its folded
+    /// `state`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        session: SessionId,
+        lease: Lease,
+        state: SessionState,
+    ) -> Self {
+        Self {
+            store,
+            session,
+            lease,
+            state,
+            blobs: HashMap::new(),
+            blob_bytes: 0,
+            chunks: super::state::snapshot::FullChunks::default(),
+            staged: Vec::new(),
+            staged_blobs: Vec::new(),
+            staged_digests: Vec::new(),
+            in_flight: VecDeque::new(),
+            observer: None,
+        }
+    }
+
+    /// Set the progress observer.
+    pub fn observe(&mut self, observer: Observer) {
+        self.observer = Some(observer);
+    }
+
+    /// Whether an observer is attached.
+    pub fn observed(&self) -> bool {
+        self.observer.is_some()
+    }
+
+    /// Show the observer `records` (already in the log).
+    pub fn show(&mut self, records: &[EventRecord]) {
+        if let Some(obs) = self.observer.as_mut() {
+            for record in records {
+                obs(record, &self.state);
+            }
+        }
+    }
+
+    /// Record the calls of an answer whose `model_responded` predates the
+    /// `calls` field, once the loop has read them from its blob: what the
+    /// event would have said. The one change to the state not folded from
+    /// an event, and only for such logs (see `SessionState::learn_calls`).
+    pub fn learn_calls(&mut self, calls: Vec<String>) {
+        self.state.learn_calls(calls);
+    }
+
+    /// Fold `events` into the state now; they are written by the next
+    /// [`Journal::flush`]. The loop decides from the state, so what it has
+    /// done counts at once, written or not; a crash before the write loses
+    /// only what the log (and so the next worker) will redo.
+    pub fn stage(&mut self, events: Vec<Event>) {
+        for mut event in events {
+            // Explanations carry text a provider or a tool chose (an error
+            // body, a call key): cut here, the one door every event passes,
+            // so no pause or failure is ever too large to record.
+            event.bound_text();
+            let record = EventRecord {
+                seq: self.state.last_seq + 1,
+                at_ms: now_ms(),
+                event,
+            };
+            self.state.apply(&record);
+            self.staged.push(record.event);
+        }
+    }
+
+    /// Stage `events` and write everything staged.
+    pub async fn write(&mut self, events: Vec<Event>) -> Result<(), RunError> {
+        self.stage(events);
+        self.flush().await
+    }
+
+    /// Write everything staged, with the blobs it refers to, in one append,
+    /// as durable as its most demanding event requires.
+    pub async fn flush(&mut self) -> Result<(), RunError> {
+        self.append_staged().await?;
+        if self.state.since_snapshot >= SNAPSHOT_EVERY {
+            let encoded =
+                crate::brain::core::state::snapshot::encode_reusing(&self.state, &mut self.chunks);
+            let event = Event::Snapshot {
+                state: encoded.root,
+                through_seq: self.state.last_seq,
+            };
+            self.staged_blobs.extend(encoded.blobs);
+            // Written alone: its fold resets `since_snapshot`.
+            self.stage(vec![event]);
+            self.append_staged().await?;
+        }
+        Ok(())
+    }
+
+    /// Send everything staged to the store in one append. A `Soon` append
+    /// is not waited for: its commit overlaps the loop's next work. Each
+    /// append waits for the one sent before it, so the log stays in order;
+    /// the loop waits once [`MAX_IN_FLIGHT`] are out, before a `Now`
+    /// append returns, and at the end of the run, so an error still stops
+    /// the run within two appends. A `Now` append is waited for: it is what
+    /// makes an effect safe to start.
+    async fn append_staged(&mut self) -> Result<(), RunError> {
+        if self.staged.is_empty() {
+            return Ok(());
+        }
+        let events = std::mem::take(&mut self.staged);
+        let blobs = std::mem::take(&mut self.staged_blobs);
+        let digests = std::mem::take(&mut self.staged_digests);
+        let durability = if events
+            .iter()
+            .any(|e| matches!(durability_of(e), Durability::Now))
+        {
+            Durability::Now
+        } else {
+            Durability::Soon
+        };
+        let first = self.state.last_seq + 1 - events.len() as u64;
+        let (store, session, lease) =
+            (self.store.clone(), self.session.clone(), self.lease.clone());
+        let before = self.in_flight.back().map(|p| p.done.clone());
+        let (done, done_rx) = tokio::sync::watch::channel(None);
+        let append = async move {
+            // In order: after the append sent before this one.
+            if let Some(mut before) = before {
+                let ok = match before.wait_for(Option::is_some).await {
+                    Ok(state) => *state == Some(true),
+                    Err(_) => false,
+                };
+                if !ok {
+                    let _ = done.send(Some(false));
+                    return Err(StoreError::Invalid(
+                        "an earlier append of this session failed; nothing after it is written"
+                            .to_owned(),
+                    ));
+                }
+            }
+            let result = store
+                .append_with(&session, &lease, first, &events, blobs, durability)
+                .await;
+            let _ = done.send(Some(result.is_ok()));
+            Ok::<_, StoreError>((result?, first, events))
+        };
+        match durability {
+            Durability::Now => {
+                // Waits for those before it, then for its own fsync. An
+                // earlier failure is the one reported.
+                let result = append.await;
+                self.settle().await?;
+                let (appended, first, events) = result?;
+                self.observe_appended(appended, first, events);
+            }
+            Durability::Soon => {
+                while self.in_flight.len() >= MAX_IN_FLIGHT {
+                    self.settle_oldest().await?;
+                }
+                self.in_flight.push_back(Pending {
+                    task: tokio::spawn(append),
+                    digests,
+                    done: done_rx,
+                });
+            }
+        }
+        if self.blob_bytes > BLOB_CACHE_BYTES {
+            // Forget what the store has; keep what it may not have yet.
+            let keep: std::collections::HashSet<&String> =
+                self.in_flight.iter().flat_map(|p| &p.digests).collect();
+            self.blobs.retain(|digest, _| keep.contains(digest));
+            self.blob_bytes = self.blobs.values().map(|b| b.len()).sum();
+        }
+        Ok(())
+    }
+
+    /// Wait for every append in flight, and show their records.
+    pub async fn settle(&mut self) -> Result<(), RunError> {
+        while !self.in_flight.is_empty() {
+            self.settle_oldest().await?;
+        }
+        Ok(())
+    }
+
+    async fn settle_oldest(&mut self) -> Result<(), RunError> {
+        let Some(pending) = self.in_flight.pop_front() else {
+            return Ok(());
+        };
+        let (appended, first, events) = pending
+            .task
+            .await
+            .map_err(|e| RunError::Log(LogError::Task(e.to_string())))??;
+        self.observe_appended(appended, first, events);
+        Ok(())
+    }
+
+    fn observe_appended(&mut self, appended: Appended, first: u64, events: Vec<Event>) {
+        // The store's time, so what is shown matches a later read.
+        for (i, event) in events.into_iter().enumerate() {
+            let record = EventRecord {
+                seq: first + i as u64,
+                at_ms: appended.at_ms,
+                event,
+            };
+            crate::telemetry::observe(&self.session, &record);
+            if let Some(obs) = self.observer.as_mut() {
+                obs(&record, &self.state);
+            }
+        }
+    }
+
+    /// Remember `bytes` as a blob to be written with the next append, and
+    /// return its reference. Blobs are content-addressed: one this runner
+    /// already stored or read is not written again.
+    pub fn put(&mut self, bytes: Vec<u8>) -> BlobRef {
+        let blob = BlobRef::of(&bytes);
+        if self.blobs.contains_key(&blob.digest) {
+            return blob;
+        }
+        self.blob_bytes += bytes.len();
+        self.blobs
+            .insert(blob.digest.clone(), Arc::new(bytes.clone()));
+        self.staged_blobs.push(bytes);
+        self.staged_digests.push(blob.digest.clone());
+        blob
+    }
+
+    pub async fn get(&mut self, blob: &BlobRef) -> Result<Arc<Vec<u8>>, RunError> {
+        if let Some(b) = self.blobs.get(&blob.digest) {
+            return Ok(b.clone());
+        }
+        let bytes = Arc::new(self.store.get_blob(blob).await?);
+        self.blob_bytes += bytes.len();
+        self.blobs.insert(blob.digest.clone(), bytes.clone());
+        Ok(bytes)
+    }
+}
+
+pub fn digest_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}

@@ -1,0 +1,15 @@
+//! The loop core: the fold ([`state`]), the decision ([`decide`]), the
+//! journal that alone writes the log and folds what it writes
+//! ([`journal`]), the runner that asks `decide` and calls one executor per
+//! action (`runner`), the executors of each action family (`act`) and the
+//! model's prompts ([`prompts`]).
+//!
+//! `state` imports no executor and `decide` imports only the state and the
+//! limit types; the executors are driven by the runner alone.
+
+pub(in crate::brain) mod act;
+pub mod decide;
+pub mod journal;
+pub mod prompts;
+pub(in crate::brain) mod runner;
+pub mod state;

@@ -1,0 +1,250 @@
+//! The conversation: model requests and answers (steps, tokens, cost), the
+//! history the next request is built from and its trimming, the role whose
+//! conversation it is, handoffs, operator messages, and the harness's
+//! refusals of an answer (a note in the history).
+
+use super::roles::{HANDOFF_ROLE, JUDGE, PLANNER, WORKER};
+use super::{
+    Answer, Conversation, HandoffReply, HistoryItem, MAX_HISTORY_ITEMS, PendingRequest,
+    SessionState,
+};
+use crate::session::{BlobRef, Event};
+
+impl SessionState {
+    /// Fold an event of this concern, recorded at `seq`.
+    pub(super) fn fold_conversation(&mut self, seq: u64, event: &Event) {
+        match event {
+            Event::ModelRequested {
+                step,
+                request,
+                attempt,
+                role,
+                ..
+            } => {
+                let before = match &self.pending_request {
+                    Some(p) if p.step == *step => p.attempts,
+                    _ => 0,
+                };
+                self.pending_request = Some(PendingRequest {
+                    step: *step,
+                    request: request.clone(),
+                    attempts: before.max(*attempt),
+                    role: role.clone(),
+                });
+            }
+            Event::ModelFailed { step, attempt, .. } => {
+                if let Some(p) = &mut self.pending_request
+                    && p.step == *step
+                {
+                    p.attempts = p.attempts.max(*attempt);
+                }
+            }
+            Event::ModelResponded {
+                step,
+                response,
+                input_tokens,
+                output_tokens,
+                latency_ms,
+                calls,
+                cost_micros,
+                ..
+            } => {
+                match cost_micros {
+                    Some(c) => self.cost_micros = self.cost_micros.saturating_add(*c),
+                    None => self.cost_unknown += 1,
+                }
+                let role = self.pending_request.take().map(|p| p.role);
+                self.steps = self.steps.max(*step);
+                self.input_tokens += input_tokens;
+                self.output_tokens += output_tokens;
+                self.active_ms += latency_ms;
+                if role.as_deref() == Some(HANDOFF_ROLE) {
+                    // Not an answer of the conversation: checked, then
+                    // the conversation is replaced by it.
+                    self.handoff_reply = Some(HandoffReply {
+                        step: *step,
+                        response: response.clone(),
+                    });
+                    return;
+                }
+                if let Some(c) = &mut self.conversation {
+                    c.steps += 1;
+                    c.context_tokens = input_tokens + output_tokens;
+                }
+                if self.conversation.as_ref().is_none_or(|c| c.role == WORKER) {
+                    self.steps_since_progress += 1;
+                }
+                self.answer = Some(Answer {
+                    step: *step,
+                    response: response.clone(),
+                    calls: calls.clone(),
+                });
+                self.pending_calls = calls.clone().unwrap_or_default();
+                self.check_passed = None;
+                self.push_history(HistoryItem::Assistant {
+                    seq,
+                    step: *step,
+                    response: response.clone(),
+                });
+            }
+            Event::Error {
+                step: Some(step),
+                message,
+            } => self.feedback(seq, *step, message),
+            Event::Error { step: None, .. } => {}
+            Event::RoleStarted {
+                role,
+                task,
+                check,
+                briefing,
+            } => {
+                self.keep_claim();
+                self.start_conversation(role, task.clone(), *check, briefing.clone());
+            }
+            Event::Handoff {
+                task,
+                handoff,
+                briefing,
+                ..
+            } => {
+                self.latest_handoff = Some(handoff.clone());
+                self.handoff_reply = None;
+                self.handoff_problems = None;
+                self.handoff_refused = None;
+                self.handoff_tries = 0;
+                self.start_conversation(WORKER, task.clone(), None, briefing.clone());
+            }
+            Event::Steered {
+                control,
+                kind,
+                text,
+                by,
+            } => {
+                self.last_control = self.last_control.max(*control);
+                if kind == "send" {
+                    self.push_history(HistoryItem::Note {
+                        seq,
+                        text: format!(
+                            "[a message from {by}, the operator] {}",
+                            text.as_deref().unwrap_or_default()
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Keep the worker's last answer as its claim, when the worker's
+    /// conversation is the one in progress.
+    pub(super) fn keep_claim(&mut self) {
+        if self.conversation.as_ref().is_some_and(|c| c.role == WORKER)
+            && let Some(answer) = &self.answer
+        {
+            self.claim = Some(answer.response.clone());
+        }
+    }
+
+    /// Start a fresh conversation: nothing of the last one is sent again.
+    pub(super) fn start_conversation(
+        &mut self,
+        role: &str,
+        task: Option<String>,
+        check: Option<u32>,
+        briefing: BlobRef,
+    ) {
+        self.reset_context();
+        self.conversation = Some(Conversation {
+            role: role.to_owned(),
+            task,
+            check,
+            briefing,
+            steps: 0,
+            context_tokens: 0,
+            rejected: 0,
+            omitted_before: self.history_omitted,
+        });
+    }
+
+    /// End the judge's or the planner's conversation (a no-op for any
+    /// other): its result is recorded, its history is not needed again.
+    pub(super) fn end_side_conversation(&mut self, role: &str) {
+        if self.conversation.as_ref().is_some_and(|c| c.role == role) {
+            self.reset_context();
+            self.conversation = None;
+        }
+    }
+
+    /// Empty the context. The history's positions go on counting (see
+    /// `history_omitted`), as when old turns are dropped from the front.
+    pub(super) fn reset_context(&mut self) {
+        self.history_omitted += self.history.len() as u64;
+        self.history.clear();
+        self.history_tokens = 0;
+        self.answer = None;
+        self.pending_calls.clear();
+        self.check_passed = None;
+    }
+
+    /// An `error` about turn `step`: when it is the handoff waiting to be
+    /// checked, or the final answer of a planner or judge conversation, it
+    /// is the harness refusing that answer — the model is told why (a note
+    /// in its history) and asked again.
+    pub(super) fn feedback(&mut self, seq: u64, step: u64, message: &str) {
+        if self.handoff_reply.as_ref().is_some_and(|h| h.step == step) {
+            self.handoff_refused = self.handoff_reply.take().map(|h| h.response);
+            self.handoff_problems = Some(message.to_owned());
+            self.handoff_tries += 1;
+            return;
+        }
+        let side = self
+            .conversation
+            .as_ref()
+            .is_some_and(|c| c.role == PLANNER || c.role == JUDGE);
+        if side
+            && self
+                .answer
+                .as_ref()
+                .is_some_and(|a| a.step == step && a.is_final())
+        {
+            self.answer = None;
+            if let Some(c) = &mut self.conversation {
+                c.rejected += 1;
+            }
+            self.push_history(HistoryItem::Note {
+                seq,
+                text: message.to_owned(),
+            });
+        }
+    }
+
+    pub(super) fn push_history(&mut self, item: HistoryItem) {
+        self.history_tokens += item.tokens();
+        self.history.push_back(item);
+        // Drop whole turns from the front: an assistant answer goes with the
+        // tool results that follow it, so no result is left without its call.
+        // The newest turn always stays, whatever its size.
+        while (self.history_tokens > self.context_tokens || self.history.len() > MAX_HISTORY_ITEMS)
+            && self.first_turn_len() < self.history.len()
+        {
+            for _ in 0..self.first_turn_len() {
+                if let Some(old) = self.history.pop_front() {
+                    self.history_tokens = self.history_tokens.saturating_sub(old.tokens());
+                    self.history_omitted += 1;
+                }
+            }
+        }
+    }
+
+    /// Items in the first turn of `history`.
+    pub(super) fn first_turn_len(&self) -> usize {
+        let mut n = 0;
+        for (i, item) in self.history.iter().enumerate() {
+            if i > 0 && matches!(item, HistoryItem::Assistant { .. }) {
+                break;
+            }
+            n += 1;
+        }
+        n.max(1)
+    }
+}

@@ -1,0 +1,75 @@
+//! The session's lifecycle and budget: creation (the frozen agent and its
+//! context budget), the goal, pauses and resumes (raised limits, the
+//! breaker's reset), the end, snapshots, and the budget handed to children.
+
+use super::{DEFAULT_CONTEXT_TOKENS, SessionState};
+use crate::brain::work::plan::TaskStatus;
+use crate::session::{Event, ResumeCause};
+
+impl SessionState {
+    /// Fold an event of the session's lifecycle.
+    pub(super) fn fold_lifecycle(&mut self, event: &Event) {
+        match event {
+            Event::SessionCreated {
+                agent_name,
+                agent,
+                config_digest,
+            } => {
+                self.agent_name = agent_name.clone();
+                self.agent = agent.clone();
+                self.config_digest = config_digest.clone();
+                self.context_tokens = agent
+                    .pointer("/limits/context_tokens")
+                    .and_then(|v| v.as_u64())
+                    .unwrap_or(DEFAULT_CONTEXT_TOKENS);
+            }
+            Event::GoalSet { goal } => self.goal = Some(goal.clone()),
+            Event::ChildStarted {
+                call_id,
+                child,
+                slice,
+                ..
+            } => {
+                self.children.insert(call_id.clone(), child.clone());
+                for (name, amount) in slice {
+                    *self.reserved.entry(name.clone()).or_default() += amount;
+                }
+            }
+            Event::Delegated { parent, .. } => self.parent = Some(parent.clone()),
+            Event::Paused { reason } => self.pause = Some(reason.clone()),
+            Event::Resumed { raised, cause, .. } => {
+                self.pause = None;
+                for (k, v) in raised {
+                    self.raised.insert(k.clone(), *v);
+                }
+                // A person looked at it: the breaker starts counting afresh.
+                // A worker recovering from a crash is not a person.
+                if *cause == ResumeCause::Operator {
+                    self.consecutive_failures = 0;
+                    self.repeated_failures.clear();
+                    self.steps_since_progress = 0;
+                    // A failed task paused the session for a person, who
+                    // has looked: it gets a fresh set of attempts.
+                    if let Some(plan) = &mut self.plan {
+                        for record in plan.tasks.values_mut() {
+                            if record.status == Some(TaskStatus::Failed) {
+                                record.fresh_set();
+                            }
+                        }
+                    }
+                }
+            }
+            Event::Finished {
+                summary,
+                summary_blob,
+            } => {
+                self.pause = None;
+                self.summary = summary.clone();
+                self.summary_blob = summary_blob.clone();
+            }
+            Event::Failed { error } => self.error = Some(error.clone()),
+            Event::Snapshot { .. } => self.since_snapshot = 0,
+            _ => {}
+        }
+    }
+}
