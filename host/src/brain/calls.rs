@@ -215,7 +215,7 @@ impl Runner<'_> {
             (None, Some(effect)) => effect,
             (None, None) => {
                 let mut available: Vec<String> = self.agent.tools.keys().cloned().collect();
-                if !judging && self.memory.is_some() {
+                if !judging && self.kit.memory.is_some() {
                     available.extend(
                         super::recall::defs(&self.agent.frozen.memory)
                             .into_iter()
@@ -463,7 +463,7 @@ impl Runner<'_> {
         if name == super::skills::LOAD {
             return (!self.agent.frozen.skills.is_empty()).then_some(Effect::ReadOnly);
         }
-        self.memory.as_ref()?;
+        self.kit.memory.as_ref()?;
         super::recall::effect(&self.agent.frozen.memory, name)
     }
 }

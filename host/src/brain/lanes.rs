@@ -50,15 +50,9 @@ impl<'h> Runner<'h> {
         }
         let goal = self.state.goal.clone().unwrap_or_default();
         let owner = self.lease.owner.clone();
-        let child = Runner::start(
-            self.store.clone(),
-            self.hands,
-            agent,
-            self.provider.clone(),
-            &goal,
-            &owner,
-        )
-        .await?;
+        let kit = self.kit.child(&agent.frozen)?;
+        let child =
+            Runner::start_with(self.store.clone(), self.hands, agent, kit, &goal, &owner).await?;
         let child_id = child.session().as_str().to_owned();
         // It runs when the parent awaits it, woken from its log.
         child.release().await;
@@ -170,18 +164,10 @@ impl<'h> Runner<'h> {
         let frozen = Runner::frozen_of(self.store.as_ref(), &id).await?;
         let mut agent = self.agent.clone();
         agent.frozen = frozen;
-        let mut runner = Runner::wake(
-            self.store.clone(),
-            self.hands,
-            agent,
-            self.provider.clone(),
-            id,
-            &self.lease.owner,
-        )
-        .await?;
-        runner.role_providers = self.role_providers.clone();
-        runner.memory = self.memory.clone();
-        runner.retry = self.retry.clone();
+        let kit = self.kit.child(&agent.frozen)?;
+        let mut runner =
+            Runner::wake_with(self.store.clone(), self.hands, agent, kit, id, &self.lease.owner)
+                .await?;
         // The parent runs because someone let it go on: a child that paused
         // (and paused the parent) goes on with it.
         if runner.state.status == SessionStatus::Paused {

@@ -10,6 +10,7 @@ pub mod decide;
 pub mod delegate;
 pub mod handoff;
 mod lanes;
+pub mod launch;
 mod lease;
 pub mod model;
 pub mod plan;

@@ -8,8 +8,6 @@
 //! remember is a write — announced (fsynced) before it runs, recorded in
 //! doubt if the process dies mid-call, and followed by `memory_written`.
 
-use std::sync::Arc;
-
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -17,7 +15,7 @@ use super::config::MemoryConfig;
 use super::model::ToolDef;
 use super::runner::Runner;
 use crate::hands::Effect;
-use crate::memory::{MemoryBank, MemorySource, NewMemory};
+use crate::memory::{MemorySource, NewMemory};
 
 /// The component name host memory tools are recorded under.
 pub const COMPONENT: &str = "memory";
@@ -107,15 +105,10 @@ fn error(kind: &str, message: impl Into<String>) -> Value {
 }
 
 impl Runner<'_> {
-    /// Attach the memory bank the `[memory]` scopes refer to.
-    pub fn set_memory(&mut self, bank: Arc<MemoryBank>) {
-        self.memory = Some(bank);
-    }
-
     /// Run a memory tool; `(ok, result JSON)`.
     pub(super) async fn memory_call(&self, name: &str, input: &Value) -> (bool, Value) {
         let config = self.agent.frozen.memory.clone();
-        let Some(bank) = self.memory.clone() else {
+        let Some(bank) = self.kit.memory.clone() else {
             return (
                 false,
                 error("unavailable", "no memory bank is attached to this worker"),
@@ -197,7 +190,7 @@ impl Runner<'_> {
     /// they are not needed to go on.
     pub(super) async fn memories_for(&self, query: &str) -> Vec<(String, String)> {
         let config = &self.agent.frozen.memory;
-        let Some(bank) = self.memory.clone() else {
+        let Some(bank) = self.kit.memory.clone() else {
             return Vec::new();
         };
         if config.read.is_empty() {

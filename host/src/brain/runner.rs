@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use super::bind::{BoundAgent, Frozen};
 use super::decide::{self, Action, Policy};
+use super::launch::{Kit, Services};
 use super::lease::{self, Heartbeat};
 use super::model::{ModelProvider, ModelResponse, RetryPolicy};
 use super::state::{SessionState, repeatable};
@@ -70,6 +71,10 @@ pub enum RunError {
     /// The log holds something this version cannot read. Report it.
     #[error("session log: {0}")]
     Log(#[from] LogError),
+    /// A model's provider or the memory bank cannot be set up (see
+    /// `brain::launch`). Fix the configuration or the environment.
+    #[error("{0}")]
+    Launch(#[from] super::launch::LaunchError),
     /// Internal to `run`: a `cancel --now` arrived and the step in flight
     /// was dropped; `run` records it and returns the end, never this.
     #[error("cancelled now")]
@@ -211,14 +216,9 @@ pub struct Runner<'h> {
     pub(super) store: Arc<dyn Store>,
     pub(super) hands: &'h Hands,
     pub(super) agent: BoundAgent,
-    pub(super) provider: Arc<dyn ModelProvider>,
-    /// Providers of roles other than the worker's, by role name; a role
-    /// without one is answered by `provider`.
-    pub(super) role_providers: HashMap<&'static str, Arc<dyn ModelProvider>>,
-    /// The memory bank `[memory]` scopes refer to, when attached.
-    pub(super) memory: Option<Arc<crate::memory::MemoryBank>>,
-    /// Answers children's model calls when set (see `delegate`).
-    pub(super) child_provider: Option<Arc<dyn ModelProvider>>,
+    /// What it calls — each role's provider, the memory bank, the retry
+    /// policy — and where its children's come from (see `launch`).
+    pub(super) kit: Kit,
     /// Controls from the session's inbox, while running (see `steer`).
     pub(super) inbox: Option<tokio::sync::mpsc::UnboundedReceiver<crate::session::inbox::Control>>,
     /// The id of the newest `pause` or `cancel` seen in the inbox, while
@@ -228,7 +228,6 @@ pub struct Runner<'h> {
     pub(super) lease: Lease,
     pub(super) lease_ttl: Duration,
     pub(super) state: SessionState,
-    pub(super) retry: RetryPolicy,
     /// Blobs this runner stored or read, by digest (bounded by
     /// [`BLOB_CACHE_BYTES`]).
     blobs: HashMap<String, Arc<Vec<u8>>>,
@@ -284,14 +283,28 @@ pub fn durability_of(event: &Event) -> Durability {
 }
 
 impl<'h> Runner<'h> {
-    /// Create a session for `frozen` with `goal`, and lease it. A goal
-    /// longer than [`MAX_GOAL_BYTES`] is refused before anything is
-    /// created.
+    /// Create a session for `agent` with `goal`, and lease it; `provider`
+    /// answers every model of it and of its children. A goal longer than
+    /// [`MAX_GOAL_BYTES`] is refused before anything is created.
     pub async fn start(
         store: Arc<dyn Store>,
         hands: &'h Hands,
         agent: BoundAgent,
         provider: Arc<dyn ModelProvider>,
+        goal: &str,
+        owner: &str,
+    ) -> Result<Self, RunError> {
+        let kit = Arc::new(Services::answering(provider)).kit(&agent.frozen)?;
+        Self::start_with(store, hands, agent, kit, goal, owner).await
+    }
+
+    /// [`Runner::start`] calling what `kit` holds (built for this agent by
+    /// [`Services::kit`]).
+    pub async fn start_with(
+        store: Arc<dyn Store>,
+        hands: &'h Hands,
+        agent: BoundAgent,
+        kit: Kit,
         goal: &str,
         owner: &str,
     ) -> Result<Self, RunError> {
@@ -315,7 +328,7 @@ impl<'h> Runner<'h> {
             at_ms: now_ms(),
             event: created,
         });
-        let mut runner = Self::new(store, hands, agent, provider, session, lease, ttl, state);
+        let mut runner = Self::new(store, hands, agent, kit, session, lease, ttl, state);
         runner
             .write(vec![Event::GoalSet {
                 goal: goal.to_owned(),
@@ -324,8 +337,9 @@ impl<'h> Runner<'h> {
         Ok(runner)
     }
 
-    /// Wake a session from its log (latest snapshot plus tail) and lease it.
-    /// The agent must be bound from the session's own frozen config; see
+    /// Wake a session from its log (latest snapshot plus tail) and lease it;
+    /// `provider` answers every model of it and of its children. The agent
+    /// must be bound from the session's own frozen config; see
     /// [`Runner::frozen_of`].
     pub async fn wake(
         store: Arc<dyn Store>,
@@ -335,13 +349,27 @@ impl<'h> Runner<'h> {
         session: SessionId,
         owner: &str,
     ) -> Result<Self, RunError> {
+        let kit = Arc::new(Services::answering(provider)).kit(&agent.frozen)?;
+        Self::wake_with(store, hands, agent, kit, session, owner).await
+    }
+
+    /// [`Runner::wake`] calling what `kit` holds (built for the session's
+    /// frozen agent by [`Services::kit`]).
+    pub async fn wake_with(
+        store: Arc<dyn Store>,
+        hands: &'h Hands,
+        agent: BoundAgent,
+        kit: Kit,
+        session: SessionId,
+        owner: &str,
+    ) -> Result<Self, RunError> {
         let ttl = lease::ttl();
         // The store takes a lease whose holder is a dead process of this
         // machine at once (`session::holder`), and says whose it was.
         let lease = store.acquire_lease(&session, owner, ttl).await?;
         let taken_from = lease.taken_from.clone();
         let state = super::snapshot::load_state(store.as_ref(), &session).await?;
-        let mut runner = Self::new(store, hands, agent, provider, session, lease, ttl, state);
+        let mut runner = Self::new(store, hands, agent, kit, session, lease, ttl, state);
         // Every run ends finished, failed or paused; a session found
         // created or running was left by a worker that stopped mid-run.
         if matches!(
@@ -373,7 +401,7 @@ impl<'h> Runner<'h> {
         store: Arc<dyn Store>,
         hands: &'h Hands,
         agent: BoundAgent,
-        provider: Arc<dyn ModelProvider>,
+        kit: Kit,
         session: SessionId,
         lease: Lease,
         lease_ttl: Duration,
@@ -383,17 +411,13 @@ impl<'h> Runner<'h> {
             store,
             hands,
             agent,
-            provider,
-            role_providers: HashMap::new(),
-            memory: None,
+            kit,
             inbox: None,
             stop: None,
-            child_provider: None,
             session,
             lease,
             lease_ttl,
             state,
-            retry: RetryPolicy::default(),
             blobs: HashMap::new(),
             blob_bytes: 0,
             context: super::turn::ContextCache::default(),
@@ -451,40 +475,9 @@ impl<'h> Runner<'h> {
         Ok(())
     }
 
-    /// The worker's model provider.
-    pub fn provider(&self) -> Arc<dyn ModelProvider> {
-        self.provider.clone()
-    }
-
-    /// Wrap every provider this runner calls (the worker's, the roles',
-    /// the children's), e.g. with a rate limit a worker shares.
-    pub fn wrap_providers(
-        &mut self,
-        wrap: impl Fn(Arc<dyn ModelProvider>) -> Arc<dyn ModelProvider>,
-    ) {
-        self.provider = wrap(self.provider.clone());
-        for provider in self.role_providers.values_mut() {
-            *provider = wrap(provider.clone());
-        }
-        if let Some(child) = self.child_provider.take() {
-            self.child_provider = Some(wrap(child));
-        }
-    }
-
-    /// Answer the worker (and every role without its own) with `provider`.
-    pub fn set_provider(&mut self, provider: Arc<dyn ModelProvider>) {
-        self.provider = provider;
-    }
-
-    /// Answer `role` with `provider` (its `[roles.*]` model) instead of
-    /// the worker's.
-    pub fn set_role_provider(&mut self, role: decide::Role, provider: Arc<dyn ModelProvider>) {
-        self.role_providers.insert(role.as_str(), provider);
-    }
-
-    /// Use a different retry policy for model calls.
+    /// Use a different retry policy for model calls (its children's too).
     pub fn set_retry(&mut self, retry: RetryPolicy) {
-        self.retry = retry;
+        self.kit.retry = retry;
     }
 
     /// Renew the lease for `ttl` at a time (every `ttl / 3`) from now on.

@@ -121,10 +121,7 @@ impl Runner<'_> {
 
     /// The provider that answers `role`.
     pub(super) fn provider_for(&self, role: Role) -> Arc<dyn ModelProvider> {
-        self.role_providers
-            .get(role.as_str())
-            .cloned()
-            .unwrap_or_else(|| self.provider.clone())
+        self.kit.provider(role)
     }
 
     /// The tools `role` is offered: the worker all of the agent's (and
@@ -134,7 +131,7 @@ impl Runner<'_> {
         match role {
             Role::Worker | Role::Handoff => {
                 let mut defs = self.agent.defs.clone();
-                if self.memory.is_some() {
+                if self.kit.memory.is_some() {
                     defs.extend(super::recall::defs(&self.agent.frozen.memory));
                 }
                 defs.extend(super::delegate::def(&self.agent.frozen));

@@ -107,6 +107,14 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
     };
     // The engine lives as long as the process.
     let hands: &'static crate::hands::Hands = Box::leak(Box::new(super::run::hands()?));
+    // One set of providers for every session this worker runs, each
+    // wrapped in its provider's limit (shared by every session).
+    let services = Arc::new(super::run::services(None).wrap(move |p| {
+        match limits.get(p.name()) {
+            Some(limit) => Arc::new(RateLimited::new(p, limit.clone())),
+            None => p,
+        }
+    }));
     let owner = super::run::owner();
     let ttl = crate::brain::agent::lease_ttl();
     let mut running: HashSet<SessionId> = HashSet::new();
@@ -145,13 +153,10 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
                 if running.len() >= args.concurrency {
                     break;
                 }
-                match super::run::wake(store.clone(), hands, session.clone(), &owner).await {
+                match super::run::wake(store.clone(), hands, &services, session.clone(), &owner)
+                    .await
+                {
                     Ok(mut runner) => {
-                        // One limit per provider, shared by every session.
-                        runner.wrap_providers(|p| match limits.get(p.name()) {
-                            Some(limit) => Arc::new(RateLimited::new(p, limit.clone())),
-                            None => p,
-                        });
                         running.insert(session.clone());
                         eprintln!("worker {owner}: runs {session}");
                         pool.push(Box::pin(async move {
