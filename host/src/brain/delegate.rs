@@ -600,7 +600,9 @@ impl<'h> Runner<'h> {
         };
         let owner = self.lease.owner.clone();
         let mut runner = match recorded {
-            Some(id) => Runner::wake_with(self.store.clone(), hands, agent, kit, id, &owner).await?,
+            Some(id) => {
+                Runner::wake_with(self.store.clone(), hands, agent, kit, id, &owner).await?
+            }
             None => {
                 let slice = slice_of(&agent.frozen);
                 let mut runner =

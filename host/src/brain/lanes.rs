@@ -165,9 +165,15 @@ impl<'h> Runner<'h> {
         let mut agent = self.agent.clone();
         agent.frozen = frozen;
         let kit = self.kit.child(&agent.frozen)?;
-        let mut runner =
-            Runner::wake_with(self.store.clone(), self.hands, agent, kit, id, &self.lease.owner)
-                .await?;
+        let mut runner = Runner::wake_with(
+            self.store.clone(),
+            self.hands,
+            agent,
+            kit,
+            id,
+            &self.lease.owner,
+        )
+        .await?;
         // The parent runs because someone let it go on: a child that paused
         // (and paused the parent) goes on with it.
         if runner.state.status == SessionStatus::Paused {

@@ -122,7 +122,9 @@ pub enum LaunchError {
         source: super::model::replay::CassetteError,
     },
     /// `[memory]` names scopes but this process has no data directory.
-    #[error("cannot find a data directory for the memory bank: set LONGHAND_HOME (or HOME / XDG_DATA_HOME)")]
+    #[error(
+        "cannot find a data directory for the memory bank: set LONGHAND_HOME (or HOME / XDG_DATA_HOME)"
+    )]
     NoDataDir,
     /// The memory bank cannot be opened.
     #[error("opening the memory bank {}: {source}", path.display())]
@@ -250,7 +252,8 @@ impl Services {
     /// of each role with its own, and the memory bank when `[memory]`
     /// names a scope. The one place a runner's providers are built.
     pub fn kit(self: &Arc<Self>, frozen: &Frozen) -> Result<Kit, LaunchError> {
-        let role = |model: &Option<ModelConfig>| model.as_ref().map(|m| self.provider(m)).transpose();
+        let role =
+            |model: &Option<ModelConfig>| model.as_ref().map(|m| self.provider(m)).transpose();
         Ok(Kit {
             worker: self.provider(&frozen.model)?,
             planner: role(&frozen.roles.planner)?,
@@ -405,5 +408,129 @@ impl Kit {
         let mut kit = self.services.kit(frozen)?;
         kit.retry = self.retry.clone();
         Ok(kit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A frozen agent with `model`, a judge of its own, and a child with
+    /// its own model and a grandchild.
+    fn tree(script: &std::path::Path) -> Frozen {
+        let model = |name: &str, url: &str| {
+            json!({"provider": "openai", "model": name, "base_url": url,
+                   "api_key_env": format!("{name}_KEY")})
+        };
+        let leaf = json!({"name": "leaf", "instructions": "i", "model": model("leaf", "http://leaf/v1"),
+                          "limits": {}, "tools": [], "completion": null, "base_dir": "/"});
+        let child = json!({"name": "child", "instructions": "i",
+                           "model": model("child", "http://child/v1"),
+                           "roles": {"planner": model("child-planner", "http://cp/v1")},
+                           "limits": {}, "tools": [], "completion": null, "base_dir": "/",
+                           "agents": {"leaf": {"description": "d", "frozen": leaf}}});
+        let mut judge = model("judge", "http://judge/v1");
+        judge["max_tokens"] = json!(77);
+        judge["stream"] = json!(false);
+        let frozen: Frozen = serde_json::from_value(json!({
+            "name": "top", "instructions": "i", "model": model("top", "http://top/v1"),
+            "roles": {"judge": judge},
+            "limits": {}, "tools": [], "completion": null, "base_dir": "/",
+            "agents": {"child": {"description": "d", "frozen": child}}
+        }))
+        .expect("a frozen agent");
+        std::fs::write(script, r#"{"responses": []}"#).expect("script");
+        frozen
+    }
+
+    /// Every model config of `frozen`, depth first.
+    fn models(frozen: &Frozen) -> Vec<&ModelConfig> {
+        let mut out = vec![&frozen.model];
+        out.extend(frozen.roles.planner.iter());
+        out.extend(frozen.roles.judge.iter());
+        for child in frozen.agents.values() {
+            out.extend(models(&child.frozen));
+        }
+        out
+    }
+
+    #[test]
+    fn an_override_reaches_every_role_and_child_and_keeps_their_knobs() {
+        let dir = tempfile::TempDir::new().expect("tempdir");
+        let mut frozen = tree(&dir.path().join("s.json"));
+        let flag: ModelFlag = "openai:m@http://127.0.0.1:9/v1".parse().expect("flag");
+        override_models(&mut frozen, &ModelOverride::Model(flag));
+        let all = models(&frozen);
+        assert_eq!(all.len(), 5);
+        for m in &all {
+            assert_eq!(m.provider, ProviderKind::OpenAi);
+            assert_eq!(m.model, "m");
+            assert_eq!(m.base_url.as_deref(), Some("http://127.0.0.1:9/v1"));
+            // The key `[model]` kept (same provider), never a role's own.
+            assert_eq!(m.api_key_env.as_deref(), Some("top_KEY"));
+        }
+        let judge = frozen.roles.judge.as_ref().expect("judge");
+        assert_eq!((judge.max_tokens, judge.stream), (77, false));
+
+        let script = dir.path().join("s.json");
+        override_models(&mut frozen, &ModelOverride::Script(script.clone()));
+        for m in models(&frozen) {
+            assert_eq!(m.provider, ProviderKind::Script);
+            assert_eq!(m.cassette.as_deref(), Some(script.as_path()));
+        }
+    }
+
+    #[test]
+    fn one_provider_per_distinct_config_and_one_for_a_shared_file() {
+        let dir = tempfile::TempDir::new().expect("tempdir");
+        let script = dir.path().join("s.json");
+        let mut frozen = tree(&script);
+        let services = Arc::new(Services::new(|_| None));
+        // Without an override: the worker and the judge are two servers.
+        let kit = services.kit(&frozen).expect("kit");
+        assert!(!Arc::ptr_eq(
+            &kit.provider(Role::Worker),
+            &kit.provider(Role::Judge)
+        ));
+        assert!(Arc::ptr_eq(
+            &kit.provider(Role::Worker),
+            &kit.provider(Role::Planner)
+        ));
+        let again = services.kit(&frozen).expect("kit");
+        assert!(Arc::ptr_eq(
+            &kit.provider(Role::Judge),
+            &again.provider(Role::Judge)
+        ));
+        // A script for all: one instance for the worker, its judge (other
+        // knobs) and a child's planner.
+        override_models(&mut frozen, &ModelOverride::Script(script));
+        let kit = services.kit(&frozen).expect("kit");
+        let child = &frozen.agents["child"].frozen;
+        let child_kit = kit.child(child).expect("child kit");
+        let worker = kit.provider(Role::Worker);
+        assert_eq!(worker.name(), "script");
+        for other in [
+            kit.provider(Role::Judge),
+            child_kit.provider(Role::Planner),
+            child_kit.provider(Role::Worker),
+        ] {
+            assert!(Arc::ptr_eq(&worker, &other));
+        }
+    }
+
+    #[test]
+    fn memory_scopes_without_a_data_directory_are_refused() {
+        let dir = tempfile::TempDir::new().expect("tempdir");
+        let mut frozen = tree(&dir.path().join("s.json"));
+        frozen.memory.read = vec!["project:x".to_owned()];
+        let err = Arc::new(Services::new(|_| None))
+            .kit(&frozen)
+            .expect_err("no data directory");
+        assert!(matches!(err, LaunchError::NoDataDir), "{err}");
+        let services = Arc::new(Services::new(|_| None).data_dir(Some(dir.path().to_owned())));
+        let one = services.kit(&frozen).expect("kit").memory.expect("a bank");
+        let two = services.kit(&frozen).expect("kit").memory.expect("a bank");
+        assert!(Arc::ptr_eq(&one, &two), "one bank per process");
     }
 }

@@ -109,12 +109,12 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
     let hands: &'static crate::hands::Hands = Box::leak(Box::new(super::run::hands()?));
     // One set of providers for every session this worker runs, each
     // wrapped in its provider's limit (shared by every session).
-    let services = Arc::new(super::run::services(None).wrap(move |p| {
-        match limits.get(p.name()) {
+    let services = Arc::new(
+        super::run::services(None).wrap(move |p| match limits.get(p.name()) {
             Some(limit) => Arc::new(RateLimited::new(p, limit.clone())),
             None => p,
-        }
-    }));
+        }),
+    );
     let owner = super::run::owner();
     let ttl = crate::brain::agent::lease_ttl();
     let mut running: HashSet<SessionId> = HashSet::new();

@@ -99,7 +99,11 @@ fn serve_one(mut stream: TcpStream, log: &Mutex<Vec<Seen>>, answer: &Answerer) {
                    "function": {"name": c["name"], "arguments": c["arguments"]}})
         })
         .collect();
-    let finish = if calls.is_empty() { "stop" } else { "tool_calls" };
+    let finish = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
     let usage = json!({"prompt_tokens": reply["usage"]["input_tokens"],
                        "completion_tokens": reply["usage"]["output_tokens"]});
     if body["stream"] == true {
@@ -316,8 +320,7 @@ fn assert_the_team_ran_on_the_flag(home: &Home, root: &Path, log: &Log, lead: &s
     let out = root.join("out");
     let runs: Vec<_> = std::fs::read_dir(&out).expect("out/").flatten().collect();
     assert_eq!(runs.len(), 1);
-    let summary =
-        std::fs::read_to_string(runs[0].path().join("summary.md")).expect("the summary");
+    let summary = std::fs::read_to_string(runs[0].path().join("summary.md")).expect("the summary");
     assert!(summary.contains("(solar.md)"), "{summary}");
 }
 
@@ -448,7 +451,10 @@ fn judged_server() -> (String, Log) {
 fn assert_the_judge_kept_the_flag(home: &Home, session: &str, flag: &Log, own: &Log) {
     assert_eq!(home.state(session).status.as_str(), "finished");
     let own = own.lock().expect("lock").clone();
-    assert!(own.is_empty(), "the agent's own endpoint was asked: {own:#?}");
+    assert!(
+        own.is_empty(),
+        "the agent's own endpoint was asked: {own:#?}"
+    );
     let seen = flag.lock().expect("lock").clone();
     let judge: Vec<&Seen> = seen
         .iter()
@@ -464,9 +470,9 @@ fn assert_the_judge_kept_the_flag(home: &Home, session: &str, flag: &Log, own: &
             if role == "judge" && provider == "openai" && model == "x-flag")
     });
     assert!(judged, "no judge request on the flag's model in the log");
-    let passed = log.iter().any(|r| {
-        matches!(&r.event, Event::CheckFinished { kind, passed: true, .. } if kind == "judge")
-    });
+    let passed = log.iter().any(
+        |r| matches!(&r.event, Event::CheckFinished { kind, passed: true, .. } if kind == "judge"),
+    );
     assert!(passed, "the judge's check did not pass");
 }
 
@@ -505,4 +511,59 @@ fn the_judge_keeps_the_model_flags_endpoint_after_resume_and_through_a_worker() 
     home.run(&["resume", &session, "--detach"]).expect_code(0);
     home.run(&["worker", "--until-idle"]).expect_code(0);
     assert_the_judge_kept_the_flag(&home, &session, &log, &own_log);
+}
+
+#[test]
+fn record_keeps_every_agents_answers_in_one_cassette_across_a_resume() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let (root, _, _) = research_team(dir.path());
+    let root_arg = root.to_str().expect("utf-8");
+    let script = root.join("script.json");
+    let cassette = dir.path().join("recorded.json");
+    let record = cassette.to_str().expect("utf-8");
+    let run = home.run(&[
+        "run",
+        root_arg,
+        "--script",
+        script.to_str().expect("utf-8"),
+        "--record",
+        record,
+        "--json",
+    ]);
+    run.expect_code(3);
+    let lead = session_of_json(&run.stdout[0]);
+    let (writer, request) = pending_approval(&home);
+    home.run(&["approve", &writer, &request]).expect_code(0);
+    home.run(&["resume", &lead, "--record", record])
+        .expect_code(0);
+    assert_eq!(home.state(&lead).status.as_str(), "finished");
+    // Every answer of every session — the lead's three, the reader's two,
+    // the writer's two (one before the pause, one after) — is in the file.
+    let answered: usize = sessions(&home)
+        .iter()
+        .map(|(id, _)| {
+            home.log(id)
+                .iter()
+                .filter(|r| matches!(r.event, Event::ModelResponded { .. }))
+                .count()
+        })
+        .sum();
+    assert_eq!(answered, 7);
+    let recorded: Value =
+        serde_json::from_str(&std::fs::read_to_string(&cassette).expect("the cassette"))
+            .expect("cassette JSON");
+    assert_eq!(
+        recorded["turns"].as_array().map(Vec::len),
+        Some(answered),
+        "{recorded}"
+    );
+    // And it replays the whole tree offline.
+    let again = Home::new();
+    let replayed = again.run(&["run", root_arg, "--cassette", record, "--json"]);
+    replayed.expect_code(3);
+    let lead = session_of_json(&replayed.stdout[0]);
+    let (writer, request) = pending_approval(&again);
+    again.run(&["approve", &writer, &request]).expect_code(0);
+    again.run(&["resume", &lead]).expect_code(0);
 }
