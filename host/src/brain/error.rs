@@ -37,6 +37,10 @@ pub enum RunError {
     /// The log holds something this version cannot read. Report it.
     #[error("session log: {0}")]
     Log(#[from] LogError),
+    /// A model's provider or the memory bank cannot be set up (see
+    /// `brain::launch`). Fix the configuration or the environment.
+    #[error("{0}")]
+    Launch(#[from] crate::brain::launch::LaunchError),
     /// Internal to `run`: a `cancel --now` arrived and the step in flight
     /// was dropped; `run` records it and returns the end, never this.
     #[error("cancelled now")]

@@ -21,6 +21,7 @@ pub mod control;
 pub mod core;
 pub mod error;
 pub mod host_tools;
+pub mod launch;
 pub mod model;
 pub mod pricing;
 pub mod work;

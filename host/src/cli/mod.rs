@@ -131,6 +131,8 @@ fn code_of_cause(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
             RunError::Store(e) => store_code(e),
             RunError::LeaseLost(_) => exit::DENIED,
             RunError::Agent(_) => exit::USAGE,
+            RunError::Launch(crate::brain::launch::LaunchError::Memory { .. }) => exit::INTERNAL,
+            RunError::Launch(_) => exit::USAGE,
             RunError::Log(_) | RunError::CancelNow(_) => exit::INTERNAL,
         });
     }

@@ -7,22 +7,21 @@
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Context;
 
 use super::env::{env, hands, open_store, owner, parse_session};
 use super::settings::data_dir;
 use super::term::{json_line, json_safe, one_line, printable};
 use super::{Outcome, usage};
 use crate::brain::agent::{self, Frozen, RunEnd, Runner};
-use crate::brain::config::{AgentConfig, ModelConfig, SessionLimits};
-use crate::brain::decide::Role;
-use crate::brain::model::{
-    ModelFlag, ModelProvider, ProviderKind, RecordingProvider, build_provider,
-};
+#[cfg(test)]
+use crate::brain::config::ModelConfig;
+use crate::brain::config::{AgentConfig, SessionLimits};
+use crate::brain::launch::{self, LaunchError, ModelOverride, Services};
+use crate::brain::model::ModelFlag;
 use crate::brain::state::SessionState;
 use crate::hands::Hands;
 use crate::session::{BlobRef, Event, EventRecord, SessionId, SessionStatus, Store, StoreError};
@@ -100,65 +99,54 @@ pub struct LogArgs {
     pub follow: bool,
 }
 
-/// The memory bank, when the agent's `[memory]` names any scope.
-fn memory_for(frozen: &Frozen) -> anyhow::Result<Option<Arc<crate::memory::MemoryBank>>> {
-    let m = &frozen.memory;
-    if m.read.is_empty() && m.search.is_empty() && m.remember.is_none() {
-        return Ok(None);
+/// What this process runs sessions with (see `brain::launch`): providers
+/// built from each session's frozen agent with keys from the environment,
+/// the memory bank in the data directory, and `record` when given.
+pub(super) fn services(record: Option<&Path>) -> Services {
+    let services = Services::new(env).data_dir(data_dir());
+    match record {
+        Some(path) => services.record(path.to_owned()),
+        None => services,
     }
-    let dir = data_dir().ok_or_else(|| {
-        usage("cannot find a data directory: set LONGHAND_HOME (or HOME / XDG_DATA_HOME)")
-    })?;
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("creating the data directory {}", dir.display()))?;
-    let path = crate::memory::default_path(&dir);
-    let bank = crate::memory::MemoryBank::open(&path)
-        .with_context(|| format!("opening the memory bank {}", path.display()))?;
-    Ok(Some(Arc::new(bank)))
 }
 
-/// Providers for the roles that have their own model (`[roles.*]`), unless
-/// a flag replaced the agent's model, which then answers every role.
-fn role_providers(
-    frozen: &Frozen,
-    overridden: bool,
-) -> anyhow::Result<Vec<(Role, Arc<dyn ModelProvider>)>> {
-    if overridden {
-        return Ok(Vec::new());
+/// A launch error as the CLI reports it: the operator fixes a flag, a key
+/// or a file (exit 2), except a memory bank that fails to open.
+fn launch_error(error: LaunchError) -> anyhow::Error {
+    match error {
+        LaunchError::Memory { .. } => error.into(),
+        other => usage(other),
     }
-    let mut out = Vec::new();
-    for (role, model) in [
-        (Role::Planner, &frozen.roles.planner),
-        (Role::Judge, &frozen.roles.judge),
-    ] {
-        if let Some(model) = model {
-            out.push((role, provider_for(model)?));
-        }
-    }
-    Ok(out)
 }
 
-/// Build the provider a frozen (or overridden) model config names.
-fn provider_for(model: &ModelConfig) -> anyhow::Result<Arc<dyn ModelProvider>> {
-    build_provider(model, env).map_err(usage)
+/// The flag that replaces every model of the session, if any:
+/// `--script`, `--cassette` or `--model PROVIDER:MODEL[@BASE_URL]`
+/// (checked before anything is created: a bad one exits 2).
+fn model_override(args: &RunArgs) -> anyhow::Result<Option<ModelOverride>> {
+    let model = match &args.model {
+        Some(flag) => Some(flag.parse::<ModelFlag>().map_err(usage)?),
+        None => None,
+    };
+    let file = |path: &PathBuf| std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+    // A cassette given with `--model` is what answers (`--script` goes
+    // with neither).
+    Ok(match (&args.script, &args.cassette, model) {
+        (Some(script), _, _) => Some(ModelOverride::Script(file(script))),
+        (None, Some(cassette), _) => Some(ModelOverride::Cassette(file(cassette))),
+        (None, None, model) => model.map(ModelOverride::Model),
+    })
 }
 
-/// Apply `--model PROVIDER:MODEL[@BASE_URL]` (checked before anything is
-/// created: a bad one exits 2).
+/// Apply `--model PROVIDER:MODEL[@BASE_URL]` to one model config.
+#[cfg(test)]
 fn apply_model_flag(model: &mut ModelConfig, flag: &str) -> anyhow::Result<()> {
     flag.parse::<ModelFlag>().map_err(usage)?.apply(model);
     Ok(())
 }
 
-/// A session `start` created, with what `run` sets on its runner when it
-/// runs it here rather than detaching it.
+/// A session `start` created, its lease held.
 pub(super) struct Started<'h> {
     pub runner: Runner<'h>,
-    roles: Vec<(Role, Arc<dyn ModelProvider>)>,
-    memory: Option<Arc<crate::memory::MemoryBank>>,
-    /// The flags' model, which answers sub-agents too, if a flag replaced
-    /// the agent's.
-    child_provider: Option<Arc<dyn ModelProvider>>,
 }
 
 /// `longhand run`.
@@ -166,12 +154,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     // The agent file is checked before the tool host starts.
     AgentConfig::load(&args.agent)?;
     let hands = hands()?;
-    let Started {
-        mut runner,
-        roles,
-        memory,
-        child_provider,
-    } = start(&args, &hands, &owner()).await?;
+    let Started { mut runner } = start(&args, &hands, &owner()).await?;
     if args.detach {
         let session = runner.session().clone();
         runner.detach().await?;
@@ -185,17 +168,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
             println!("detached: a `longhand worker` on this store runs it");
         }
         return Ok(Outcome::Done);
-    }
-    for (role, provider) in roles {
-        runner.set_role_provider(role, provider);
-    }
-    if let Some(bank) = memory {
-        runner.set_memory(bank);
-    }
-    if let Some(provider) = child_provider {
-        // A flag replaced the model (a script, a cassette, another model):
-        // sub-agents are answered by it too.
-        runner.set_child_provider(provider);
     }
     drive(&mut runner, args.json, 1).await
 }
@@ -214,24 +186,15 @@ pub(super) async fn start<'h>(
         .clone()
         .or_else(|| config.goal.clone())
         .ok_or_else(|| usage("no goal: pass --goal or set `goal` in the agent file"))?;
-    // The flag is checked before anything is loaded or created; it is
-    // applied to the frozen model below.
-    if let Some(flag) = &args.model {
-        apply_model_flag(&mut config.model.clone(), flag)?;
-    }
+    // The flag is checked before anything is loaded or created. It is
+    // frozen into every model of the session — the worker's, each role's,
+    // each child's — before their prices are: every process that wakes
+    // the session runs it so, and every answer is priced at the model that
+    // gives it.
+    let replace = model_override(args)?;
     let mut frozen = agent::freeze(hands, &config, &base, env).await?;
-    if let Some(flag) = &args.model {
-        apply_model_flag(&mut frozen.model, flag)?;
-    }
-    if let Some(cassette) = &args.cassette {
-        frozen.model.provider = ProviderKind::Replay;
-        frozen.model.cassette =
-            Some(std::fs::canonicalize(cassette).unwrap_or_else(|_| cassette.clone()));
-    }
-    if let Some(script) = &args.script {
-        frozen.model.provider = ProviderKind::Script;
-        frozen.model.cassette =
-            Some(std::fs::canonicalize(script).unwrap_or_else(|_| script.clone()));
+    if let Some(replace) = &replace {
+        launch::override_models(&mut frozen, replace);
     }
     frozen.priority = args.priority;
     let prices = crate::brain::pricing::resolve_default(data_dir().as_deref())
@@ -242,33 +205,13 @@ pub(super) async fn start<'h>(
     if let Some(unpriced) = frozen.unpriced(None) {
         return Err(usage(unpriced.advice(&prices_file())));
     }
-    let provider = provider_for(&frozen.model)?;
-    let overridden = args.model.is_some() || args.cassette.is_some() || args.script.is_some();
-    let mut roles = role_providers(&frozen, overridden)?;
-    let provider: Arc<dyn ModelProvider> = match &args.record {
-        None => provider,
-        Some(path) => {
-            let recorder = RecordingProvider::open(provider, path)
-                .map_err(|e| usage(format!("--record {}: {e}", path.display())))?;
-            // Every role's answers go into the one cassette.
-            roles = roles
-                .into_iter()
-                .map(|(role, p)| (role, Arc::new(recorder.share(p)) as Arc<dyn ModelProvider>))
-                .collect();
-            Arc::new(recorder)
-        }
-    };
-    let child_provider = provider.clone();
-    let memory = memory_for(&frozen)?;
+    let kit = Arc::new(services(args.record.as_deref()))
+        .kit(&frozen)
+        .map_err(launch_error)?;
     let store = open_store().await?;
     let bound = agent::bind(hands, frozen, env).await?;
-    let runner = Runner::start(store, hands, bound, provider, &goal, owner).await?;
-    Ok(Started {
-        runner,
-        roles,
-        memory,
-        child_provider: overridden.then_some(child_provider),
-    })
+    let runner = Runner::start_with(store, hands, bound, kit, &goal, owner).await?;
+    Ok(Started { runner })
 }
 
 /// `longhand resume`.
@@ -318,15 +261,9 @@ pub async fn resume(args: ResumeArgs) -> anyhow::Result<Outcome> {
         )));
     }
     let hands = hands()?;
-    let mut runner = wake(store, &hands, session.clone(), &owner()).await?;
-    if let Some(path) = &args.record {
-        let recorder = Arc::new(
-            RecordingProvider::open(runner.provider(), path)
-                .map_err(|e| usage(format!("--record {}: {e}", path.display())))?,
-        );
-        runner.set_provider(recorder.clone());
-        runner.set_child_provider(recorder);
-    }
+    // Every role's and child's answers go into the one cassette.
+    let services = Arc::new(services(args.record.as_deref()));
+    let mut runner = wake(store, &hands, &services, session.clone(), &owner()).await?;
     let from_seq = runner.state().last_seq + 1;
     runner.resume(raised).await?;
     if args.detach {
@@ -337,38 +274,22 @@ pub async fn resume(args: ResumeArgs) -> anyhow::Result<Outcome> {
     drive(&mut runner, args.json, from_seq).await
 }
 
-/// Wake `session` for `owner` with everything its frozen agent names: its
-/// components bound, its model's provider (and its roles'), its memory
-/// bank. The lease is taken (refused if a live worker holds it).
+/// Wake `session` for `owner` with what its frozen agent names and nothing
+/// else: its components bound, each role's provider built by `services`
+/// from the frozen models (a flag given at `run` is frozen in them), its
+/// memory bank. The lease is taken (refused if a live worker holds it).
 pub(super) async fn wake<'h>(
     store: Arc<dyn Store>,
     hands: &'h Hands,
+    services: &Arc<Services>,
     session: SessionId,
     owner: &str,
 ) -> anyhow::Result<Runner<'h>> {
     let mut frozen: Frozen = Runner::frozen_of(store.as_ref(), &session).await?;
     fill_prices(&mut frozen)?;
-    let provider = provider_for(&frozen.model)?;
-    // A session started with a flag that replaced its model (a script, a
-    // cassette) has that model frozen: its roles use it too.
-    let overridden = matches!(
-        frozen.model.provider,
-        ProviderKind::Script | ProviderKind::Replay
-    );
-    let roles = role_providers(&frozen, overridden)?;
-    let memory = memory_for(&frozen)?;
+    let kit = services.kit(&frozen).map_err(launch_error)?;
     let bound = agent::bind(hands, frozen, env).await?;
-    let mut runner = Runner::wake(store, hands, bound, provider.clone(), session, owner).await?;
-    for (role, provider) in roles {
-        runner.set_role_provider(role, provider);
-    }
-    if overridden {
-        runner.set_child_provider(provider);
-    }
-    if let Some(bank) = memory {
-        runner.set_memory(bank);
-    }
-    Ok(runner)
+    Ok(Runner::wake_with(store, hands, bound, kit, session, owner).await?)
 }
 
 /// The operator's price file, as refusals name it.

@@ -291,10 +291,16 @@ impl Backend for CliBackend {
                 .set(name, *value)
                 .map_err(|e| ApiError::invalid(format!("raise: {e}")))?;
         }
-        let mut runner =
-            super::run::wake(self.store.clone(), self.hands, session.clone(), &self.owner)
-                .await
-                .map_err(api_error)?;
+        let services = std::sync::Arc::new(super::run::services(None));
+        let mut runner = super::run::wake(
+            self.store.clone(),
+            self.hands,
+            &services,
+            session.clone(),
+            &self.owner,
+        )
+        .await
+        .map_err(api_error)?;
         runner
             .resume(raise)
             .await

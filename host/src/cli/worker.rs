@@ -47,6 +47,10 @@ const POLL: Duration = Duration::from_millis(500);
 /// away, a lost lease) is left before this worker claims it again.
 const AFTER_FAILURE: Duration = Duration::from_secs(1);
 
+/// How long a session another worker holds is left alone (at most a third
+/// of the lease TTL, so a dead holder's session is taken up in time).
+const HELD_REST: Duration = Duration::from_secs(2);
+
 /// The least time between two claims: a busy fleet notifies on every
 /// append, and a worker with free slots need not query for each one.
 const MIN_CLAIM_GAP: Duration = Duration::from_millis(50);
@@ -94,6 +98,14 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
     };
     // The engine lives as long as the process.
     let hands: &'static crate::hands::Hands = Box::leak(Box::new(hands()?));
+    // One set of providers for every session this worker runs, each
+    // wrapped in its provider's limit (shared by every session).
+    let services = Arc::new(
+        super::run::services(None).wrap(move |p| match limits.get(p.name()) {
+            Some(limit) => Arc::new(RateLimited::new(p, limit.clone())),
+            None => p,
+        }),
+    );
     let owner = owner();
     let ttl = crate::brain::agent::lease_ttl();
     let mut running: HashSet<SessionId> = HashSet::new();
@@ -132,13 +144,10 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
                 if running.len() >= args.concurrency {
                     break;
                 }
-                match super::run::wake(store.clone(), hands, session.clone(), &owner).await {
+                match super::run::wake(store.clone(), hands, &services, session.clone(), &owner)
+                    .await
+                {
                     Ok(mut runner) => {
-                        // One limit per provider, shared by every session.
-                        runner.wrap_providers(|p| match limits.get(p.name()) {
-                            Some(limit) => Arc::new(RateLimited::new(p, limit.clone())),
-                            None => p,
-                        });
                         running.insert(session.clone());
                         eprintln!("worker {owner}: runs {session}");
                         pool.push(Box::pin(async move {
@@ -146,8 +155,12 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
                             (session, end)
                         }));
                     }
-                    // Another worker got it first, or holds it: theirs.
-                    Err(e) if held(&e) => {}
+                    // Another worker got it first, or holds it: theirs. Left
+                    // alone a moment, so a session held elsewhere (a child its
+                    // parent drives) is not woken and bound at every poll.
+                    Err(e) if held(&e) => {
+                        resting.insert(session, Instant::now() + (ttl / 3).min(HELD_REST));
+                    }
                     Err(e) => {
                         eprintln!("worker {owner}: cannot wake {session}: {e:#}");
                         resting.insert(session, Instant::now() + ttl);

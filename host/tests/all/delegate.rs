@@ -132,7 +132,6 @@ fn run_parent(
         let mut runner = Runner::start(store.clone(), &hands, agent, model.clone(), "PARENT", "me")
             .await
             .expect("start");
-        runner.set_child_provider(model);
         let end = runner.run().await.expect("run");
         let session = runner.session().clone();
         drop(runner);

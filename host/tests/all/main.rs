@@ -36,6 +36,8 @@
 //!   huge directory, descriptor hogs beside a normal call, symbolic links
 //!   moved into a grant without them.
 //! - [`printed`]: names in errors and indented output stay bounded.
+//! - [`launch`]: `--model` answers every role and child of a session after
+//!   `approve` + `resume` and through a worker; a judge keeps the flag's endpoint.
 //! - [`turns`]: notes never break call/result pairing (strict model server,
 //!   every wire format), pause/cancel during a model call, unpriced money
 //!   limits refused, attempts counted across resumes.
@@ -63,6 +65,7 @@ mod grants;
 mod heartbeat;
 mod host_spend;
 mod large;
+mod launch;
 mod layout;
 mod lease;
 mod limits;

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::session::{Lease, Store, StoreError};
+use crate::session::{Lease, SessionId, Store, StoreError};
 
 /// How long a worker's lease on a session lasts without renewal.
 pub const LEASE_TTL: Duration = Duration::from_secs(60);
@@ -33,6 +33,16 @@ pub fn ttl() -> Duration {
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .map_or(LEASE_TTL, |ms| Duration::from_millis(ms.max(300)))
+}
+
+/// The lease owner a child session (a delegate's, a parallel task's) runs
+/// under: its parent's owner and the parent session. Never the parent's
+/// owner itself: a worker takes back the leases held in its own name that
+/// it no longer runs, and it runs only top-level sessions, so a child
+/// leased in the worker's name would be woken a second time beside the
+/// parent driving it.
+pub fn child_owner(owner: &str, parent: &SessionId) -> String {
+    format!("{owner}/{parent}")
 }
 
 /// The task renewing one lease.

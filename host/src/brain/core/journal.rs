@@ -75,11 +75,8 @@ pub struct Journal {
     observer: Option<Observer>,
 }
 
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+/// The loop's clock is the store's (one clock for the whole process).
+pub use crate::session::now_ms;
 
 /// How soon an event must reach stable storage, by what it announces.
 ///
@@ -342,7 +339,5 @@ impl Journal {
     }
 }
 
-pub fn digest_hex(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
+/// Content digests are the store's (`sha256:<hex>`, as blobs are named).
+pub use crate::session::sha256_digest as digest_hex;

@@ -26,7 +26,7 @@
 //! store, the hands and a provider through their public APIs only; it does
 //! not know SQL, wasmtime or HTTP.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +37,7 @@ pub(in crate::brain) use super::journal::{digest_hex, now_ms};
 use super::state::SessionState;
 use crate::brain::bind::{BoundAgent, Frozen};
 use crate::brain::control::lease::{self, Heartbeat};
+use crate::brain::launch::{Kit, Services};
 /// Where the errors lived before `brain::error`; `bind.rs` still names them here.
 pub(in crate::brain) use crate::brain::error::{AgentError, RunError};
 use crate::brain::error::{inconsistent, json_error};
@@ -61,14 +62,9 @@ pub struct Runner<'h> {
     pub(in crate::brain) store: Arc<dyn Store>,
     pub(in crate::brain) hands: &'h Hands,
     pub(in crate::brain) agent: BoundAgent,
-    pub(in crate::brain) provider: Arc<dyn ModelProvider>,
-    /// Providers of roles other than the worker's, by role name; a role
-    /// without one is answered by `provider`.
-    pub(in crate::brain) role_providers: HashMap<&'static str, Arc<dyn ModelProvider>>,
-    /// The memory bank `[memory]` scopes refer to, when attached.
-    pub(in crate::brain) memory: Option<Arc<crate::memory::MemoryBank>>,
-    /// Answers children's model calls when set (see `delegate`).
-    pub(in crate::brain) child_provider: Option<Arc<dyn ModelProvider>>,
+    /// What it calls — each role's provider, the memory bank, the retry
+    /// policy — and where its children's come from (see `launch`).
+    pub(in crate::brain) kit: Kit,
     /// Controls from the session's inbox, while running (see `steer`).
     pub(in crate::brain) inbox:
         Option<tokio::sync::mpsc::UnboundedReceiver<crate::session::inbox::Control>>,
@@ -80,7 +76,6 @@ pub struct Runner<'h> {
     pub(in crate::brain) lease_ttl: Duration,
     /// The one writer of the log and of the folded state (`journal.state`).
     pub(in crate::brain) journal: Journal,
-    pub(in crate::brain) retry: RetryPolicy,
     /// Parts of the last request, kept to build the next one.
     pub(in crate::brain) context: crate::brain::core::act::ask::ContextCache,
     /// Set when waking found the session left running by a worker that
@@ -89,14 +84,28 @@ pub struct Runner<'h> {
 }
 
 impl<'h> Runner<'h> {
-    /// Create a session for `frozen` with `goal`, and lease it. A goal
-    /// longer than [`MAX_GOAL_BYTES`] is refused before anything is
-    /// created.
+    /// Create a session for `agent` with `goal`, and lease it; `provider`
+    /// answers every model of it and of its children. A goal longer than
+    /// [`MAX_GOAL_BYTES`] is refused before anything is created.
     pub async fn start(
         store: Arc<dyn Store>,
         hands: &'h Hands,
         agent: BoundAgent,
         provider: Arc<dyn ModelProvider>,
+        goal: &str,
+        owner: &str,
+    ) -> Result<Self, RunError> {
+        let kit = Arc::new(Services::answering(provider)).kit(&agent.frozen)?;
+        Self::start_with(store, hands, agent, kit, goal, owner).await
+    }
+
+    /// [`Runner::start`] calling what `kit` holds (built for this agent by
+    /// [`Services::kit`]).
+    pub async fn start_with(
+        store: Arc<dyn Store>,
+        hands: &'h Hands,
+        agent: BoundAgent,
+        kit: Kit,
         goal: &str,
         owner: &str,
     ) -> Result<Self, RunError> {
@@ -120,7 +129,7 @@ impl<'h> Runner<'h> {
             at_ms: now_ms(),
             event: created,
         });
-        let mut runner = Self::new(store, hands, agent, provider, session, lease, ttl, state);
+        let mut runner = Self::new(store, hands, agent, kit, session, lease, ttl, state);
         runner
             .write(vec![Event::GoalSet {
                 goal: goal.to_owned(),
@@ -129,14 +138,29 @@ impl<'h> Runner<'h> {
         Ok(runner)
     }
 
-    /// Wake a session from its log (latest snapshot plus tail) and lease it.
-    /// The agent must be bound from the session's own frozen config; see
+    /// Wake a session from its log (latest snapshot plus tail) and lease it;
+    /// `provider` answers every model of it and of its children. The agent
+    /// must be bound from the session's own frozen config; see
     /// [`Runner::frozen_of`].
     pub async fn wake(
         store: Arc<dyn Store>,
         hands: &'h Hands,
         agent: BoundAgent,
         provider: Arc<dyn ModelProvider>,
+        session: SessionId,
+        owner: &str,
+    ) -> Result<Self, RunError> {
+        let kit = Arc::new(Services::answering(provider)).kit(&agent.frozen)?;
+        Self::wake_with(store, hands, agent, kit, session, owner).await
+    }
+
+    /// [`Runner::wake`] calling what `kit` holds (built for the session's
+    /// frozen agent by [`Services::kit`]).
+    pub async fn wake_with(
+        store: Arc<dyn Store>,
+        hands: &'h Hands,
+        agent: BoundAgent,
+        kit: Kit,
         session: SessionId,
         owner: &str,
     ) -> Result<Self, RunError> {
@@ -147,7 +171,7 @@ impl<'h> Runner<'h> {
         let taken_from = lease.taken_from.clone();
         let state =
             crate::brain::core::state::snapshot::load_state(store.as_ref(), &session).await?;
-        let mut runner = Self::new(store, hands, agent, provider, session, lease, ttl, state);
+        let mut runner = Self::new(store, hands, agent, kit, session, lease, ttl, state);
         // Every run ends finished, failed or paused; a session found
         // created or running was left by a worker that stopped mid-run.
         if matches!(
@@ -179,7 +203,7 @@ impl<'h> Runner<'h> {
         store: Arc<dyn Store>,
         hands: &'h Hands,
         agent: BoundAgent,
-        provider: Arc<dyn ModelProvider>,
+        kit: Kit,
         session: SessionId,
         lease: Lease,
         lease_ttl: Duration,
@@ -190,17 +214,13 @@ impl<'h> Runner<'h> {
             store,
             hands,
             agent,
-            provider,
-            role_providers: HashMap::new(),
-            memory: None,
+            kit,
             inbox: None,
             stop: None,
-            child_provider: None,
             session,
             lease,
             lease_ttl,
             journal,
-            retry: RetryPolicy::default(),
             context: crate::brain::core::act::ask::ContextCache::default(),
             recovered: None,
         }
@@ -246,40 +266,9 @@ impl<'h> Runner<'h> {
         Ok(())
     }
 
-    /// The worker's model provider.
-    pub fn provider(&self) -> Arc<dyn ModelProvider> {
-        self.provider.clone()
-    }
-
-    /// Wrap every provider this runner calls (the worker's, the roles',
-    /// the children's), e.g. with a rate limit a worker shares.
-    pub fn wrap_providers(
-        &mut self,
-        wrap: impl Fn(Arc<dyn ModelProvider>) -> Arc<dyn ModelProvider>,
-    ) {
-        self.provider = wrap(self.provider.clone());
-        for provider in self.role_providers.values_mut() {
-            *provider = wrap(provider.clone());
-        }
-        if let Some(child) = self.child_provider.take() {
-            self.child_provider = Some(wrap(child));
-        }
-    }
-
-    /// Answer the worker (and every role without its own) with `provider`.
-    pub fn set_provider(&mut self, provider: Arc<dyn ModelProvider>) {
-        self.provider = provider;
-    }
-
-    /// Answer `role` with `provider` (its `[roles.*]` model) instead of
-    /// the worker's.
-    pub fn set_role_provider(&mut self, role: decide::Role, provider: Arc<dyn ModelProvider>) {
-        self.role_providers.insert(role.as_str(), provider);
-    }
-
-    /// Use a different retry policy for model calls.
+    /// Use a different retry policy for model calls (its children's too).
     pub fn set_retry(&mut self, retry: RetryPolicy) {
-        self.retry = retry;
+        self.kit.retry = retry;
     }
 
     /// Renew the lease for `ttl` at a time (every `ttl / 3`) from now on.

@@ -25,14 +25,14 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use crate::brain::agent::attenuation::{self, Capabilities, Refusal};
+use crate::brain::control::lease;
 use crate::brain::core::runner::Runner;
 use crate::brain::error::{LogError, RunError, tool_error as error};
-use crate::brain::model::{ModelProvider, ToolDef};
+use crate::brain::model::ToolDef;
 use crate::hands::Grants;
 use crate::session::{Event, PauseKind, PauseReason, SessionId, SessionStatus};
 
@@ -157,12 +157,6 @@ fn slice_of(frozen: &crate::brain::bind::Frozen) -> BTreeMap<String, u64> {
 }
 
 impl<'h> Runner<'h> {
-    /// Answer children's model calls with `provider` instead of the one
-    /// their own `[model]` names (tests, replays).
-    pub fn set_child_provider(&mut self, provider: Arc<dyn ModelProvider>) {
-        self.child_provider = Some(provider);
-    }
-
     /// Run the `delegate` calls of one answer (ids and inputs, in order):
     /// each checked and announced in turn, then their children run side by
     /// side (`[delegation] max_concurrent` at a time), then each recorded in
@@ -527,39 +521,38 @@ impl<'h> Runner<'h> {
                 ),
             ))));
         }
-        let provider = match &self.child_provider {
-            Some(p) => p.clone(),
-            None => {
-                match crate::brain::model::build_provider(&agent.frozen.model, |v| {
-                    std::env::var(v).ok()
-                }) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        return Ok(Prepared::Done(ChildEnd::Refused(error(
-                            "failed",
-                            format!("agent {name}: {e}"),
-                        ))));
-                    }
-                }
+        // Recorded before: this child, woken from its log and run with
+        // what its own log froze.
+        let recorded = match self.journal.state.children.get(call_id) {
+            Some(child_id) => Some(child_id.parse::<SessionId>().map_err(|_| {
+                RunError::Log(LogError::Inconsistent(format!(
+                    "child id {child_id} does not parse"
+                )))
+            })?),
+            None => None,
+        };
+        let mut agent = agent;
+        if let Some(id) = &recorded {
+            agent.frozen = Runner::frozen_of(self.store.as_ref(), id).await?;
+        }
+        let kit = match self.kit.child(&agent.frozen) {
+            Ok(kit) => kit,
+            Err(e) => {
+                return Ok(Prepared::Done(ChildEnd::Refused(error(
+                    "failed",
+                    format!("agent {name}: {e}"),
+                ))));
             }
         };
-        let owner = self.lease.owner.clone();
-        let mut runner = match self.journal.state.children.get(call_id).cloned() {
-            // Recorded before: this child, woken from its log.
-            Some(child_id) => {
-                let id: SessionId = child_id.parse().map_err(|_| {
-                    RunError::Log(LogError::Inconsistent(format!(
-                        "child id {child_id} does not parse"
-                    )))
-                })?;
-                let mut agent = agent;
-                agent.frozen = Runner::frozen_of(self.store.as_ref(), &id).await?;
-                Runner::wake(self.store.clone(), hands, agent, provider, id, &owner).await?
+        let owner = lease::child_owner(&self.lease.owner, &self.session);
+        let mut runner = match recorded {
+            Some(id) => {
+                Runner::wake_with(self.store.clone(), hands, agent, kit, id, &owner).await?
             }
             None => {
                 let slice = slice_of(&agent.frozen);
                 let mut runner =
-                    Runner::start(self.store.clone(), hands, agent, provider, &goal, &owner)
+                    Runner::start_with(self.store.clone(), hands, agent, kit, &goal, &owner)
                         .await?;
                 runner
                     .write(vec![Event::Delegated {
@@ -579,8 +572,6 @@ impl<'h> Runner<'h> {
                 runner
             }
         };
-        runner.child_provider = self.child_provider.clone();
-        runner.memory = self.memory.clone();
         // This session runs because someone let it go on: a child that
         // paused (and paused it) goes on with it.
         if runner.state().status == SessionStatus::Paused {

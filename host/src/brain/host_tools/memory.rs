@@ -8,7 +8,6 @@
 //! remember is a write — announced (fsynced) before it runs, recorded in
 //! doubt if the process dies mid-call, and followed by `memory_written`.
 
-use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -19,7 +18,7 @@ use crate::brain::core::runner::Runner;
 use crate::brain::error::tool_error as error;
 use crate::brain::model::ToolDef;
 use crate::hands::Effect;
-use crate::memory::{MemoryBank, MemorySource, NewMemory};
+use crate::memory::{MemorySource, NewMemory};
 
 /// The component name host memory tools are recorded under.
 pub const COMPONENT: &str = "memory";
@@ -211,18 +210,13 @@ async fn call(ctx: &HostCtx<'_>, name: &str, input: &Value) -> (bool, Value) {
 }
 
 impl Runner<'_> {
-    /// Attach the memory bank the `[memory]` scopes refer to.
-    pub fn set_memory(&mut self, bank: Arc<MemoryBank>) {
-        self.memory = Some(bank);
-    }
-
     /// The most relevant memories of the `[memory] read` scopes for `query`
     /// (id, text), marked used by this session. None without a bank or
     /// scopes; a bank that fails is logged and skipped — memories help,
     /// they are not needed to go on.
     pub(in crate::brain) async fn memories_for(&self, query: &str) -> Vec<(String, String)> {
         let config = &self.agent.frozen.memory;
-        let Some(bank) = self.memory.clone() else {
+        let Some(bank) = self.kit.memory.clone() else {
             return Vec::new();
         };
         if config.read.is_empty() {

@@ -207,7 +207,7 @@ impl Runner<'_> {
                 }
                 Err(err) => err,
             };
-            let wait = attempts.failed(&self.retry, &err);
+            let wait = attempts.failed(&self.kit.retry, &err);
             // Durable as it happens: a worker killed during the backoff
             // leaves every failure it saw in the log.
             self.write(vec![Event::ModelFailed {

@@ -16,6 +16,7 @@ use std::pin::Pin;
 use crate::brain::agent::attenuation::{Capabilities, covers};
 use crate::brain::bind::FrozenPlan;
 use crate::brain::config::PlannerMode;
+use crate::brain::control::lease;
 use crate::brain::core::runner::{RunEnd, Runner};
 use crate::brain::error::{RunError, inconsistent};
 use crate::brain::work::plan::{Plan, TaskStatus};
@@ -51,16 +52,10 @@ impl<'h> Runner<'h> {
             });
         }
         let goal = self.journal.state.goal.clone().unwrap_or_default();
-        let owner = self.lease.owner.clone();
-        let child = Runner::start(
-            self.store.clone(),
-            self.hands,
-            agent,
-            self.provider.clone(),
-            &goal,
-            &owner,
-        )
-        .await?;
+        let owner = lease::child_owner(&self.lease.owner, &self.session);
+        let kit = self.kit.child(&agent.frozen)?;
+        let child =
+            Runner::start_with(self.store.clone(), self.hands, agent, kit, &goal, &owner).await?;
         let child_id = child.session().as_str().to_owned();
         // It runs when the parent awaits it, woken from its log.
         child.release().await;
@@ -179,18 +174,16 @@ impl<'h> Runner<'h> {
         }
         let mut agent = self.agent.clone();
         agent.frozen = frozen;
-        let mut runner = Runner::wake(
+        let kit = self.kit.child(&agent.frozen)?;
+        let mut runner = Runner::wake_with(
             self.store.clone(),
             self.hands,
             agent,
-            self.provider.clone(),
+            kit,
             id,
-            &self.lease.owner,
+            &lease::child_owner(&self.lease.owner, &self.session),
         )
         .await?;
-        runner.role_providers = self.role_providers.clone();
-        runner.memory = self.memory.clone();
-        runner.retry = self.retry.clone();
         // The parent runs because someone let it go on: a child that paused
         // (and paused the parent) goes on with it.
         if runner.state().status == SessionStatus::Paused {

@@ -450,7 +450,7 @@ impl Runner<'_> {
     pub(in crate::brain) fn host_ctx(&self) -> HostCtx<'_> {
         HostCtx {
             frozen: &self.agent.frozen,
-            memory: self.memory.as_ref(),
+            memory: self.kit.memory.as_ref(),
             session: self.session.as_str(),
             seq: self.journal.state.last_seq,
         }

@@ -118,10 +118,7 @@ impl Runner<'_> {
 
     /// The provider that answers `role`.
     pub(in crate::brain) fn provider_for(&self, role: Role) -> Arc<dyn ModelProvider> {
-        self.role_providers
-            .get(role.as_str())
-            .cloned()
-            .unwrap_or_else(|| self.provider.clone())
+        self.kit.provider(role)
     }
 
     /// The tools `role` is offered: the worker all of the agent's (and
