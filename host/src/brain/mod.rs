@@ -55,8 +55,8 @@ pub use model::script;
 pub use agent::bind::bind;
 pub use agent::freeze::freeze;
 pub use agent::{BoundAgent, Frozen, FrozenTool, NAME_SEPARATOR};
-pub use lease::{LEASE_TTL, ttl as lease_ttl};
 pub use error::{AgentError, LogError, MAX_GOAL_BYTES, RunError};
+pub use lease::{LEASE_TTL, ttl as lease_ttl};
 pub use runner::{Observer, RunEnd, Runner, SNAPSHOT_EVERY, durability_of};
 
 /// Fold a session from its latest snapshot and the events after it.

@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-
 use super::env::{env, hands, open_store, owner, parse_session};
 use super::settings::data_dir;
 use super::term::{json_line, json_safe, one_line, printable};

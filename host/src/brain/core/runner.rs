@@ -37,10 +37,10 @@ pub(in crate::brain) use super::journal::{digest_hex, now_ms};
 use super::state::SessionState;
 use crate::brain::bind::{BoundAgent, Frozen};
 use crate::brain::control::lease::{self, Heartbeat};
-use crate::brain::launch::{Kit, Services};
 /// Where the errors lived before `brain::error`; `bind.rs` still names them here.
 pub(in crate::brain) use crate::brain::error::{AgentError, RunError};
 use crate::brain::error::{inconsistent, json_error};
+use crate::brain::launch::{Kit, Services};
 use crate::brain::model::{ModelProvider, ModelResponse, RetryPolicy};
 use crate::hands::Hands;
 use crate::session::event::{MAX_INLINE_TEXT, bounded};

@@ -8,7 +8,6 @@
 //! remember is a write — announced (fsynced) before it runs, recorded in
 //! doubt if the process dies mid-call, and followed by `memory_written`.
 
-
 use serde::Deserialize;
 use serde_json::{Value, json};
 
