@@ -252,26 +252,46 @@ impl Services {
     /// of each role with its own, and the memory bank when `[memory]`
     /// names a scope. The one place a runner's providers are built.
     pub fn kit(self: &Arc<Self>, frozen: &Frozen) -> Result<Kit, LaunchError> {
-        let role =
-            |model: &Option<ModelConfig>| model.as_ref().map(|m| self.provider(m)).transpose();
+        self.kit_in(Arc::default(), frozen)
+    }
+
+    /// [`Services::kit`] for a runner of the session tree whose replays
+    /// are `tree` (see [`Kit::tree`]).
+    fn kit_in(self: &Arc<Self>, tree: Tree, frozen: &Frozen) -> Result<Kit, LaunchError> {
+        let role = |model: &Option<ModelConfig>| {
+            model.as_ref().map(|m| self.provider(&tree, m)).transpose()
+        };
         Ok(Kit {
-            worker: self.provider(&frozen.model)?,
+            worker: self.provider(&tree, &frozen.model)?,
             planner: role(&frozen.roles.planner)?,
             judge: role(&frozen.roles.judge)?,
             memory: self.memory(&frozen.memory)?,
             retry: self.retry.clone(),
             services: Arc::clone(self),
+            tree,
         })
     }
 
     /// The provider `model` names: built once per distinct config, then
     /// shared.
-    fn provider(&self, model: &ModelConfig) -> Result<Arc<dyn ModelProvider>, LaunchError> {
+    fn provider(
+        &self,
+        tree: &Tree,
+        model: &ModelConfig,
+    ) -> Result<Arc<dyn ModelProvider>, LaunchError> {
         let key = match &self.answers {
             Answers::Only(_) => String::new(),
             Answers::Frozen(_) => cache_key(model),
         };
-        let mut cache = lock(&self.providers);
+        // A cassette is read in order: one cursor per session tree (the
+        // session, its roles, its children), never shared by two sessions
+        // a worker runs. Every other provider holds no conversation state
+        // and is shared by the whole process.
+        let mut cache = if matches!(model.provider, ProviderKind::Replay) {
+            lock(tree)
+        } else {
+            lock(&self.providers)
+        };
         if let Some(provider) = cache.get(&key) {
             return Ok(Arc::clone(provider));
         }
@@ -377,7 +397,12 @@ pub struct Kit {
     /// How model calls are retried.
     pub(super) retry: RetryPolicy,
     services: Arc<Services>,
+    /// The providers only this session tree shares (its cassette's replay).
+    tree: Tree,
 }
+
+/// Providers by [`cache_key`].
+type Tree = Arc<Mutex<HashMap<String, Arc<dyn ModelProvider>>>>;
 
 impl std::fmt::Debug for Kit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -405,7 +430,7 @@ impl Kit {
     /// parallel task's): from the same services, with this runner's retry
     /// policy.
     pub fn child(&self, frozen: &Frozen) -> Result<Kit, LaunchError> {
-        let mut kit = self.services.kit(frozen)?;
+        let mut kit = self.services.kit_in(Arc::clone(&self.tree), frozen)?;
         kit.retry = self.retry.clone();
         Ok(kit)
     }
@@ -517,6 +542,33 @@ mod tests {
         ] {
             assert!(Arc::ptr_eq(&worker, &other));
         }
+    }
+
+    #[test]
+    fn a_cassette_is_one_cursor_per_session_tree_never_shared_by_two_sessions() {
+        let dir = tempfile::TempDir::new().expect("tempdir");
+        let cassette = dir.path().join("c.json");
+        std::fs::write(&cassette, r#"{"version":1,"turns":[]}"#).expect("cassette");
+        let mut frozen = tree(&dir.path().join("s.json"));
+        override_models(&mut frozen, &ModelOverride::Cassette(cassette));
+        let services = Arc::new(Services::new(|_| None));
+        let one = services.kit(&frozen).expect("kit");
+        let two = services.kit(&frozen).expect("kit");
+        let child = one
+            .child(&frozen.agents["child"].frozen)
+            .expect("child kit");
+        assert!(Arc::ptr_eq(
+            &one.provider(Role::Worker),
+            &one.provider(Role::Judge)
+        ));
+        assert!(Arc::ptr_eq(
+            &one.provider(Role::Worker),
+            &child.provider(Role::Worker)
+        ));
+        assert!(!Arc::ptr_eq(
+            &one.provider(Role::Worker),
+            &two.provider(Role::Worker)
+        ));
     }
 
     #[test]
