@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::ModelProvider;
 use super::anthropic::Anthropic;
 use super::error::{ErrorKind, ModelError};
 use super::http::{Folding, HttpConfig, HttpProvider, Redactor, Wire};
+use super::model_provider::ModelProvider;
 use super::openai::{Chat, Family};
 use super::responses::Responses;
 use super::retry::{RetryPolicy, complete_with_retry};
@@ -588,7 +588,7 @@ const FORMATS: [&dyn Fixture; 3] = [&ChatFx, &ResponsesFx, &AnthropicFx];
 
 fn config(key: Option<&str>, stream: bool) -> HttpConfig {
     let mut cfg = HttpConfig::new("m");
-    cfg.api_key = key.map(super::ApiKey::new);
+    cfg.api_key = key.map(super::http::ApiKey::new);
     cfg.stream = stream;
     cfg.deadline = Duration::from_secs(10);
     cfg.idle_timeout = Duration::from_secs(5);

@@ -1,14 +1,16 @@
 //! Model providers: the one place the brain talks to a language model.
 //!
 //! The agent loop builds a provider-neutral [`ModelRequest`], calls
-//! [`ModelProvider::complete`], retrying by the rule of [`retry`]
-//! ([`Attempts`], or [`complete_with_retry`] / [`retry::retrying`], which
-//! let the caller write each failure and stop between attempts), records
-//! the [`ModelResponse`] in the session log, and carries on. This module
-//! owns:
+//! [`ModelProvider::complete`] through [`retrying`] — the one retry loop,
+//! by the rule of [`Attempts`] — whose [`RetryCaller`] is where the loop
+//! writes each failed attempt (`model_failed`) and stops waiting when the
+//! operator pauses or cancels, records the [`ModelResponse`] in the
+//! session log, and carries on ([`complete_with_retry`] is the same loop
+//! for a caller that only watches the failures). This module owns:
 //!
 //! - [`types`]: the request/response types, stored in the event log;
-//! - [`ModelProvider`] and [`ModelError`] (whose docs say who acts on each
+//! - `model_provider`: the [`ModelProvider`] trait every provider
+//!   implements; `error`: [`ModelError`] (whose docs say who acts on each
 //!   failure);
 //! - [`spec`]: what a model is — `[model]`'s settings ([`ModelConfig`]),
 //!   the one list of providers ([`ProviderKind`]), base URLs, reasoning
@@ -36,6 +38,14 @@
 //! - `conformance` (tests): one suite run over every wire format against
 //!   the local wire-format test server (`testing`).
 //!
+//! Inside the room an import points down, and a file imports the sibling
+//! that owns an item, never this door: `types`, `error` and `spec` at the
+//! bottom; `model_provider` on them; `sse`, `pairing`, `ratelimit`,
+//! `retry`, `replay`, `script` and `http` above it; the three wire formats
+//! on `http` (`responses` also on `openai`'s shared error reading);
+//! `provider` (building one from `--model`) on the formats; `testing` on
+//! `types` and `pairing` only, so every file's tests may use it.
+//!
 //! `replay::canonical_json` is hand-written where `serde_jcs` exists, and
 //! stays: recorded cassettes are keyed by digests of its exact bytes (keys
 //! sorted by byte, serde_json's number form), which JCS (UTF-16 key order,
@@ -54,6 +64,7 @@ pub mod anthropic;
 mod conformance;
 mod error;
 mod http;
+mod model_provider;
 pub mod openai;
 pub mod pairing;
 pub mod provider;
@@ -72,6 +83,7 @@ mod testing;
 pub use anthropic::AnthropicProvider;
 pub use error::{ErrorKind, ModelError};
 pub use http::{ApiKey, HttpConfig, HttpProvider};
+pub use model_provider::ModelProvider;
 pub use openai::OpenAiProvider;
 pub use provider::{BuildError, ModelFlag, build_provider};
 pub use replay::{RecordingProvider, ReplayProvider};
@@ -82,53 +94,3 @@ pub use types::{
     MAX_CALLS_PER_ANSWER, Message, ModelRequest, ModelResponse, ReasoningBlock, StopReason,
     ToolCall, ToolDef, Usage, WireFormat, valid_tool_name,
 };
-
-/// A language model behind some API.
-///
-/// Implementations are stateless between calls (a call may be retried, or
-/// re-sent by another process after a crash) and safe to share between
-/// sessions.
-#[async_trait::async_trait]
-pub trait ModelProvider: Send + Sync {
-    /// The provider's name, for events and logs (`openai`, `anthropic`,
-    /// `replay`…).
-    fn name(&self) -> &str;
-
-    /// The model asked for, as the provider names it.
-    fn model(&self) -> &str;
-
-    /// Sends one request and waits for the whole answer. Streaming, if the
-    /// provider uses it, is an implementation detail: the answer is
-    /// assembled before it is returned.
-    async fn complete(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError>;
-}
-
-#[async_trait::async_trait]
-impl<T: ModelProvider + ?Sized> ModelProvider for Box<T> {
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-
-    fn model(&self) -> &str {
-        (**self).model()
-    }
-
-    async fn complete(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        (**self).complete(req).await
-    }
-}
-
-#[async_trait::async_trait]
-impl<T: ModelProvider + ?Sized> ModelProvider for std::sync::Arc<T> {
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-
-    fn model(&self) -> &str {
-        (**self).model()
-    }
-
-    async fn complete(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        (**self).complete(req).await
-    }
-}

@@ -355,7 +355,20 @@ pub(crate) fn body_error(err: &Value, redact: Redactor<'_>) -> ModelError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::brain::model::http::{ApiKey, HttpConfig};
     use crate::brain::model::testing::{sample_request, text_only};
+
+    /// (Here rather than in `http`, whose tests would otherwise name this
+    /// wire format above it.)
+    #[test]
+    fn a_provider_never_prints_its_key() {
+        let mut cfg = HttpConfig::new("m");
+        cfg.api_key = Some(ApiKey::new(crate::brain::model::testing::CANARY));
+        let p = HttpProvider::with_wire(cfg, Chat::default()).unwrap();
+        crate::brain::model::testing::assert_no_canary(&p, "");
+        // An empty base URL is the wire format's public API.
+        assert_eq!(p.url(), "https://api.openai.com/v1/chat/completions");
+    }
 
     #[test]
     fn body_translates_every_message_kind() {

@@ -11,10 +11,10 @@
 use std::str::FromStr;
 use std::sync::Arc;
 
-use super::ModelProvider;
 use super::anthropic::Anthropic;
 use super::error::ModelError;
 use super::http::{ApiKey, HttpConfig, HttpProvider};
+use super::model_provider::ModelProvider;
 use super::openai::{Chat, Family};
 use super::replay::ReplayProvider;
 use super::responses::Responses;

@@ -16,8 +16,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use super::ModelProvider;
 use super::error::ModelError;
+use super::model_provider::ModelProvider;
 use super::types::{ModelRequest, ModelResponse};
 
 /// A limit: requests and tokens per minute (either may be absent).

@@ -41,8 +41,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::ModelProvider;
 use super::error::ModelError;
+use super::model_provider::ModelProvider;
 use super::types::{Message, ModelRequest, ModelResponse};
 
 /// The cassette format version this code reads and writes.
@@ -452,10 +452,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::brain::model::http::HttpConfig;
+    use crate::brain::model::openai::OpenAiProvider;
     use crate::brain::model::testing::{Reply, TestServer};
-    use crate::brain::model::{
-        HttpConfig, OpenAiProvider, ReasoningBlock, StopReason, ToolCall, ToolDef, Usage,
-        WireFormat,
+    use crate::brain::model::types::{
+        ReasoningBlock, StopReason, ToolCall, ToolDef, Usage, WireFormat,
     };
 
     fn answer(text: &str) -> ModelResponse {

@@ -366,7 +366,7 @@ mod tests {
     fn reasoning_models_get_effort_and_encrypted_reasoning_back_but_no_temperature() {
         let wire = Responses(Family {
             reasoning: true,
-            effort: Some(crate::brain::model::ReasoningEffort::Minimal),
+            effort: Some(crate::brain::model::spec::ReasoningEffort::Minimal),
         });
         let mut req = sample_request();
         let rs = json!({"type": "reasoning", "id": "rs_1", "summary": [],

@@ -9,8 +9,8 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use super::ModelProvider;
 use super::error::ModelError;
+use super::model_provider::ModelProvider;
 use super::types::{ModelRequest, ModelResponse};
 
 /// How hard to retry.
@@ -225,7 +225,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::brain::model::{StopReason, Usage};
+    use crate::brain::model::types::{StopReason, Usage};
 
     /// Fails with the scripted errors, then answers.
     struct Scripted(Mutex<Vec<ModelError>>);
@@ -402,8 +402,11 @@ mod tests {
         })
         .await
         .unwrap_err();
-        assert_eq!(e.kind(), crate::brain::model::ErrorKind::Auth);
-        assert_eq!(calls, vec![(1, crate::brain::model::ErrorKind::Auth, None)]);
+        assert_eq!(e.kind(), crate::brain::model::error::ErrorKind::Auth);
+        assert_eq!(
+            calls,
+            vec![(1, crate::brain::model::error::ErrorKind::Auth, None)]
+        );
         assert_eq!(t0.elapsed(), Duration::ZERO);
     }
 

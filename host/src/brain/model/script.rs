@@ -18,8 +18,8 @@ use std::path::Path;
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use super::ModelProvider;
 use super::error::ModelError;
+use super::model_provider::ModelProvider;
 use super::types::MAX_CALLS_PER_ANSWER;
 use super::types::{Message, ModelRequest, ModelResponse};
 
@@ -167,7 +167,7 @@ impl ScriptProvider {
 }
 
 /// The text and calls of the request's last assistant message.
-fn last_answer(req: &ModelRequest) -> Option<(&Option<String>, &Vec<super::ToolCall>)> {
+fn last_answer(req: &ModelRequest) -> Option<(&Option<String>, &Vec<super::types::ToolCall>)> {
     req.messages.iter().rev().find_map(|m| match m {
         Message::Assistant {
             text, tool_calls, ..
@@ -176,7 +176,7 @@ fn last_answer(req: &ModelRequest) -> Option<(&Option<String>, &Vec<super::ToolC
     })
 }
 
-fn excerpt((text, calls): (&Option<String>, &Vec<super::ToolCall>)) -> String {
+fn excerpt((text, calls): (&Option<String>, &Vec<super::types::ToolCall>)) -> String {
     let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
     let text = text.as_deref().unwrap_or("");
     format!(

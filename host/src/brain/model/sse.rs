@@ -8,7 +8,7 @@
 //! built when the stream ended is dropped, as the spec says: callers detect
 //! truncation from the events they did *not* get.
 
-use super::ModelError;
+use super::error::ModelError;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]

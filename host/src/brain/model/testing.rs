@@ -13,6 +13,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use super::types::{Message, ModelRequest, ToolCall, ToolDef};
+
 /// One scripted reply.
 #[derive(Clone, Debug)]
 pub enum Reply {
@@ -263,8 +265,7 @@ pub fn assert_no_canary(e: &impl std::fmt::Debug, display: &str) {
 /// A request with a system prompt, a tool, an assistant turn with two tool
 /// calls (the second with arguments that are not JSON) and both results
 /// (the second an error).
-pub fn sample_request() -> crate::brain::model::ModelRequest {
-    use crate::brain::model::{Message, ModelRequest, ToolCall, ToolDef};
+pub fn sample_request() -> ModelRequest {
     ModelRequest {
         system: "You are terse.".into(),
         messages: vec![
@@ -315,8 +316,7 @@ pub fn sample_request() -> crate::brain::model::ModelRequest {
 }
 
 /// A request with one user message and nothing else.
-pub fn text_only() -> crate::brain::model::ModelRequest {
-    use crate::brain::model::{Message, ModelRequest};
+pub fn text_only() -> ModelRequest {
     ModelRequest {
         system: String::new(),
         messages: vec![Message::User { text: "hi".into() }],
