@@ -21,7 +21,8 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
 use async_trait::async_trait;
-use longhand_host::brain::agent::{self, Runner};
+use longhand_host::brain::Runner;
+use longhand_host::brain::agent;
 use longhand_host::brain::config::AgentConfig;
 use longhand_host::brain::model::{
     Message, ModelError, ModelProvider, ModelRequest, ModelResponse, ToolCall, Usage,

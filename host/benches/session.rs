@@ -54,7 +54,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use async_trait::async_trait;
-use longhand_host::brain::agent::{self, Frozen, Runner, SNAPSHOT_EVERY, load_state};
+use longhand_host::brain::agent::{self, Frozen};
 use longhand_host::brain::config::AgentConfig;
 use longhand_host::brain::model::{
     HttpConfig, Message, ModelError, ModelProvider, ModelRequest, ModelResponse, OpenAiProvider,
@@ -63,6 +63,7 @@ use longhand_host::brain::model::{
 use longhand_host::brain::script::ScriptProvider;
 use longhand_host::brain::snapshot;
 use longhand_host::brain::state::SessionState;
+use longhand_host::brain::{Runner, SNAPSHOT_EVERY, load_state};
 use longhand_host::hands::{Hands, HandsConfig};
 use longhand_host::session::{
     Appended, BlobRef, Control, ControlKind, Durability, Event, EventRecord, Lease, SessionId,

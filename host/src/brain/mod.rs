@@ -31,7 +31,6 @@ pub mod work;
 // room.
 pub use self::control::approvals;
 use self::control::lease;
-use self::core::act::task as tasks;
 pub use self::core::prompts as briefing;
 use self::core::runner;
 pub use self::core::state::snapshot;

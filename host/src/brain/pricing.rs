@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::model::Usage;
+use super::model::types::Usage;
 
 /// The table shipped in the binary. Its `as_of` says when it was last
 /// checked; a test proves it parses.

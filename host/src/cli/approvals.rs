@@ -156,7 +156,7 @@ pub(super) async fn root_of(store: &dyn crate::session::Store, session: &str) ->
         let Ok(id) = super::env::parse_session(&current) else {
             break;
         };
-        match crate::brain::agent::load_state(store, &id).await {
+        match crate::brain::load_state(store, &id).await {
             Ok(state) => match state.parent {
                 Some(parent) => current = parent,
                 None => break,

@@ -23,7 +23,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::brain::agent::RunError;
+use crate::brain::RunError;
 use crate::brain::config::ConfigError;
 use crate::hands::{CallError, GrantError, LoadError};
 use crate::session::{SessionStatus, StoreError};
@@ -367,9 +367,9 @@ mod tests {
         };
         assert_eq!(code_of(fenced), exit::DENIED);
         assert_eq!(code_of(RunError::Store(corrupt())), exit::INTERNAL);
-        let unreadable = crate::brain::agent::LogError::Inconsistent("bad".into());
+        let unreadable = crate::brain::LogError::Inconsistent("bad".into());
         assert_eq!(code_of(RunError::Log(unreadable)), exit::INTERNAL);
-        let changed = crate::brain::agent::AgentError::Changed {
+        let changed = crate::brain::AgentError::Changed {
             component: "fs".into(),
             was: "sha256:0".into(),
             now: "sha256:1".into(),

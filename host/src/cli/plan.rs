@@ -5,7 +5,6 @@ use std::io::Write;
 
 use super::Outcome;
 use super::term::{json_line, printable};
-use crate::brain::agent;
 use crate::brain::plan::PlanState;
 use crate::session::SessionId;
 
@@ -66,7 +65,7 @@ async fn load(
     store: &dyn crate::session::Store,
     session: &SessionId,
 ) -> anyhow::Result<crate::brain::state::SessionState> {
-    let state = agent::load_state(store, session).await?;
+    let state = crate::brain::load_state(store, session).await?;
     if state.last_seq == 0 {
         return Err(crate::session::StoreError::NotFound {
             what: format!("session {session}"),

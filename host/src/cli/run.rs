@@ -15,13 +15,14 @@ use super::env::{env, hands, open_store, owner, parse_session};
 use super::settings::data_dir;
 use super::term::{json_line, json_safe, one_line, printable};
 use super::{Outcome, usage};
-use crate::brain::agent::{self, Frozen, RunEnd, Runner};
+use crate::brain::agent::{self, Frozen};
 #[cfg(test)]
 use crate::brain::config::ModelConfig;
 use crate::brain::config::{AgentConfig, SessionLimits};
 use crate::brain::launch::{self, LaunchError, ModelOverride, Services};
 use crate::brain::model::ModelFlag;
 use crate::brain::state::SessionState;
+use crate::brain::{RunEnd, Runner};
 use crate::hands::Hands;
 use crate::session::{BlobRef, Event, EventRecord, SessionId, SessionStatus, Store, StoreError};
 
@@ -231,7 +232,7 @@ pub async fn resume(args: ResumeArgs) -> anyhow::Result<Outcome> {
     }
     let store = open_store().await?;
     // A session that is over needs no lease, no tools and no model.
-    let state = agent::load_state(store.as_ref(), &session).await?;
+    let state = crate::brain::load_state(store.as_ref(), &session).await?;
     if state.is_terminal() {
         if args.json {
             println!(
@@ -456,7 +457,7 @@ pub async fn sessions(json: bool) -> anyhow::Result<Outcome> {
     let mut out = std::io::stdout().lock();
     for s in &list {
         // Spend comes from the fold (a snapshot and its tail: cheap).
-        let state = agent::load_state(store.as_ref(), &s.id).await?;
+        let state = crate::brain::load_state(store.as_ref(), &s.id).await?;
         let cost = if state.cost_unknown > 0 && state.cost_micros == 0 {
             "cost ?".to_owned()
         } else {

@@ -29,7 +29,7 @@ use clap::{Args, FromArgMatches};
 
 use super::settings::data_dir;
 use super::{Outcome, exit, exit_code, message_of, usage};
-use crate::brain::agent::RunError;
+use crate::brain::RunError;
 use crate::brain::approvals::AnswerError;
 use crate::brain::config::SessionLimits;
 use crate::hands::Hands;

@@ -35,8 +35,8 @@ use std::sync::Arc;
 
 use super::Outcome;
 use super::env::{hands, open_store, open_url, owner};
-use crate::brain::agent::{RunEnd, RunError, Runner};
 use crate::brain::model::ratelimit::RateLimited;
+use crate::brain::{RunEnd, RunError, Runner};
 use crate::session::{SessionId, Store, StoreError};
 
 /// How often the store is asked for runnable sessions when nothing wakes
@@ -107,7 +107,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
         }),
     );
     let owner = owner();
-    let ttl = crate::brain::agent::lease_ttl();
+    let ttl = crate::brain::lease_ttl();
     let mut running: HashSet<SessionId> = HashSet::new();
     // Sessions left alone for a while: one that could not be woken (until
     // its lease would have run out, as before claims took back our own

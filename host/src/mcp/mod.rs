@@ -33,7 +33,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::brain::agent::{self, RunError};
+use crate::brain::RunError;
+use crate::brain::agent;
 use crate::brain::config::{AgentConfig, ApprovePolicy, ConfigError, approve_policy};
 use crate::hands::{
     Effect, Grants, Hands, LoadError, LoadedTool, ToolSource, ToolSpec, bound, caps,

@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::backend::{AnswerRequest, StartRequest};
 use super::error::{ApiError, ApiResult};
-use crate::brain::agent::{RunError, load_state};
 use crate::brain::state::SessionState;
+use crate::brain::{RunError, load_state};
 use crate::session::{BlobRef, ControlKind, SessionId, SessionStatus, SessionSummary};
 
 /// Sessions per page of `GET /api/sessions`: default and most.

@@ -7,7 +7,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use longhand_host::brain::agent::{Runner, bind, freeze};
+use longhand_host::brain::Runner;
+use longhand_host::brain::agent::{bind, freeze};
 use longhand_host::brain::config::AgentConfig;
 use longhand_host::brain::model::{
     Message, ModelError, ModelProvider, ModelRequest, ModelResponse, ToolCall,
@@ -91,7 +92,7 @@ fn child(dir: &Path, name: &str, tools: &str) {
 /// What a parent's run left: its log, each call's result (ok, text), and
 /// each child's log and state.
 struct Ran {
-    end: longhand_host::brain::agent::RunEnd,
+    end: longhand_host::brain::RunEnd,
     log: Vec<longhand_host::session::EventRecord>,
     results: std::collections::BTreeMap<String, (bool, String)>,
     children: Vec<(
@@ -144,7 +145,7 @@ fn run_parent(
                     let id: SessionId = child.parse().expect("id");
                     children.push((
                         store.read(&id, 1).await.expect("child log"),
-                        longhand_host::brain::agent::load_state(store.as_ref(), &id)
+                        longhand_host::brain::load_state(store.as_ref(), &id)
                             .await
                             .expect("child state"),
                     ));

@@ -222,7 +222,7 @@ fn a_goal_over_the_bound_is_refused_before_a_session_exists() {
         "max_steps = 2",
         &[text_turn("ok", 1, 1)],
     );
-    let goal = "g".repeat(longhand_host::brain::agent::MAX_GOAL_BYTES + 1);
+    let goal = "g".repeat(longhand_host::brain::MAX_GOAL_BYTES + 1);
     let run = home.run(&[
         "run",
         dir.path().to_str().expect("utf-8 path"),

@@ -639,12 +639,13 @@ impl longhand_host::brain::model::ModelProvider for TaskModel {
 fn run_task_model(
     dir: &Path,
 ) -> (
-    longhand_host::brain::agent::RunEnd,
+    longhand_host::brain::RunEnd,
     Vec<EventRecord>,
     Vec<(String, longhand_host::brain::state::SessionState)>,
     usize,
 ) {
-    use longhand_host::brain::agent::{Runner, bind, freeze};
+    use longhand_host::brain::Runner;
+    use longhand_host::brain::agent::{bind, freeze};
     use longhand_host::brain::config::AgentConfig;
     use longhand_host::hands::{Hands, HandsConfig};
     use std::sync::Arc;
@@ -676,7 +677,7 @@ fn run_task_model(
             } = &r.event
             {
                 let id: SessionId = child.parse().expect("child id");
-                let state = longhand_host::brain::agent::load_state(store.as_ref(), &id)
+                let state = longhand_host::brain::load_state(store.as_ref(), &id)
                     .await
                     .expect("child state");
                 children.push((child.clone(), state));

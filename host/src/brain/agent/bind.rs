@@ -12,31 +12,31 @@ use std::sync::Arc;
 
 use super::config::NAME_SEPARATOR;
 use super::frozen::Frozen;
+use crate::brain::error::{AgentError, RunError};
 use crate::brain::model::ToolDef;
-use crate::brain::runner::{AgentError, RunError};
 use crate::hands::{Grants, Hands, LoadedTool, ToolSource, ToolSpec};
 
 /// A tool the model can call, bound to its component and grants.
 #[derive(Clone)]
-pub(in crate::brain) struct BoundTool {
-    pub(in crate::brain) component: usize,
-    pub(in crate::brain) spec: ToolSpec,
+pub(crate) struct BoundTool {
+    pub(crate) component: usize,
+    pub(crate) spec: ToolSpec,
 }
 
 #[derive(Clone)]
-pub(in crate::brain) struct BoundComponent {
-    pub(in crate::brain) prefix: String,
-    pub(in crate::brain) loaded: Arc<LoadedTool>,
-    pub(in crate::brain) grants: Grants,
+pub(crate) struct BoundComponent {
+    pub(crate) prefix: String,
+    pub(crate) loaded: Arc<LoadedTool>,
+    pub(crate) grants: Grants,
 }
 
 /// The agent with its components loaded and granted.
 #[derive(Clone)]
 pub struct BoundAgent {
-    pub(in crate::brain) frozen: Frozen,
-    pub(in crate::brain) components: Vec<BoundComponent>,
-    pub(in crate::brain) tools: BTreeMap<String, BoundTool>,
-    pub(in crate::brain) defs: Vec<ToolDef>,
+    pub(crate) frozen: Frozen,
+    pub(crate) components: Vec<BoundComponent>,
+    pub(crate) tools: BTreeMap<String, BoundTool>,
+    pub(crate) defs: Vec<ToolDef>,
 }
 
 impl BoundAgent {
@@ -109,8 +109,8 @@ pub struct PlanNames {
 
 impl PlanNames {
     /// For [`Plan::validate`].
-    pub fn names(&self) -> crate::brain::plan::Names<'_> {
-        crate::brain::plan::Names {
+    pub fn names(&self) -> crate::brain::work::plan::Names<'_> {
+        crate::brain::work::plan::Names {
             tools: &self.tools,
             commands: &self.commands,
         }

@@ -1,7 +1,7 @@
 //! Checking an agent file: loading `agent.toml` and refusing what cannot
 //! run, naming the field and the fix ([`ConfigError`]). The model's own
 //! rules (providers, reasoning, base URLs) are [`ModelConfig::check`](crate::brain::model::ModelConfig::check)'s, in
-//! `model/`; the plan file's are `plan`'s; this module puts them together
+//! `model/`; the plan file's are `work::plan`'s; this module puts them together
 //! with the agent's.
 //!
 //! It reads files (the agent file, instructions, a plan file) but builds
@@ -10,7 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use super::config::{
-    AGENT_FILE, AgentConfig, MAX_PARALLEL_TASKS, PlanConfig, PlannerMode, RUN_PLACEHOLDER,
+    AGENT_FILE, AgentConfig, ConfigError, MAX_PARALLEL_TASKS, PlanConfig, PlannerMode,
+    RUN_PLACEHOLDER,
 };
 
 impl PlanConfig {
@@ -42,16 +43,6 @@ impl PlanConfig {
         }
         Ok(())
     }
-}
-
-/// A bad agent file: which field, and why.
-#[derive(Debug, thiserror::Error)]
-#[error("{path}: {message}")]
-pub struct ConfigError {
-    /// The agent file.
-    pub path: PathBuf,
-    /// What is wrong, naming the field.
-    pub message: String,
 }
 
 impl AgentConfig {
@@ -106,7 +97,7 @@ impl AgentConfig {
         if let Some(plan) = &self.plan {
             plan.check()?;
             if let Some(file) = &plan.file {
-                crate::brain::plan::load_file(&base.join(file))?;
+                crate::brain::work::plan::load_file(&base.join(file))?;
             }
         }
         for name in self.checks.keys() {

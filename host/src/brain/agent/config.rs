@@ -8,13 +8,16 @@
 //! parse, env vars named for keys and secrets are set); what is resolved is
 //! frozen into the session's first event, so a resumed session runs with the
 //! configuration it started with.
+//!
+//! This file holds the types, their defaults and [`ConfigError`]: the
+//! bottom of `agent/`, importing nothing of it. Loading and checking a
+//! file is `check`'s, which sits on this one.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use super::check::ConfigError;
 pub use crate::brain::model::spec::{
     BASE_URL_EXAMPLE, DEFAULT_CONTEXT_WINDOW, ModelConfig, check_base_url, duration_text,
 };
@@ -26,6 +29,16 @@ pub const RUN_PLACEHOLDER: &str = "{run}";
 
 /// File name looked for when `run` is given a directory.
 pub const AGENT_FILE: &str = "agent.toml";
+
+/// A bad agent file: which field, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ConfigError {
+    /// The agent file.
+    pub path: PathBuf,
+    /// What is wrong, naming the field.
+    pub message: String,
+}
 
 /// A parsed, unresolved `agent.toml`.
 #[derive(Debug, Clone, Serialize, Deserialize)]

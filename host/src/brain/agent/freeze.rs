@@ -15,7 +15,7 @@ use super::bind::{PlanNames, prefix_of, source_of};
 use super::config::{AgentConfig, NAME_SEPARATOR, RUN_PLACEHOLDER, ToolConfig};
 use super::frozen::{Frozen, FrozenChild, FrozenPlan, FrozenTool};
 use super::skills::{AgentView, Skill};
-use crate::brain::runner::{AgentError, RunError};
+use crate::brain::error::{AgentError, RunError};
 use crate::hands::Hands;
 
 /// Freeze one agent file (no children): read instructions, load every
@@ -207,11 +207,11 @@ async fn freeze_plan(
             let operator = match &plan_config.file {
                 None => None,
                 Some(file) => {
-                    let plan = crate::brain::plan::load_file(&base_dir.join(file))
+                    let plan = crate::brain::work::plan::load_file(&base_dir.join(file))
                         .map_err(AgentError::Plan)?;
                     let names = plan_names(tools, hands, base_dir, config).await?;
                     let mut errors = plan.validate(names.names(), false);
-                    errors.extend(crate::brain::tasks::predicate_errors(hands, &plan).await);
+                    errors.extend(crate::brain::work::plan::predicate_errors(hands, &plan).await);
                     if !errors.is_empty() {
                         return Err(AgentError::Plan(format!(
                             "plan file {}: {}",
@@ -362,7 +362,7 @@ where
 
 /// Directory grants as command checks see them: host path, guest path,
 /// and whether any grant of it is read-write.
-pub(in crate::brain) fn granted_dirs<'a>(
+pub(crate) fn granted_dirs<'a>(
     grants: impl Iterator<Item = &'a crate::hands::DirGrant>,
 ) -> Vec<crate::checks::resolve::GrantedDir> {
     let mut dirs: Vec<crate::checks::resolve::GrantedDir> = Vec::new();

@@ -3,9 +3,9 @@
 //! folded plain text), naming the line and the fix for every mistake.
 //!
 //! It reads structure only: which keys a skill has and what their values
-//! mean is [`skills`](super::skills)'s. Errors are the caller's type, made
-//! by the `err(line, message)` function it passes, so this reader imports
-//! nothing from its caller. Why not a YAML crate: see `skills`' header.
+//! mean is `skills::parse`'s. Errors are the caller's type, made by the
+//! `err(line, message)` function it passes, so this reader imports nothing
+//! from its caller. Why not a YAML crate: see `skills::parse`'s header.
 
 /// A non-blank, non-comment front-matter line.
 pub(super) struct Line<'a> {

@@ -16,8 +16,8 @@ use super::config::{
     ApprovePolicy, CompletionCheck, DelegationConfig, MemoryConfig, ModelConfig, PlanConfig,
     RolesConfig, SessionLimits, ToolConfig,
 };
-use crate::brain::plan::Plan;
 use crate::brain::pricing::{ModelPrice, Prices};
+use crate::brain::work::plan::Plan;
 
 /// The agent as frozen into the session's first event: what a resumed
 /// session runs with, whatever the agent file says by then.
@@ -67,7 +67,7 @@ pub struct Frozen {
     pub depth: u32,
     /// Skills, read and checked at start (bodies included).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub skills: Vec<super::skills::Skill>,
+    pub skills: Vec<super::skills::types::Skill>,
     /// Prices of the models it calls, by `provider/model`, frozen at start
     /// (see `brain::pricing`): a later price file does not change what a
     /// session's past cost. Empty when none is known.

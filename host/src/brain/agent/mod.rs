@@ -2,17 +2,31 @@
 //! (`check`), the [`Frozen`] agent a session records ([`frozen`]),
 //! freezing an agent file into one ([`freeze`]), binding one to loaded and
 //! granted tools ([`bind`](fn@bind)), skills, their front matter and
-//! their host tool ([`skills`], `frontmatter`, `skill_tool`), and the one attenuation rule a child, a
-//! skill or a parallel task is held to ([`attenuation`]).
+//! their host tool ([`skills`], `frontmatter`, `skill_tool`), and the one
+//! attenuation rule a child, a skill or a parallel task is held to
+//! ([`attenuation`]).
 //!
 //! This room describes and prepares an agent; it must not run one: it
 //! writes no session event, calls no model and decides nothing about a
 //! session's next step (that is the loop's, which imports this room, never
-//! the reverse — the loop's error types are the one thing it borrows until
-//! they move below both). Model settings are `model/`'s ([`ModelConfig`]),
-//! read here.
+//! the reverse). It stands on the brain's ground floor ([`error`]), on
+//! `model/` ([`ModelConfig`] is read here) and on `work/` (the plan a
+//! frozen agent carries), and on nothing else of the brain.
+//!
+//! Inside the room an import points down, each file naming the sibling
+//! that owns an item, never this door: `config` (the file's types,
+//! [`ConfigError`]) at the bottom; `check` (loading and checking a file)
+//! on it; `frontmatter` (a strict reader, importing nothing) and
+//! `skills::types` beside it; [`frozen`] on `config` and `skills::types`;
+//! [`attenuation`] and [`bind`](fn@bind) (loading a frozen agent's
+//! tools) on `frozen`; `skill_tool` on `skills::types`; the rest of
+//! [`skills`] (parse, discover, check) on `frontmatter` and
+//! `attenuation`; [`freeze`] on all of these (`bind`'s naming rules
+//! included); this door last.
 //!
 //! [`ModelConfig`]: crate::brain::model::ModelConfig
+//! [`error`]: crate::brain::error
+//! [`ConfigError`]: config::ConfigError
 
 pub mod attenuation;
 pub(crate) mod bind;
@@ -28,13 +42,3 @@ pub use bind::{BoundAgent, bind};
 pub use config::NAME_SEPARATOR;
 pub use freeze::freeze;
 pub use frozen::{Frozen, FrozenTool};
-
-// Compatibility while issue 17's rooms are merged: callers outside the
-// brain name the runner's items as `brain::agent::X`, as when this module
-// was the loop's re-export facade. They now live at the brain's door
-// (`brain::Runner`, `brain::load_state`…); the lead points the callers
-// there and removes these.
-pub use super::{
-    AgentError, LEASE_TTL, LogError, MAX_GOAL_BYTES, Observer, RunEnd, RunError, Runner,
-    SNAPSHOT_EVERY, durability_of, lease_ttl, load_state,
-};

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use super::skills::{LOAD, MAX_CATALOGUE, MAX_NAME, Skill};
+use super::skills::types::{LOAD, MAX_CATALOGUE, MAX_NAME, Skill};
 use crate::brain::model::types::ToolDef;
 
 /// The skills as the model is told of them: one line per skill, name and

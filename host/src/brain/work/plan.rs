@@ -565,6 +565,25 @@ pub fn load_file(path: &std::path::Path) -> Result<Plan, String> {
     Ok(plan)
 }
 
+/// The tool checks of `plan` whose jq expression does not compile, one
+/// sentence each: the one check of a plan that needs the tool host, run on
+/// the operator's plan when the agent is frozen and on each plan the
+/// planner writes. Evaluated in the sandbox (`checks::tool`), so a hostile
+/// expression costs at most its limits.
+pub async fn predicate_errors(hands: &crate::hands::Hands, plan: &Plan) -> Vec<String> {
+    let mut errors = Vec::new();
+    for task in &plan.tasks {
+        for check in &task.done_when {
+            if let Check::Tool { expect, .. } = check
+                && let Err(e) = crate::checks::tool::validate_predicate(hands, expect).await
+            {
+                errors.push(format!("task {:?}: {e}", task.id));
+            }
+        }
+    }
+    errors
+}
+
 /// The JSON shape the planner answers with, for its instructions.
 pub const PLAN_SCHEMA: &str = r#"{"tasks": [{"id": "short-id", "title": "one line",
   "description": "what to do", "depends_on": ["other-id"], "priority": 0,

@@ -23,7 +23,7 @@ use crate::brain::core::state::PLANNER;
 use crate::brain::error::{RunError, inconsistent, json_error};
 use crate::brain::model::{ModelProvider, ToolDef};
 use crate::brain::work::handoff::Handoff;
-use crate::brain::work::plan::{self, Check, OPERATOR};
+use crate::brain::work::plan::{self, OPERATOR};
 use crate::hands::Effect;
 use crate::session::event::MAX_INLINE_TEXT;
 use crate::session::{Event, PauseKind, PauseReason};
@@ -226,7 +226,7 @@ impl Runner<'_> {
             Err(error) => return self.reject(step, error).await,
         };
         let mut errors = plan.validate(names.names(), true);
-        errors.extend(predicate_errors(self.hands, &plan).await);
+        errors.extend(plan::predicate_errors(self.hands, &plan).await);
         if !errors.is_empty() {
             let message = format!(
                 "The plan was not accepted. Fix these and answer with the whole plan again:\n- {}",
@@ -496,26 +496,6 @@ impl Runner<'_> {
         }
         self.write(events).await
     }
-}
-
-/// The tool checks of `plan` whose jq expression does not compile, one
-/// sentence each. Evaluated in the sandbox (`checks::tool`), so a hostile
-/// expression costs at most its limits.
-pub(in crate::brain) async fn predicate_errors(
-    hands: &crate::hands::Hands,
-    plan: &plan::Plan,
-) -> Vec<String> {
-    let mut errors = Vec::new();
-    for task in &plan.tasks {
-        for check in &task.done_when {
-            if let Check::Tool { expect, .. } = check
-                && let Err(e) = crate::checks::tool::validate_predicate(hands, expect).await
-            {
-                errors.push(format!("task {:?}: {e}", task.id));
-            }
-        }
-    }
-    errors
 }
 
 fn plan_pause(detail: String) -> Event {
