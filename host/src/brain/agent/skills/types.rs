@@ -61,7 +61,8 @@ pub struct SkillGrants {
     /// Guest directories and the access needed. Default none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dirs: Vec<SkillDir>,
-    /// Host patterns, normalised (see [`HostPattern`]). Default none.
+    /// Host patterns, normalised (see [`HostPattern`](crate::hands::HostPattern)).
+    /// Default none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
     /// Environment variable names. Default none.
