@@ -16,10 +16,11 @@
 //!   `mod.rs`) is an edge to the parent, so a child reaching the door for a
 //!   sibling's item closes a cycle through the door's `pub use`.
 //!
-//! Not edges: `mod x;` (the tree itself), a parent calling into its own
-//! children in code (`run::start(..)` in `cli/mod.rs`: the door dispatches),
-//! and `super::` inside an inline module (`mod tests { use super::*; }`),
-//! which names its own file. Paths inside macro definitions are read as
+//! Not edges: `mod x;` (the tree itself), a visibility (`pub(in
+//! crate::brain)` says where an item may be used, not what it uses), a
+//! parent calling into its own children in code (`run::start(..)` in
+//! `cli/mod.rs`: the door dispatches), and `super::` inside an inline module
+//! (`mod tests { use super::*; }`), which names its own file. Paths inside macro definitions are read as
 //! written. Sources are tokenised with `proc-macro2`, so strings and
 //! comments never count.
 
@@ -33,6 +34,7 @@ use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 /// which `crate::` code inside it names its root (a crate of its own is
 /// `crate`; a folder of the host crate is `crate::<folder>`).
 const FOLDERS: &[(&str, &str)] = &[
+    ("src/brain", "crate::brain"),
     ("src/cli", "crate::cli"),
     ("hands/src", "crate"),
     ("session/src", "crate"),
@@ -322,6 +324,14 @@ fn scan(
                     found.push((target, text));
                 }
                 i = end;
+            }
+            // `pub(in crate::brain)` says where an item may be used, not
+            // what it uses.
+            TokenTree::Ident(id)
+                if id == "pub"
+                    && matches!(tokens.get(i + 1), Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis) =>
+            {
+                i += 2;
             }
             TokenTree::Group(group) => {
                 let inner: Vec<TokenTree> = group.stream().into_iter().collect();
