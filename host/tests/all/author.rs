@@ -12,11 +12,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::support::{BIN, Ended, Home, run};
+use crate::support::{BIN, Ended, Home, Proc};
 
 fn repo_sdk() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk")
@@ -48,7 +49,10 @@ fn longhand(home: &Home, dir: &Path, args: &[&str]) -> Ended {
         "CARGO_TARGET_DIR",
         Path::new(env!("CARGO_TARGET_TMPDIR")).join("author-rust-target"),
     );
-    run(cmd)
+    // A first build compiles the toolchain's dependencies (the Rust
+    // template's serde, schemars and wit-bindgen, in release): minutes on
+    // two busy cores, not the seconds a `longhand` command gets.
+    Proc::spawn(cmd).with_limit(Duration::from_secs(1200)).finish()
 }
 
 fn missing(what: &str) {
