@@ -6,6 +6,7 @@
 //! to an exit code. Logs go to stderr (`RUST_LOG`), data to stdout.
 
 mod approvals;
+mod author;
 mod control;
 mod env;
 mod mcp;

@@ -1,4 +1,4 @@
-//! `longhand tool list | describe | call`.
+//! `longhand tool list | describe | call | new | build`.
 //!
 //! Everything a component says (its `describe` text, error messages,
 //! output, the resources it reached for) is foreign text: it is printed
@@ -48,6 +48,33 @@ pub enum ToolCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Start a tool project in ./NAME: the `greet` tool, its WIT, a test, a
+    /// README and longhand-tool.toml (the pinned toolchain).
+    New {
+        /// The project's (and component's) name: lowercase letters, digits, `-`, `_`.
+        name: String,
+        /// The language to write the tool in.
+        #[arg(long, value_enum)]
+        lang: super::author::Lang,
+        /// JavaScript only: spidermonkey (default; fetch, async handlers) or
+        /// quickjs (small and fast to start; no outbound HTTP).
+        #[arg(long, value_enum)]
+        engine: Option<super::author::Engine>,
+        /// The `sdk/` folder of a Longhand checkout (default: LONGHAND_SDK,
+        /// else the checkout this binary was built from).
+        #[arg(long, value_name = "PATH")]
+        sdk: Option<std::path::PathBuf>,
+    },
+    /// Build the project in DIR (default: here) with its pinned toolchain,
+    /// check the component's imports, and print its path, digest, size and tools.
+    Build {
+        /// The project directory (holding longhand-tool.toml).
+        #[arg(default_value = ".")]
+        dir: std::path::PathBuf,
+        /// Print `{component, digest, size, tools}` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub async fn run(cmd: ToolCommand) -> anyhow::Result<Outcome> {
@@ -61,6 +88,31 @@ pub async fn run(cmd: ToolCommand) -> anyhow::Result<Outcome> {
             grants,
             json,
         } => call(&component, &tool, &input, &grants, json).await,
+        ToolCommand::New {
+            name,
+            lang,
+            engine,
+            sdk,
+        } => {
+            let dir = super::author::new(Path::new("."), &name, lang, engine, sdk.as_deref())?;
+            println!("wrote {}/", dir.display());
+            println!(
+                "next: cd {name}, then see README.md (test, `longhand tool build`, `longhand tool call`)"
+            );
+            Ok(Outcome::Done)
+        }
+        ToolCommand::Build { dir, json } => {
+            let built = super::author::build(&hands()?, &dir).await?;
+            if json {
+                println!("{}", json_line(&serde_json::to_value(&built)?));
+            } else {
+                println!("component: {}", built.component.display());
+                println!("digest:    {}", built.digest);
+                println!("size:      {} bytes", built.size);
+                println!("tools:     {}", one_line(&built.tools.join(", ")));
+            }
+            Ok(Outcome::Done)
+        }
     }
 }
 

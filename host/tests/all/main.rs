@@ -49,6 +49,7 @@ mod telemetry;
 mod triggers;
 
 mod approvals;
+mod author;
 mod budgets;
 mod canary;
 mod checks;

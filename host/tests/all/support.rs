@@ -210,6 +210,13 @@ impl Proc {
         }
     }
 
+    /// Allow `limit` from now instead of [`PROCESS_LIMIT`] (a process that
+    /// runs a toolchain, not just Longhand).
+    pub fn with_limit(mut self, limit: Duration) -> Self {
+        self.deadline = Instant::now() + limit;
+        self
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

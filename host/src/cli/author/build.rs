@@ -1,0 +1,290 @@
+//! `longhand tool build [DIR] [--json]`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+
+use super::config::{BuildConfig, Engine, Lang};
+use crate::hands::{Hands, ToolSource};
+
+/// What `build` made.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct Built {
+    pub(crate) component: PathBuf,
+    pub(crate) digest: String,
+    pub(crate) size: u64,
+    pub(crate) tools: Vec<String>,
+}
+
+/// Build the project in `dir` with its pinned toolchain, then load the
+/// component as a call would (refused imports are refused here).
+pub(crate) async fn build(hands: &Hands, dir: &Path) -> anyhow::Result<Built> {
+    let config = BuildConfig::load(dir)?;
+    let component = match config.tool.lang {
+        Lang::Rust => rust(dir)?,
+        Lang::Python => python(dir, &config)?,
+        Lang::Js => js(dir, &config)?,
+    };
+    let component = component.canonicalize().with_context(|| {
+        format!(
+            "the toolchain finished but wrote no {}",
+            component.display()
+        )
+    })?;
+    let size = std::fs::metadata(&component)
+        .with_context(|| {
+            format!(
+                "the toolchain finished but wrote no {}",
+                component.display()
+            )
+        })?
+        .len();
+    let loaded = hands
+        .load(ToolSource::File(&component))
+        .await
+        .with_context(|| format!("{} was built but Longhand refuses it", component.display()))?;
+    Ok(Built {
+        component,
+        digest: loaded.digest().to_owned(),
+        size,
+        tools: loaded.info().tools.iter().map(|t| t.name.clone()).collect(),
+    })
+}
+
+/// Run a toolchain step with its output on our stderr (stdout is the
+/// result's, and `--json`'s), failing with what to do.
+fn run(step: &str, cmd: &mut Command) -> anyhow::Result<()> {
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(std::io::stderr())
+        .status()
+        .with_context(|| format!("cannot start {step}"))?;
+    if !status.success() {
+        bail!("{step} failed ({status}); its errors are above");
+    }
+    Ok(())
+}
+
+/// The first line a program prints for `args`, or why it could not run.
+fn output_of(program: &Path, args: &[&str]) -> Result<String, std::io::Error> {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// `program` on PATH.
+fn on_path(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(program))
+            .find(|p| p.is_file())
+    })
+}
+
+fn rust(dir: &Path) -> anyhow::Result<PathBuf> {
+    if on_path("cargo").is_none() {
+        bail!(
+            "cargo is not installed: install Rust (https://rustup.rs), then `rustup target add wasm32-wasip2`"
+        );
+    }
+    let meta = Command::new("cargo")
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run `cargo metadata`")?;
+    if !meta.status.success() {
+        bail!(
+            "`cargo metadata` failed in {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&meta.stderr).trim()
+        );
+    }
+    let meta: serde_json::Value =
+        serde_json::from_slice(&meta.stdout).context("`cargo metadata` printed no JSON")?;
+    let target = meta["target_directory"]
+        .as_str()
+        .context("`cargo metadata` names no target directory")?;
+    let package = meta["packages"][0]["name"]
+        .as_str()
+        .context("the project's Cargo.toml has no package")?;
+    run(
+        "cargo build --release --target wasm32-wasip2",
+        Command::new("cargo")
+            .args(["build", "--release", "--target", "wasm32-wasip2"])
+            .current_dir(dir),
+    )
+    .context("if the target is missing: `rustup target add wasm32-wasip2`")?;
+    Ok(Path::new(target)
+        .join("wasm32-wasip2/release")
+        .join(format!("{}.wasm", package.replace('-', "_"))))
+}
+
+fn python(dir: &Path, config: &BuildConfig) -> anyhow::Result<PathBuf> {
+    let pin = config.pin("componentize-py")?;
+    let install = format!(
+        "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt (or \
+         `pip install componentize-py=={pin}`)"
+    );
+    let venv = dir.join(".venv/bin/componentize-py");
+    let tool = if venv.is_file() {
+        Some(venv)
+    } else {
+        on_path("componentize-py")
+    };
+    let Some(tool) = tool else {
+        bail!(
+            "componentize-py is not installed: in {}, {install}",
+            dir.display()
+        );
+    };
+    let version = output_of(&tool, &["--version"])
+        .with_context(|| format!("cannot run {}", tool.display()))?;
+    if version.split_whitespace().last() != Some(pin) {
+        bail!(
+            "longhand-tool.toml pins componentize-py {pin}, but {} is `{version}`: {install}",
+            tool.display()
+        );
+    }
+    // The SDK as componentize-py will bundle it: the `longhand_tool`
+    // package importable by the Python beside componentize-py, copied alone
+    // onto the path (all of site-packages would offer it every installed
+    // package; a symbolic link would point out of the directory
+    // componentize-py's interpreter is given, which WASI refuses).
+    let python = tool.with_file_name("python");
+    let python = if python.is_file() {
+        python
+    } else {
+        PathBuf::from("python3")
+    };
+    let package = output_of(
+        &python,
+        &[
+            "-c",
+            "import longhand_tool, os; print(os.path.dirname(longhand_tool.__file__))",
+        ],
+    )
+    .unwrap_or_default();
+    if package.is_empty() || !Path::new(&package).is_dir() {
+        bail!(
+            "the longhand_tool SDK is not installed for {}: {install} (requirements.txt names the \
+             SDK's path)",
+            python.display()
+        );
+    }
+    let sdk = dir.join(".longhand/python-sdk");
+    if sdk.exists() {
+        std::fs::remove_dir_all(&sdk).with_context(|| format!("cannot clear {}", sdk.display()))?;
+    }
+    copy_python_package(Path::new(&package), &sdk.join("longhand_tool"))?;
+    let out = dir.join(format!("{}.wasm", config.tool.name));
+    run(
+        "componentize-py",
+        Command::new(&tool)
+            .args(["-d", "wit", "-w", "tool", "componentize", "-p", "."])
+            .arg("-p")
+            .arg(&sdk)
+            .args(["app", "-o"])
+            .arg(&out)
+            .current_dir(dir),
+    )?;
+    Ok(out)
+}
+
+/// The version in `node_modules/<package>/package.json`, if installed.
+fn installed(dir: &Path, package: &str) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("node_modules").join(package).join("package.json"))
+        .ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    json["version"].as_str().map(str::to_owned)
+}
+
+fn js(dir: &Path, config: &BuildConfig) -> anyhow::Result<PathBuf> {
+    let engine = config.engine();
+    let (componentizer, _) = engine.package();
+    // The npm binaries below are node scripts (or native, for esbuild).
+    on_path("node").context("node is not installed: install Node.js 20 or later")?;
+    for package in [componentizer, "esbuild"] {
+        let pin = config.pin(package)?;
+        match installed(dir, package) {
+            Some(v) if v == pin => {}
+            found => bail!(
+                "longhand-tool.toml pins {package} {pin}, but {} has {}: run `npm install` in {} \
+                 (package.json pins the same versions)",
+                dir.join("node_modules").display(),
+                found.map_or("none".to_owned(), |v| format!("version {v}")),
+                dir.display()
+            ),
+        }
+    }
+    if installed(dir, "@longhand/tool").is_none() {
+        bail!(
+            "the @longhand/tool SDK is not installed in {}: run `npm install` (package.json \
+             names the SDK's path)",
+            dir.display()
+        );
+    }
+    let bundle = dir.join("dist/bundle.js");
+    run(
+        "esbuild",
+        Command::new(dir.join("node_modules/.bin/esbuild"))
+            .args([
+                "src/index.js",
+                "--bundle",
+                "--format=esm",
+                "--platform=neutral",
+                "--log-level=warning",
+            ])
+            .arg(format!("--outfile={}", bundle.display()))
+            .current_dir(dir),
+    )?;
+    let out = dir.join(format!("{}.wasm", config.tool.name));
+    let mut cmd = match engine {
+        Engine::Spidermonkey => {
+            let mut cmd = Command::new(dir.join("node_modules/.bin/componentize-js"));
+            cmd.args(["--wit", "wit", "--world-name", engine.world(), "-o"])
+                .arg(&out)
+                .arg(&bundle);
+            cmd
+        }
+        Engine::Quickjs => {
+            let mut cmd = Command::new(dir.join("node_modules/.bin/componentize-qjs"));
+            // `--sync`: the component-model async ABI is not enabled in
+            // Longhand's host, so handlers run to their end synchronously.
+            cmd.args(["--sync", "--wit", "wit", "--world", engine.world(), "--js"])
+                .arg(&bundle)
+                .arg("-o")
+                .arg(&out);
+            cmd
+        }
+    };
+    run(componentizer, cmd.current_dir(dir))?;
+    Ok(out)
+}
+
+/// Copy a Python package's `.py` files (and subpackages), nothing else.
+fn copy_python_package(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in
+        std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))?
+    {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let path = entry.path();
+        if kind.is_dir() && path.join("__init__.py").is_file() {
+            copy_python_package(&path, &to.join(entry.file_name()))?;
+        } else if kind.is_file() && path.extension().is_some_and(|e| e == "py" || e == "typed") {
+            std::fs::copy(&path, to.join(entry.file_name()))?;
+        }
+    }
+    Ok(())
+}

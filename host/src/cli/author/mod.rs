@@ -1,0 +1,26 @@
+//! `longhand tool new` and `longhand tool build`: a tool author's first two
+//! commands, in Rust, Python or JavaScript.
+//!
+//! `new` writes a project whose tool is `greet` (`{"name": string}` →
+//! `{"greeting": "Hello, <name>!"}`): sources, the WIT the component targets,
+//! a test of the tool's logic in the language's own runner, a README, and
+//! `longhand-tool.toml`, which pins the toolchain `build` runs. `build` runs
+//! that toolchain offline (cargo, componentize-py, esbuild with
+//! componentize-js or componentize-qjs), refuses a toolchain whose version
+//! is not the pinned one (saying how to install the right one), then loads
+//! the component the way every call does — so a component whose imports
+//! the host does not provide is refused here, at build time, naming the
+//! import — and prints its path, digest, size and tools.
+//!
+//! What this module must not do: fetch anything (installing the toolchain
+//! is the author's step, spelled out in every error), or write outside the
+//! project directory it is given (`build` writes the component and, for
+//! JavaScript, `dist/` inside it).
+
+mod build;
+mod config;
+mod new;
+
+pub(super) use build::build;
+pub(super) use config::{Engine, Lang};
+pub(super) use new::new;

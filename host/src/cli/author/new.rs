@@ -1,0 +1,290 @@
+//! `longhand tool new NAME --lang rust|python|js [--engine …]`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+use super::config::{self, BuildConfig, Engine, Lang};
+
+/// The WIT every project gets: the contract its component targets.
+const WIT: &[(&str, &str)] = &[
+    ("wit/tool.wit", include_str!("../../../../wit/tool.wit")),
+    (
+        "wit/deps/cli.wit",
+        include_str!("../../../../wit/deps/cli.wit"),
+    ),
+    (
+        "wit/deps/clocks.wit",
+        include_str!("../../../../wit/deps/clocks.wit"),
+    ),
+    (
+        "wit/deps/filesystem.wit",
+        include_str!("../../../../wit/deps/filesystem.wit"),
+    ),
+    (
+        "wit/deps/http.wit",
+        include_str!("../../../../wit/deps/http.wit"),
+    ),
+    (
+        "wit/deps/io.wit",
+        include_str!("../../../../wit/deps/io.wit"),
+    ),
+    (
+        "wit/deps/random.wit",
+        include_str!("../../../../wit/deps/random.wit"),
+    ),
+    (
+        "wit/deps/sockets.wit",
+        include_str!("../../../../wit/deps/sockets.wit"),
+    ),
+];
+
+const RUST: &[(&str, &str)] = &[
+    ("Cargo.toml", include_str!("templates/rust/Cargo.toml")),
+    (
+        "rust-toolchain.toml",
+        include_str!("templates/rust/rust-toolchain.toml"),
+    ),
+    ("src/lib.rs", include_str!("templates/rust/src/lib.rs")),
+    ("README.md", include_str!("templates/rust/README.md")),
+];
+
+const PYTHON: &[(&str, &str)] = &[
+    ("app.py", include_str!("templates/python/app.py")),
+    (
+        "requirements.txt",
+        include_str!("templates/python/requirements.txt"),
+    ),
+    (
+        "tests/test_app.py",
+        include_str!("templates/python/tests/test_app.py"),
+    ),
+    ("README.md", include_str!("templates/python/README.md")),
+];
+
+const JS: &[(&str, &str)] = &[
+    ("package.json", include_str!("templates/js/package.json")),
+    ("src/index.js", include_str!("templates/js/src/index.js")),
+    (
+        "test/greet.test.js",
+        include_str!("templates/js/test/greet.test.js"),
+    ),
+    ("README.md", include_str!("templates/js/README.md")),
+];
+
+const GITIGNORE: &str = "target/\n.venv/\nnode_modules/\ndist/\n.longhand/\n*.wasm\n__pycache__/\n";
+
+/// Where Longhand's SDKs are: `--sdk`, else `LONGHAND_SDK`, else the `sdk/`
+/// of the checkout this binary was built from, when it is still there.
+fn sdk_root(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let chosen = flag
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("LONGHAND_SDK").map(PathBuf::from))
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk"));
+    let root = chosen.canonicalize().map_err(|_| {
+        anyhow::anyhow!(
+            "cannot find Longhand's SDKs at {}: pass --sdk PATH (or set LONGHAND_SDK) to the \
+             `sdk/` folder of a Longhand checkout",
+            chosen.display()
+        )
+    })?;
+    if !root.join("Cargo.toml").is_file()
+        || !root.join("python").is_dir()
+        || !root.join("js").is_dir()
+    {
+        bail!(
+            "{} is not Longhand's `sdk/` folder (it needs Cargo.toml, python/ and js/): pass \
+             --sdk PATH to the `sdk/` folder of a Longhand checkout",
+            root.display()
+        );
+    }
+    Ok(root)
+}
+
+/// A template with its placeholders filled. Values are paths and pinned
+/// versions; a path holding a quote or backslash would break the TOML, JSON
+/// or requirements line it lands in, so such a path is refused up front.
+fn fill(text: &str, vars: &[(&str, String)]) -> String {
+    let mut out = text.to_owned();
+    for (key, value) in vars {
+        out = out.replace(&format!("{{{{{key}}}}}"), value);
+    }
+    out
+}
+
+/// `longhand tool new`: write `./NAME/` (under `parent`) for `lang`.
+pub(crate) fn new(
+    parent: &Path,
+    name: &str,
+    lang: Lang,
+    engine: Option<Engine>,
+    sdk: Option<&Path>,
+) -> anyhow::Result<PathBuf> {
+    config::check_name(name)?;
+    if engine.is_some() && lang != Lang::Js {
+        bail!("--engine is for --lang js only");
+    }
+    let engine = engine.unwrap_or(Engine::Spidermonkey);
+    let dir = parent.join(name);
+    if dir.exists() {
+        bail!(
+            "{} already exists: pick another name or remove it (nothing was written)",
+            dir.display()
+        );
+    }
+    let root = sdk_root(sdk)?;
+    let sdk_path = match lang {
+        Lang::Rust => root.clone(),
+        Lang::Python => root.join("python"),
+        Lang::Js => root.join("js"),
+    };
+    let sdk_text = sdk_path.to_string_lossy().into_owned();
+    if sdk_text.contains(['"', '\\', '\n']) {
+        bail!(
+            "the SDK path {} holds a quote, backslash or newline, which the project's manifests \
+             cannot spell: move the checkout",
+            sdk_path.display()
+        );
+    }
+    let (engine_package, engine_version) = engine.package();
+    let vars = [
+        ("name", name.to_owned()),
+        ("crate", name.replace('-', "_")),
+        ("sdk", sdk_text),
+        ("componentize_py", config::COMPONENTIZE_PY.to_owned()),
+        ("esbuild", config::ESBUILD.to_owned()),
+        ("engine", engine.name().to_owned()),
+        ("engine_package", engine_package.to_owned()),
+        ("engine_version", engine_version.to_owned()),
+        (
+            "engine_note",
+            if engine == Engine::Quickjs {
+                "\n\nQuickJS cannot import wasi:http: this component targets the \
+                 `offline-tool` world (no outbound requests), and handlers must be \
+                 synchronous. Use `--engine spidermonkey` for `fetch` and async handlers."
+                    .to_owned()
+            } else {
+                String::new()
+            },
+        ),
+    ];
+    let files = match lang {
+        Lang::Rust => RUST,
+        Lang::Python => PYTHON,
+        Lang::Js => JS,
+    };
+    // Written into a sibling temporary directory and renamed into place, so
+    // a failure half-way leaves no half-made project behind.
+    let staging = parent.join(format!(".{name}.new-{}", std::process::id()));
+    std::fs::create_dir(&staging)
+        .with_context(|| format!("cannot write in {}", parent.display()))?;
+    let written = write_all(&staging, name, lang, engine, files, &vars);
+    if let Err(e) = written.and_then(|()| {
+        std::fs::rename(&staging, &dir).with_context(|| format!("cannot create {}", dir.display()))
+    }) {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(e);
+    }
+    Ok(dir)
+}
+
+/// Every file of the project, under `staging`.
+fn write_all(
+    staging: &Path,
+    name: &str,
+    lang: Lang,
+    engine: Engine,
+    files: &[(&str, &str)],
+    vars: &[(&str, String)],
+) -> anyhow::Result<()> {
+    let config_text = toml::to_string(&BuildConfig::for_new(name, lang, engine))?;
+    let header = "# How `longhand tool build` makes this tool's component. The versions are \
+                  pinned:\n# a component's bindings come from its toolchain.\n";
+    let mut all: Vec<(&str, String)> = vec![
+        (config::FILE, format!("{header}{config_text}")),
+        (".gitignore", GITIGNORE.to_owned()),
+    ];
+    all.extend(files.iter().map(|(path, text)| (*path, fill(text, vars))));
+    all.extend(WIT.iter().map(|(path, text)| (*path, (*text).to_owned())));
+    for (path, text) in &all {
+        let target = staging.join(path);
+        if let Some(dir) = target.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&target, text)
+            .with_context(|| format!("cannot write {}", target.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sdk() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk")
+    }
+
+    #[test]
+    fn each_language_gets_sources_wit_a_pinned_config_a_readme_and_a_test() {
+        let parent = tempfile::TempDir::new().unwrap();
+        for (name, lang, engine, test) in [
+            ("g-rust", Lang::Rust, None, "src/lib.rs"),
+            ("g-py", Lang::Python, None, "tests/test_app.py"),
+            ("g-js", Lang::Js, None, "test/greet.test.js"),
+            (
+                "g-qjs",
+                Lang::Js,
+                Some(Engine::Quickjs),
+                "test/greet.test.js",
+            ),
+        ] {
+            let dir = new(parent.path(), name, lang, engine, Some(&sdk())).unwrap();
+            for file in [
+                config::FILE,
+                "README.md",
+                "wit/tool.wit",
+                "wit/deps/http.wit",
+                test,
+            ] {
+                assert!(dir.join(file).is_file(), "{name}: no {file}");
+            }
+            let config = BuildConfig::load(&dir).unwrap();
+            assert_eq!((config.tool.name.as_str(), config.tool.lang), (name, lang));
+            for (path, _) in RUST.iter().chain(PYTHON).chain(JS) {
+                if let Ok(text) = std::fs::read_to_string(dir.join(path)) {
+                    assert!(
+                        !text.contains("{{"),
+                        "{name}/{path} has an unfilled placeholder"
+                    );
+                }
+            }
+        }
+        let qjs = std::fs::read_to_string(parent.path().join("g-qjs/package.json")).unwrap();
+        assert!(qjs.contains("\"componentize-qjs\": \"0.4.5\""), "{qjs}");
+        let py = std::fs::read_to_string(parent.path().join("g-py/requirements.txt")).unwrap();
+        assert!(py.contains("componentize-py==0.25.1"), "{py}");
+    }
+
+    #[test]
+    fn an_existing_directory_or_a_bad_name_is_refused_and_nothing_is_written() {
+        let parent = tempfile::TempDir::new().unwrap();
+        std::fs::create_dir(parent.path().join("taken")).unwrap();
+        let err = new(parent.path(), "taken", Lang::Rust, None, Some(&sdk())).unwrap_err();
+        assert!(err.to_string().contains("already exists"), "{err}");
+        assert!(new(parent.path(), "Bad", Lang::Rust, None, Some(&sdk())).is_err());
+        let err = new(
+            parent.path(),
+            "x",
+            Lang::Rust,
+            Some(Engine::Quickjs),
+            Some(&sdk()),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("--engine"), "{err}");
+        let err = new(parent.path(), "y", Lang::Js, None, Some(parent.path())).unwrap_err();
+        assert!(err.to_string().contains("--sdk"), "{err}");
+        let left: Vec<_> = std::fs::read_dir(parent.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "only `taken` is there: {left:?}");
+    }
+}
