@@ -408,7 +408,11 @@ impl<'h> Runner<'h> {
                 Action::StartTask(task) => self.start_task(task).await?,
                 Action::RunCheck { task, check } => self.run_check(task, check).await?,
                 Action::StartJudge { task, check } => self.start_judge(task, check).await?,
-                Action::AcceptVerdict { step } => self.accept_verdict(step).await?,
+                Action::AcceptVerdict { step, last_try } => {
+                    self.accept_verdict(step, last_try).await?
+                }
+                Action::Fail(error) => self.write(vec![Event::Failed { error }]).await?,
+                Action::Deny { step, call, reason } => self.deny(step, call, reason).await?,
                 Action::FinishTask { task, done } => self.finish_task(task, done).await?,
                 Action::StartChild(task) => self.start_child(task).await?,
                 Action::AwaitChildren(children) => self.await_children(children).await?,

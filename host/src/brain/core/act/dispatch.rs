@@ -147,32 +147,13 @@ impl Runner<'_> {
                 Ok((effect, input)) => {
                     if self.needs_approval(&call.name, effect) {
                         // What came before it runs first, so nothing runs
-                        // after a pause is recorded.
+                        // after a request is recorded.
                         self.run_batch(step, std::mem::take(&mut batch)).await?;
                         match self
                             .gate(step, &call.id, &call.name, effect, &input)
                             .await?
                         {
                             Gate::Run => {}
-                            Gate::Denied(reason) => {
-                                let result = self.put(
-                                    serde_json::to_vec(&serde_json::json!({"error": {
-                                        "kind": "denied",
-                                        "message": format!(
-                                            "a person did not approve this call: {reason}"
-                                        ),
-                                    }}))
-                                    .unwrap_or_default(),
-                                );
-                                self.stage(vec![Event::ToolFinished {
-                                    step,
-                                    call_id: call.id,
-                                    ok: false,
-                                    result,
-                                    receipt: serde_json::Value::Null,
-                                }]);
-                                continue;
-                            }
                             // It and the calls after it stay pending until
                             // a person answers.
                             Gate::Wait => return Ok(()),

@@ -48,8 +48,14 @@ impl Runner<'_> {
         .await
     }
 
-    /// Read the judge's final answer as its verdict.
-    pub(in crate::brain) async fn accept_verdict(&mut self, step: u64) -> Result<(), RunError> {
+    /// Read the judge's final answer as its verdict. An unreadable one is
+    /// sent back, or — on the `last_try` `decide` gave it — recorded as a
+    /// failed check.
+    pub(in crate::brain) async fn accept_verdict(
+        &mut self,
+        step: u64,
+        last_try: bool,
+    ) -> Result<(), RunError> {
         let Some((task, check)) = self
             .journal
             .state
@@ -68,7 +74,7 @@ impl Runner<'_> {
             });
         let verdict = match parsed {
             Ok(verdict) => verdict,
-            Err(error) if self.rejected() + 1 < MAX_REJECTED => {
+            Err(error) if !last_try => {
                 let message = format!(
                     "The verdict was not readable ({error}). Answer with one JSON object: \
                      {{\"pass\": true or false, \"reasons\": [...], \"missing\": [...]}}."
