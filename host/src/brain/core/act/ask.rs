@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::brain::core::ctx::Ctx;
 use crate::brain::core::decide::Role;
-use crate::brain::core::runner::Runner;
 use crate::brain::core::state::{CHECK_PREFIX, HistoryItem, MAX_HISTORY_ITEMS};
 use crate::brain::error::{RunError, json_error};
 use crate::brain::model::{Attempts, Message, ModelError, ModelRequest, ModelResponse, ToolCall};
@@ -27,7 +27,7 @@ struct RequestManifest {
     history_items: usize,
     history_omitted: u64,
     /// Identity of the whole request: sha256 over its parts (see
-    /// [`Runner::request_digest`]), not over its JSON, so it costs no
+    /// [`Ctx::request_digest`]), not over its JSON, so it costs no
     /// serialisation of the history per turn.
     request_digest: String,
 }
@@ -75,7 +75,7 @@ struct Built {
     omitted: u64,
 }
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// Ask `role` for the answer of turn `step`.
     pub(in crate::brain) async fn ask(&mut self, role: Role, step: u64) -> Result<(), RunError> {
         // The handoff writer sees the worker's context, then its own
