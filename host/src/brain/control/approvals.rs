@@ -27,7 +27,8 @@
 use sha2::{Digest, Sha256};
 
 use crate::brain::config::{ApprovePolicy, approve_policy};
-use crate::brain::core::runner::{Runner, now_ms};
+use crate::brain::core::ctx::Ctx;
+use crate::brain::core::journal::now_ms;
 use crate::brain::core::state::approvals::live;
 pub use crate::brain::core::state::approvals::{Approval, ApprovalStatus, Approvals};
 use crate::brain::core::state::effect_name;
@@ -44,7 +45,7 @@ pub(in crate::brain) enum Gate {
     Wait,
 }
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// Whether `[approve]` makes a call of `name` with `effect` wait for a
     /// person.
     pub(in crate::brain) fn needs_approval(&self, name: &str, effect: Effect) -> bool {

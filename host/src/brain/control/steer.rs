@@ -17,7 +17,7 @@
 //! answer is sent again on wake), so a `pause` or `cancel` that arrives
 //! while one is in flight — or while the loop waits to retry one — drops
 //! it and is acted on at once, instead of waiting for an answer that can
-//! take minutes ([`Runner::abandon_on_stop`]). A tool call is not: it may
+//! take minutes ([`Ctx::abandon_on_stop`]). A tool call is not: it may
 //! have effects, so `pause` and `cancel` wait for it (`cancel --now` does
 //! not).
 //!
@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
-use crate::brain::core::runner::Runner;
+use crate::brain::core::ctx::Ctx;
 use crate::brain::error::RunError;
 use crate::session::inbox::{Control, ControlKind};
 use crate::session::{Event, SessionId, Store};
@@ -149,7 +149,7 @@ fn steered(control: &Control) -> Event {
     }
 }
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// `work` (a model request, or the wait before retrying one), unless a
     /// `pause` or `cancel` not yet acted on arrives first: then `work` is
     /// dropped and `None` returned, within [`POLL`] of the control being

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::brain::core::ctx::Ctx;
 use crate::brain::core::decide::Role;
-use crate::brain::core::runner::Runner;
 use crate::brain::core::state::{CHECK_PREFIX, HistoryItem, MAX_HISTORY_ITEMS};
 use crate::brain::error::{RunError, json_error};
 use crate::brain::model::{
@@ -31,7 +31,7 @@ struct RequestManifest {
     history_items: usize,
     history_omitted: u64,
     /// Identity of the whole request: sha256 over its parts (see
-    /// [`Runner::request_digest`]), not over its JSON, so it costs no
+    /// [`Ctx::request_digest`]), not over its JSON, so it costs no
     /// serialisation of the history per turn.
     request_digest: String,
 }
@@ -84,7 +84,7 @@ struct Built {
 /// as it happens, so a worker killed during the backoff leaves each one in
 /// the log.
 struct Turn<'r, 'h> {
-    runner: &'r mut Runner<'h>,
+    runner: &'r mut Ctx<'h>,
     step: u64,
     /// The number of this worker's first attempt: attempts count across
     /// processes.
@@ -118,7 +118,7 @@ impl RetryCaller for Turn<'_, '_> {
     }
 }
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// Ask `role` for the answer of turn `step`.
     pub(in crate::brain) async fn ask(&mut self, role: Role, step: u64) -> Result<(), RunError> {
         // The handoff writer sees the worker's context, then its own

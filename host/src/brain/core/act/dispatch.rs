@@ -14,7 +14,7 @@ use futures_util::future::join_all;
 use super::ask::calls_by_id;
 use crate::brain::bind::NAME_SEPARATOR;
 use crate::brain::control::approvals::Gate;
-use crate::brain::core::runner::Runner;
+use crate::brain::core::ctx::Ctx;
 use crate::brain::core::state::{CHECK_PREFIX, OpenCall, effect_name};
 use crate::brain::error::{LogError, RunError, json_error};
 use crate::brain::host_tools::{self, HostCtx, Runs};
@@ -29,7 +29,7 @@ struct Ready {
     input: serde_json::Value,
 }
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// Run the calls `ids` of the last answer (turn `step`).
     pub(in crate::brain) async fn dispatch_pending(
         &mut self,
@@ -426,7 +426,7 @@ impl Runner<'_> {
     }
 }
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// What a host tool's call sees of this runner.
     pub(in crate::brain) fn host_ctx(&self) -> HostCtx<'_> {
         HostCtx {

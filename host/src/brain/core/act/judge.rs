@@ -1,9 +1,9 @@
 //! The judge: a fresh conversation grading a task against a `judge`
 //! check's rubric, and its verdict recorded as `check_finished`.
 
+use crate::brain::core::ctx::Ctx;
 use crate::brain::core::decide::MAX_REJECTED;
 use crate::brain::core::prompts;
-use crate::brain::core::runner::Runner;
 use crate::brain::error::{RunError, inconsistent};
 use crate::brain::work::plan::{self, Check};
 use crate::session::Event;
@@ -19,7 +19,7 @@ struct Verdict {
     missing: Vec<String>,
 }
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// Start the judge on check `index` of `task_id`.
     pub(in crate::brain) async fn start_judge(
         &mut self,

@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use crate::brain::bind::PlanNames;
 use crate::brain::config::{DEFAULT_CONTEXT_WINDOW, ModelConfig};
+use crate::brain::core::ctx::Ctx;
 use crate::brain::core::decide::{PlanPolicy, PlannerPurpose, Role};
 use crate::brain::core::prompts::{self, Catalogue, PlannerAsk, WorkerBriefing};
-use crate::brain::core::runner::Runner;
 use crate::brain::core::state::PLANNER;
 use crate::brain::error::{RunError, inconsistent, json_error};
 use crate::brain::model::{ModelProvider, ToolDef};
@@ -26,7 +26,7 @@ use crate::hands::Effect;
 use crate::session::Event;
 use crate::session::event::MAX_INLINE_TEXT;
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// The plan settings `decide` reads, for a planned agent.
     pub(in crate::brain) fn plan_policy(&self) -> Option<PlanPolicy> {
         let frozen = &self.agent.frozen;
