@@ -10,7 +10,13 @@
 //! an operator, finish, the limits — and a new behaviour is a new row, not
 //! a guard in an executor. Executors record facts (an answer refused, a
 //! request given up on, an approval asked for, a control received); the
-//! rows read them back from the fold.
+//! rows read them back from the fold. Two rules are still kept beside the
+//! table, each for a reason: a money limit with no price for the asked
+//! role's model (`act::ask`, `unpriced_pause`) needs the frozen prices per
+//! role, which [`Policy`] does not carry yet; and `act::children` asks
+//! [`next`] itself (with the loop's own policy) while its pool of child
+//! runs is in flight, because those runs live in the executor, not in
+//! the loop.
 //!
 //! The order of the rows is the argument for crash safety: whatever a crash
 //! left half-done is finished before anything new starts, and whatever
