@@ -150,6 +150,10 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 /// The kinds of pause.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -298,9 +302,32 @@ pub enum Event {
         error: String,
         /// Whether trying again may help (rate limits, overload, timeouts).
         retryable: bool,
-        /// The provider's requested wait, if it named one.
+        /// The wait chosen before the next attempt (the provider's
+        /// `Retry-After` when it named one, else the backoff); absent when
+        /// none follows.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         retry_after_ms: Option<u64>,
+        /// The error's kind (`rate_limited`, `auth`, `diverged`…, see the
+        /// model's `ErrorKind`); absent in logs written before it was
+        /// recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<String>,
+        /// No attempt follows: the worker gave up on this request, and the
+        /// next decision pauses the session (or fails it, for a `diverged`
+        /// replay). False in logs written before it was recorded (their
+        /// `paused` or `failed` follows in the log).
+        #[serde(default, skip_serializing_if = "is_false")]
+        last: bool,
+    },
+    /// The calls of turn `step`'s answer, read from its response blob:
+    /// written once for an answer whose `model_responded` predates the
+    /// `calls` field, so the fold learns them from an event like any
+    /// other fact (the journal is the only writer of the state).
+    CallsLearned {
+        /// The answer's turn.
+        step: u64,
+        /// Its call ids, in order.
+        calls: Vec<String>,
     },
     /// A tool call is about to run. Durable before the tool starts, so a
     /// crash leaves a `tool_started` without a `tool_finished`: the call is
@@ -640,6 +667,7 @@ impl Event {
             Event::ModelRequested { .. } => "model_requested",
             Event::ModelResponded { .. } => "model_responded",
             Event::ModelFailed { .. } => "model_failed",
+            Event::CallsLearned { .. } => "calls_learned",
             Event::ToolStarted { .. } => "tool_started",
             Event::ToolFinished { .. } => "tool_finished",
             Event::ToolInDoubt { .. } => "tool_in_doubt",
@@ -755,6 +783,12 @@ pub(crate) mod tests {
                 error: "429".into(),
                 retryable: true,
                 retry_after_ms: Some(1000),
+                kind: Some("rate_limited".into()),
+                last: false,
+            },
+            Event::CallsLearned {
+                step: 1,
+                calls: vec!["c1".into()],
             },
             Event::ToolStarted {
                 step: 2,
@@ -1068,17 +1102,25 @@ mod fuzz {
                 any::<u32>(),
                 text(),
                 any::<bool>(),
-                prop::option::of(any::<u64>())
+                prop::option::of(any::<u64>()),
+                prop::option::of(text()),
+                any::<bool>()
             )
-                .prop_map(|(step, attempt, error, retryable, retry_after_ms)| {
-                    Event::ModelFailed {
-                        step,
-                        attempt,
-                        error,
-                        retryable,
-                        retry_after_ms,
+                .prop_map(
+                    |(step, attempt, error, retryable, retry_after_ms, kind, last)| {
+                        Event::ModelFailed {
+                            step,
+                            attempt,
+                            error,
+                            retryable,
+                            retry_after_ms,
+                            kind,
+                            last,
+                        }
                     }
-                }),
+                ),
+            (any::<u64>(), prop::collection::vec(text(), 0..3))
+                .prop_map(|(step, calls)| Event::CallsLearned { step, calls }),
             (any::<u64>(), text(), text(), text(), text(), text(), blob()).prop_map(
                 |(step, call_id, component, component_digest, tool, effect, input)| {
                     Event::ToolStarted {

@@ -867,6 +867,10 @@ async fn render(store: &dyn Store, r: &EventRecord) -> String {
             by,
         } => format!("approval {request} denied by {by}: {reason}"),
         Event::Detached { by } => format!("left for a worker by {by}"),
+        Event::CallsLearned { step, calls } => format!(
+            "step {step}: the answer's calls, read from it: {}",
+            calls.join(", ")
+        ),
         Event::ChildStarted {
             call_id,
             child,

@@ -16,30 +16,36 @@
 //! approval and the call runs the call once: the approval stays until the
 //! call's `tool_started` (fsynced before a writing call runs) uses it, and
 //! a call started and not finished is never re-run blindly.
+//!
+//! The gate here only looks up and records: whether `[approve]` names the
+//! call, whether a live grant covers its fingerprint (both need the bound
+//! agent and the clock), and, when none does, the request. What follows is
+//! `decide`'s: a call whose request is unanswered pauses the session, a
+//! denied one is answered as denied (`deny` records it), a granted
+//! one is dispatched again and passes the gate.
 
 use sha2::{Digest, Sha256};
 
 use crate::brain::config::{ApprovePolicy, approve_policy};
-use crate::brain::core::runner::{Runner, now_ms};
+use crate::brain::core::ctx::Ctx;
+use crate::brain::core::journal::now_ms;
 use crate::brain::core::state::approvals::live;
 pub use crate::brain::core::state::approvals::{Approval, ApprovalStatus, Approvals};
 use crate::brain::core::state::effect_name;
 use crate::brain::error::RunError;
 use crate::hands::Effect;
-use crate::session::{Event, PauseKind, PauseReason, SessionId, SessionStatus, Store, StoreError};
+use crate::session::{Event, SessionId, SessionStatus, Store, StoreError};
 
 /// What the gate says of a call.
 pub(in crate::brain) enum Gate {
     /// Run it.
     Run,
-    /// A person denied it: answer the model with this reason.
-    Denied(String),
-    /// It waits for a person; the session is paused (the request and the
-    /// pause are written).
+    /// It waits for a person: its request is written (`decide` pauses
+    /// the session for it next).
     Wait,
 }
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// Whether `[approve]` makes a call of `name` with `effect` wait for a
     /// person.
     pub(in crate::brain) fn needs_approval(&self, name: &str, effect: Effect) -> bool {
@@ -51,9 +57,10 @@ impl Runner<'_> {
     }
 
     /// Whether the call `call_id` of `name` may run now with `input`: run
-    /// it (no approval needed, or a live one for its fingerprint), answer
-    /// it as denied, or — asking for an approval when none is pending —
-    /// wait, the session paused.
+    /// it (no approval needed, or a live one for its fingerprint), or ask
+    /// a person — the request is written and the call waits. `decide`
+    /// never dispatches a call whose request is unanswered or denied, so
+    /// a request found here is granted: used, or lapsed, it is asked anew.
     pub(in crate::brain) async fn gate(
         &mut self,
         step: u64,
@@ -75,50 +82,51 @@ impl Runner<'_> {
         {
             return Ok(Gate::Run);
         }
-        let wait = |request: &str| PauseReason {
-            kind: PauseKind::Approval,
-            limit: None,
-            detail: format!(
-                "`{name}` waits for approval (request {request}); `longhand approvals` shows it, \
-                 `longhand approve <session> {request}` or `longhand deny <session> {request} \
-                 --reason …` answers it, then `longhand resume <session>`"
-            ),
-        };
-        match approvals.of_call(call_id) {
-            Some((_, a)) if a.fingerprint == fingerprint => match &a.status {
-                ApprovalStatus::Granted { expires_ms, .. } if live(*expires_ms, now) => {
-                    return Ok(Gate::Run);
-                }
-                ApprovalStatus::Denied { reason } => return Ok(Gate::Denied(reason.clone())),
-                ApprovalStatus::Pending => {
-                    // Resumed without an answer: still waiting.
-                    let (id, _) = approvals.of_call(call_id).unzip();
-                    let reason = wait(id.map_or("", String::as_str));
-                    self.write(vec![Event::Paused { reason }]).await?;
-                    return Ok(Gate::Wait);
-                }
-                // Expired (or used: a call is not dispatched twice): ask anew.
-                _ => {}
-            },
-            _ => {}
+        if let Some((_, a)) = approvals.of_call(call_id)
+            && a.fingerprint == fingerprint
+            && let ApprovalStatus::Granted { expires_ms, .. } = &a.status
+            && live(*expires_ms, now)
+        {
+            return Ok(Gate::Run);
         }
         let request = format!("ap-{}", self.journal.state.last_seq + 1);
         let blob = self.put(input.to_string().into_bytes());
-        let reason = wait(&request);
-        self.write(vec![
-            Event::ApprovalRequested {
-                request,
-                step,
-                call_id: call_id.to_owned(),
-                tool: name.to_owned(),
-                effect: effect_name(effect).to_owned(),
-                fingerprint,
-                input: blob,
-            },
-            Event::Paused { reason },
-        ])
+        self.write(vec![Event::ApprovalRequested {
+            request,
+            step,
+            call_id: call_id.to_owned(),
+            tool: name.to_owned(),
+            effect: effect_name(effect).to_owned(),
+            fingerprint,
+            input: blob,
+        }])
         .await?;
         Ok(Gate::Wait)
+    }
+
+    /// Answer the call `call_id` of turn `step` as denied by a person, with
+    /// their `reason` (`decide`'s `Deny`): the model reads why and goes on.
+    pub(in crate::brain) async fn deny(
+        &mut self,
+        step: u64,
+        call_id: String,
+        reason: String,
+    ) -> Result<(), RunError> {
+        let result = self.put(
+            serde_json::to_vec(&serde_json::json!({"error": {
+                "kind": "denied",
+                "message": format!("a person did not approve this call: {reason}"),
+            }}))
+            .unwrap_or_default(),
+        );
+        self.write(vec![Event::ToolFinished {
+            step,
+            call_id,
+            ok: false,
+            result,
+            receipt: serde_json::Value::Null,
+        }])
+        .await
     }
 
     /// The fingerprint of calling `name` with `input`: component digest,

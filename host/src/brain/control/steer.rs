@@ -17,24 +17,29 @@
 //! answer is sent again on wake), so a `pause` or `cancel` that arrives
 //! while one is in flight — or while the loop waits to retry one — drops
 //! it and is acted on at once, instead of waiting for an answer that can
-//! take minutes ([`Runner::abandon_on_stop`]). A tool call is not: it may
+//! take minutes ([`Ctx::abandon_on_stop`]). A tool call is not: it may
 //! have effects, so `pause` and `cancel` wait for it (`cancel --now` does
 //! not).
 //!
-//! Every control acted on is recorded by a `steered` event carrying its
-//! id, before (or with) what it causes; the fold keeps the highest id, so a
-//! resumed worker asks the inbox only for newer controls and none is
-//! applied twice. A pause posted before an operator's `resume` is not
+//! Every control received is recorded by a `steered` event carrying its
+//! id, and that is all this module does with a `pause` or a `cancel`: what
+//! it causes is `decide`'s (the fold keeps the control as
+//! `SessionState::stop_asked` until a pause or the end answers it, so a
+//! crash between the two is finished on wake). The fold keeps the highest
+//! id, so a resumed worker asks the inbox only for newer controls and none
+//! is applied twice. A pause posted before an operator's `resume` is not
 //! applied after it: the person who resumed had the last word.
+//! `cancel --now` is the exception: it drops the step in flight from
+//! outside the loop, so `cancel_now` records the end itself.
 
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
-use crate::brain::core::runner::Runner;
+use crate::brain::core::ctx::Ctx;
 use crate::brain::error::RunError;
 use crate::session::inbox::{Control, ControlKind};
-use crate::session::{Event, PauseKind, PauseReason, SessionId, Store};
+use crate::session::{Event, SessionId, Store};
 
 /// How often the inbox is read while a session runs.
 pub const POLL: Duration = Duration::from_millis(250);
@@ -144,7 +149,7 @@ fn steered(control: &Control) -> Event {
     }
 }
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// `work` (a model request, or the wait before retrying one), unless a
     /// `pause` or `cancel` not yet acted on arrives first: then `work` is
     /// dropped and `None` returned, within [`POLL`] of the control being
@@ -165,7 +170,7 @@ impl Runner<'_> {
         }
     }
 
-    /// Act on the controls that arrived: at a safe point, between actions.
+    /// Record the controls that arrived: at a safe point, between actions.
     pub(in crate::brain) async fn apply_controls(&mut self) -> Result<(), RunError> {
         let Some(rx) = self.inbox.as_mut() else {
             return Ok(());
@@ -178,39 +183,10 @@ impl Runner<'_> {
             if control.id <= self.journal.state.last_control {
                 continue;
             }
-            let mut events = vec![steered(&control)];
-            let who = &control.by;
-            let why = control.text.clone().unwrap_or_default();
-            match control.kind {
-                ControlKind::Send => {}
-                ControlKind::Pause => events.push(Event::Paused {
-                    reason: PauseReason {
-                        kind: PauseKind::User,
-                        limit: None,
-                        detail: format!(
-                            "paused by {who}{}; `longhand resume` carries on",
-                            if why.is_empty() {
-                                String::new()
-                            } else {
-                                format!(": {why}")
-                            }
-                        ),
-                    },
-                }),
-                ControlKind::Cancel { .. } => events.push(Event::Failed {
-                    error: format!(
-                        "cancelled by {who}{}",
-                        if why.is_empty() {
-                            String::new()
-                        } else {
-                            format!(": {why}")
-                        }
-                    ),
-                }),
-            }
-            self.write(events).await?;
+            // A `pause` or `cancel` is acted on by `decide`, next.
+            self.write(vec![steered(&control)]).await?;
             let _ = self.store.settle_control(&self.lease, control.id).await;
-            if self.journal.state.is_terminal() || self.journal.state.pause.is_some() {
+            if self.journal.state.stop_asked.is_some() {
                 // The rest wait for the next run (a cancel after a pause is
                 // read at the resume).
                 break;

@@ -3,34 +3,50 @@
 //! [`next`] reads a [`SessionState`] and the session's limits and returns
 //! one [`Action`]; it does no I/O, reads no clock and calls no model, so the
 //! whole decision table is tested without a store, a tool host or a
-//! provider (see the tests below). The runner (`brain::runner`) executes
-//! the action, appends the events that record it, folds them, and asks
-//! again. New behaviour — planner and judge turns, handoffs, finishing a
-//! plan, sub-agents — is a new variant and a new row here, not a new guard
-//! somewhere in the executor. Three decisions are still taken by executors
-//! and wait for their row: the approval gate (`control::approvals`, which
-//! pauses from inside a dispatch, since it needs the call's fingerprint and
-//! the clock), a model turn whose attempts run out (`act::ask`), and the
-//! planner's and judge's [`MAX_REJECTED`] (`act::task`).
+//! provider (see the tests below). The runner (`core::runner`) executes
+//! the action, the executor (`core::act`, `control`) records what it did
+//! as events, the journal folds them, and the runner asks again. Every
+//! decision is a row here — retry or give up, wait for a person, stop for
+//! an operator, finish, the limits — and a new behaviour is a new row, not
+//! a guard in an executor. Executors record facts (an answer refused, a
+//! request given up on, an approval asked for, a control received); the
+//! rows read them back from the fold. Two rules are still kept beside the
+//! table, each for a reason: a money limit with no price for the asked
+//! role's model (`act::ask`, `unpriced_pause`) needs the frozen prices per
+//! role, which [`Policy`] does not carry yet; and `act::children` asks
+//! [`next`] itself (with the loop's own policy) while its pool of child
+//! runs is in flight, because those runs live in the executor, not in
+//! the loop.
 //!
 //! The order of the rows is the argument for crash safety: whatever a crash
-//! left half-done is finished before anything new starts.
+//! left half-done is finished before anything new starts, and whatever
+//! asked for a stop is obeyed before anything runs.
 //! 1. A terminal or paused session stops the loop.
-//! 2. Calls started and never finished are recovered (re-run when read-only
+//! 2. An operator's `pause` or `cancel`, recorded (`steered`) and not yet
+//!    acted on, pauses or fails the session.
+//! 3. An answer from a log older than `model_responded.calls` has its
+//!    calls read (and recorded) first.
+//! 4. Calls started and never finished are recovered (re-run when read-only
 //!    or idempotent, recorded in doubt otherwise).
-//! 3. The circuit breaker pauses on repeated failure.
-//! 4. Calls of the last answer that have not run are dispatched, as many as
-//!    `max_tool_calls` has room for; with no room, the session pauses and
-//!    they run on `resume --raise`.
-//! 5. A final answer is checked (when the agent has a completion check) and
+//! 5. A model request whose attempts ran out (or that cannot be helped by
+//!    retrying) pauses the session; a replay that diverged fails it.
+//! 6. The circuit breaker pauses on repeated failure.
+//! 7. Calls of the last answer that have not run: the first one waiting
+//!    for a person pauses the session, a denied one is answered as denied,
+//!    and the others are dispatched, as many as `max_tool_calls` has room
+//!    for; with no room, the session pauses and they run on
+//!    `resume --raise`.
+//! 8. A planned session goes on by [`next_planned`]'s rows.
+//! 9. A final answer is checked (when the agent has a completion check) and
 //!    finished when the check passed or there is none.
-//! 6. A limit reached pauses.
-//! 7. Otherwise the worker is asked for its next answer.
+//! 10. A limit reached pauses.
+//! 11. Otherwise the worker is asked for its next answer.
 
 use std::collections::BTreeMap;
 
 pub use super::state::Role;
-use super::state::{JUDGE, PLANNER, SessionState, WORKER};
+use super::state::approvals::ApprovalStatus;
+use super::state::{GaveUp, JUDGE, PLANNER, Refused, SessionState, StopAsked, WORKER};
 use crate::brain::config::{PlannerMode, SessionLimits};
 use crate::brain::work::plan::{Check, TaskStatus};
 use crate::session::{PauseKind, PauseReason, SessionStatus};
@@ -59,6 +75,19 @@ pub enum Action {
     Check {
         /// The answer's turn.
         step: u64,
+    },
+    /// Fail the session with this error (an operator's `cancel`, a replay
+    /// that diverged).
+    Fail(String),
+    /// Answer a call of the last answer as denied by a person, with their
+    /// reason (its approval request was denied).
+    Deny {
+        /// The answer's turn.
+        step: u64,
+        /// The call.
+        call: String,
+        /// Why, as the person said.
+        reason: String,
     },
     /// Finish with the last answer's text.
     Finish,
@@ -102,6 +131,9 @@ pub enum Action {
     AcceptVerdict {
         /// The answer's turn.
         step: u64,
+        /// The judge has had its [`MAX_REJECTED`] tries with this one: an
+        /// unreadable verdict fails the check instead of being sent back.
+        last_try: bool,
     },
     /// Start a ready task in a child session of its own (parallel tasks).
     StartChild(String),
@@ -181,11 +213,21 @@ pub fn next(state: &SessionState, policy: Policy<'_>) -> Action {
         }
         SessionStatus::Created | SessionStatus::Running => {}
     }
+    if let Some(stop) = &state.stop_asked {
+        return steered(stop);
+    }
     if state.answer.as_ref().is_some_and(|a| a.calls.is_none()) {
         return Action::LearnCalls;
     }
     if !state.open_calls.is_empty() {
         return Action::Recover(state.open_calls.keys().cloned().collect());
+    }
+    if let Some(gave_up) = state
+        .pending_request
+        .as_ref()
+        .and_then(|p| p.gave_up.as_ref().map(|g| (g, p.failures)))
+    {
+        return model_gave_up(gave_up.0, gave_up.1);
     }
     if let Some(reason) = breaker(state, policy.limits) {
         return Action::Pause(reason);
@@ -201,9 +243,27 @@ pub fn next(state: &SessionState, policy: Policy<'_>) -> Action {
                 state.pending_calls.len(),
             ));
         }
+        let mut calls = Vec::new();
+        for call in state.pending_calls.iter().take(room) {
+            match (approval_of(state, call), calls.is_empty()) {
+                (None, _) => calls.push(call.clone()),
+                // What comes before it runs first.
+                (Some(_), false) => break,
+                (Some(Approval::Waiting { request, tool }), true) => {
+                    return Action::Pause(approval_reason(request, tool));
+                }
+                (Some(Approval::Denied(reason)), true) => {
+                    return Action::Deny {
+                        step: answer.step,
+                        call: call.clone(),
+                        reason: reason.to_owned(),
+                    };
+                }
+            }
+        }
         return Action::Dispatch {
             step: answer.step,
-            calls: state.pending_calls.iter().take(room).cloned().collect(),
+            calls,
         };
     }
     if let Some(plan) = policy.plan {
@@ -265,8 +325,16 @@ fn next_planned(state: &SessionState, limits: &SessionLimits, policy: PlanPolicy
             step: state.steps + 1,
         },
     };
+    let rejected = state.conversation.as_ref().map_or(0, |c| c.rejected);
     match role {
         Some(PLANNER) => {
+            // Refused too often: a person looks (after a resume, the
+            // planner has one more try each time).
+            if rejected >= MAX_REJECTED
+                && let Some(refused) = state.conversation.as_ref().and_then(|c| c.refused.as_ref())
+            {
+                return Action::Pause(planner_gave_up(refused));
+            }
             return match final_answer {
                 Some(step) => Action::AcceptPlan { step },
                 None => ask(Role::Planner),
@@ -274,7 +342,10 @@ fn next_planned(state: &SessionState, limits: &SessionLimits, policy: PlanPolicy
         }
         Some(JUDGE) => {
             return match final_answer {
-                Some(step) => Action::AcceptVerdict { step },
+                Some(step) => Action::AcceptVerdict {
+                    step,
+                    last_try: rejected + 1 >= MAX_REJECTED,
+                },
                 None => ask(Role::Judge),
             };
         }
@@ -415,6 +486,97 @@ fn next_planned(state: &SessionState, limits: &SessionLimits, policy: PlanPolicy
             "no task can start: every remaining task waits on one that cannot finish".to_owned(),
         )),
     }
+}
+
+/// What an operator's recorded `pause` or `cancel` does.
+fn steered(stop: &StopAsked) -> Action {
+    let why = match stop.text.as_deref() {
+        Some(text) if !text.is_empty() => format!(": {text}"),
+        _ => String::new(),
+    };
+    let who = &stop.by;
+    if stop.cancel {
+        return Action::Fail(format!("cancelled by {who}{why}"));
+    }
+    Action::Pause(PauseReason {
+        kind: PauseKind::User,
+        limit: None,
+        detail: format!("paused by {who}{why}; `longhand resume` carries on"),
+    })
+}
+
+/// What a model request given up on does: a replay that no longer matches
+/// the cassette will not match later, so the session fails; anything else
+/// pauses for a person (`failures`: the attempts that worker made).
+fn model_gave_up(gave_up: &GaveUp, failures: u32) -> Action {
+    let err = &gave_up.error;
+    if gave_up.kind.as_deref() == Some(DIVERGED) {
+        return Action::Fail(format!("model: {err}"));
+    }
+    let detail = if gave_up.retryable {
+        format!("the model call failed {failures} times in a row; the last error: {err}")
+    } else {
+        format!("the model call failed and was not retried (retrying cannot help): {err}")
+    };
+    Action::Pause(PauseReason {
+        kind: PauseKind::Breaker,
+        limit: None,
+        detail,
+    })
+}
+
+/// The recorded kind of a replay that diverged from its cassette.
+pub const DIVERGED: &str = "diverged";
+
+/// Where a pending call stands with a person, when it has asked one.
+enum Approval<'s> {
+    /// Its request (by id) waits for an answer.
+    Waiting { request: &'s str, tool: &'s str },
+    /// Denied, with the reason.
+    Denied(&'s str),
+}
+
+/// The newest approval request of `call`, when it is unanswered or denied.
+/// A granted one lets the call be dispatched (where the gate checks it
+/// still holds, and asks anew when it lapsed).
+fn approval_of<'s>(state: &'s SessionState, call: &str) -> Option<Approval<'s>> {
+    let (request, approval) = state.approvals.of_call(call)?;
+    match &approval.status {
+        ApprovalStatus::Pending => Some(Approval::Waiting {
+            request,
+            tool: &approval.tool,
+        }),
+        ApprovalStatus::Denied { reason } => Some(Approval::Denied(reason)),
+        ApprovalStatus::Granted { .. } | ApprovalStatus::Used => None,
+    }
+}
+
+/// The pause while a call of `tool` waits for approval `request`.
+pub fn approval_reason(request: &str, tool: &str) -> PauseReason {
+    PauseReason {
+        kind: PauseKind::Approval,
+        limit: None,
+        detail: format!(
+            "`{tool}` waits for approval (request {request}); `longhand approvals` shows it, \
+             `longhand approve <session> {request}` or `longhand deny <session> {request} \
+             --reason …` answers it, then `longhand resume <session>`"
+        ),
+    }
+}
+
+/// The pause when the planner's answers were refused [`MAX_REJECTED`]
+/// times, by the last refusal.
+fn planner_gave_up(refused: &Refused) -> PauseReason {
+    plan_reason(match refused {
+        Refused::Revision => format!(
+            "the planner's revisions kept removing or changing checks ({MAX_REJECTED} \
+             refused); see `longhand log`"
+        ),
+        Refused::Answer { problem } => format!(
+            "the planner gave no valid plan in {MAX_REJECTED} answers; the last problem: {}",
+            super::prompts::cut(problem, 1000)
+        ),
+    })
 }
 
 fn plan_reason(detail: String) -> PauseReason {
@@ -798,6 +960,8 @@ mod tests {
             error: "500".into(),
             retryable: true,
             retry_after_ms: None,
+            kind: None,
+            last: false,
         });
         assert_eq!(decide(&log, false), ask(1));
         // Attempts carry across processes.
@@ -992,7 +1156,10 @@ mod tests {
         });
         log.started(1, "a", "read-only").finished(1, "a", true);
         assert_eq!(decide(&log, false), Action::LearnCalls);
-        log.state.learn_calls(vec!["a".into(), "b".into()]);
+        log.push(Event::CallsLearned {
+            step: 1,
+            calls: vec!["a".into(), "b".into()],
+        });
         assert_eq!(
             decide(&log, false),
             Action::Dispatch {
@@ -1040,5 +1207,362 @@ mod tests {
                 }
             )
         );
+    }
+
+    fn steer(kind: &str, text: Option<&str>) -> Event {
+        Event::Steered {
+            control: 7,
+            kind: kind.into(),
+            text: text.map(str::to_owned),
+            by: "ops".into(),
+        }
+    }
+
+    fn resumed(cause: ResumeCause) -> Event {
+        Event::Resumed {
+            raised: BTreeMap::new(),
+            note: None,
+            cause,
+        }
+    }
+
+    #[test]
+    fn an_operators_pause_is_obeyed_before_anything_runs_even_after_a_crash() {
+        let mut log = Log::new();
+        log.answer(1, &["a"]);
+        log.push(steer("pause", Some("lunch")));
+        let Action::Pause(reason) = decide(&log, false) else {
+            panic!("expected a pause");
+        };
+        assert_eq!(reason.kind, PauseKind::User);
+        assert_eq!(
+            reason.detail,
+            "paused by ops: lunch; `longhand resume` carries on"
+        );
+        // Killed before the pause was written: a recovery is no answer.
+        log.push(resumed(ResumeCause::Crash));
+        assert_eq!(decide(&log, false), Action::Pause(reason.clone()));
+        log.push(Event::Paused { reason });
+        assert_eq!(decide(&log, false), Action::Stop(SessionStatus::Paused));
+        log.push(resumed(ResumeCause::Operator));
+        assert!(matches!(decide(&log, false), Action::Dispatch { .. }));
+    }
+
+    #[test]
+    fn a_pause_posted_before_an_operators_resume_is_not_applied_after_it() {
+        let mut log = Log::new();
+        log.answer(1, &["a"]);
+        log.push(Event::Paused {
+            reason: limit_reason("max_steps", 1, 1),
+        });
+        // `steer` records it as superseded, then the resume.
+        log.push(steer("pause", Some("superseded by the operator's resume")));
+        log.push(resumed(ResumeCause::Operator));
+        assert!(matches!(decide(&log, false), Action::Dispatch { .. }));
+    }
+
+    #[test]
+    fn an_operators_cancel_fails_the_session_and_no_resume_undoes_it() {
+        let mut log = Log::new();
+        log.answer(1, &["a"]);
+        log.push(steer("cancel", None));
+        assert_eq!(decide(&log, false), Action::Fail("cancelled by ops".into()));
+        log.push(resumed(ResumeCause::Operator));
+        assert_eq!(decide(&log, false), Action::Fail("cancelled by ops".into()));
+        log.push(Event::Failed {
+            error: "cancelled by ops".into(),
+        });
+        assert_eq!(decide(&log, false), Action::Stop(SessionStatus::Failed));
+        // A message is no stop.
+        let mut log = Log::new();
+        log.push(steer("send", Some("also check b")));
+        assert_eq!(decide(&log, false), ask(1));
+    }
+
+    fn failed(step: u64, attempt: u32, retryable: bool, kind: &str, last: bool) -> Event {
+        Event::ModelFailed {
+            step,
+            attempt,
+            error: format!("{kind} error"),
+            retryable,
+            retry_after_ms: (!last).then_some(10),
+            kind: Some(kind.into()),
+            last,
+        }
+    }
+
+    fn requested(log: &mut Log, step: u64, attempt: u32) {
+        log.push(Event::ModelRequested {
+            step,
+            role: "worker".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            request: BlobRef::of(b"r"),
+            attempt,
+        });
+    }
+
+    #[test]
+    fn a_model_request_given_up_on_pauses_until_an_operator_resumes() {
+        let mut log = Log::new();
+        requested(&mut log, 1, 1);
+        log.push(failed(1, 1, true, "server", false));
+        // A retry is under way (or was, before a crash): asked again.
+        assert_eq!(decide(&log, false), ask(1));
+        log.push(failed(1, 2, true, "server", false));
+        log.push(failed(1, 3, true, "server", true));
+        let pause = |detail: &str| {
+            Action::Pause(PauseReason {
+                kind: PauseKind::Breaker,
+                limit: None,
+                detail: detail.into(),
+            })
+        };
+        let gave_up = pause("the model call failed 3 times in a row; the last error: server error");
+        assert_eq!(decide(&log, false), gave_up);
+        // Killed before the pause was written: still given up.
+        log.push(resumed(ResumeCause::Crash));
+        assert_eq!(decide(&log, false), gave_up);
+        let Action::Pause(reason) = gave_up else {
+            unreachable!()
+        };
+        log.push(Event::Paused { reason });
+        log.push(resumed(ResumeCause::Operator));
+        assert_eq!(decide(&log, false), ask(1));
+        // The next worker counts its own attempts in a row; the numbers go on.
+        requested(&mut log, 1, 4);
+        log.push(failed(1, 4, false, "auth", true));
+        assert_eq!(
+            decide(&log, false),
+            pause("the model call failed and was not retried (retrying cannot help): auth error")
+        );
+    }
+
+    #[test]
+    fn a_replay_that_diverged_fails_the_session() {
+        let mut log = Log::new();
+        requested(&mut log, 1, 1);
+        log.push(failed(1, 1, false, DIVERGED, true));
+        assert_eq!(
+            decide(&log, false),
+            Action::Fail("model: diverged error".into())
+        );
+    }
+
+    fn approval_requested(log: &mut Log, call: &str) -> String {
+        let request = format!("ap-{}", log.seq + 1);
+        log.push(Event::ApprovalRequested {
+            request: request.clone(),
+            step: 1,
+            call_id: call.into(),
+            tool: "fs_write".into(),
+            effect: "writes".into(),
+            fingerprint: format!("sha256:{call}"),
+            input: BlobRef::of(call.as_bytes()),
+        });
+        request
+    }
+
+    #[test]
+    fn a_call_waiting_for_a_person_pauses_and_a_denied_one_is_answered() {
+        let mut log = Log::new();
+        log.answer(1, &["a", "b"]);
+        let request = approval_requested(&mut log, "a");
+        let wait = Action::Pause(approval_reason(&request, "fs_write"));
+        assert_eq!(decide(&log, false), wait);
+        let Action::Pause(reason) = wait.clone() else {
+            unreachable!()
+        };
+        assert_eq!(reason.kind, PauseKind::Approval);
+        assert!(reason.detail.contains(&request), "{}", reason.detail);
+        // Resumed with no answer: still waiting.
+        log.push(Event::Paused { reason });
+        log.push(resumed(ResumeCause::Operator));
+        assert_eq!(decide(&log, false), wait);
+        log.push(Event::ApprovalDenied {
+            request,
+            reason: "not that file".into(),
+            by: "ops".into(),
+        });
+        assert_eq!(
+            decide(&log, false),
+            Action::Deny {
+                step: 1,
+                call: "a".into(),
+                reason: "not that file".into()
+            }
+        );
+        log.finished(1, "a", false);
+        assert_eq!(
+            decide(&log, false),
+            Action::Dispatch {
+                step: 1,
+                calls: vec!["b".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn a_granted_call_is_dispatched_and_a_waiting_one_ends_the_batch() {
+        let mut log = Log::new();
+        log.answer(1, &["a", "b", "c"]);
+        let request = approval_requested(&mut log, "a");
+        log.push(Event::ApprovalGranted {
+            request,
+            scope: "once".into(),
+            expires_ms: None,
+            by: "ops".into(),
+        });
+        approval_requested(&mut log, "b");
+        // `a` runs (the gate checks its grant still holds); `b` and what
+        // follows it wait.
+        assert_eq!(
+            decide(&log, false),
+            Action::Dispatch {
+                step: 1,
+                calls: vec!["a".into()]
+            }
+        );
+    }
+
+    /// A planner's conversation whose first answer (turn 1) is in.
+    fn planner_answered() -> Log {
+        let mut log = Log::new();
+        log.push(Event::RoleStarted {
+            role: PLANNER.into(),
+            task: None,
+            check: None,
+            briefing: BlobRef::of(b"plan it"),
+        });
+        log.answer(1, &[]);
+        log
+    }
+
+    #[test]
+    fn a_planner_refused_max_rejected_times_pauses_and_gets_a_try_after_a_resume() {
+        let mut log = planner_answered();
+        for step in 1..=MAX_REJECTED as u64 {
+            assert_eq!(planned(&log), Action::AcceptPlan { step });
+            log.push(Event::Error {
+                step: Some(step),
+                message: format!("problem {step}"),
+            });
+            if step < MAX_REJECTED as u64 {
+                assert_eq!(
+                    planned(&log),
+                    Action::Ask {
+                        role: Role::Planner,
+                        step: step + 1
+                    }
+                );
+                log.answer(step + 1, &[]);
+            }
+        }
+        let Action::Pause(reason) = planned(&log) else {
+            panic!("expected a pause");
+        };
+        assert_eq!(reason.kind, PauseKind::Plan);
+        assert_eq!(
+            reason.detail,
+            format!(
+                "the planner gave no valid plan in {MAX_REJECTED} answers; the last problem: \
+                 problem {MAX_REJECTED}"
+            )
+        );
+        log.push(Event::Paused { reason });
+        log.push(resumed(ResumeCause::Operator));
+        let next = MAX_REJECTED as u64 + 1;
+        assert_eq!(
+            planned(&log),
+            Action::Ask {
+                role: Role::Planner,
+                step: next
+            }
+        );
+        // One more refusal pauses again, this time for a weakening revision.
+        log.answer(next, &[]);
+        log.push(Event::PlanRevised {
+            plan: serde_json::json!({"tasks": []}),
+            author: PLANNER.into(),
+            reason: "r".into(),
+            accepted: false,
+            weakened: vec!["t: check 0 removed".into()],
+        });
+        let Action::Pause(reason) = planned(&log) else {
+            panic!("expected a pause");
+        };
+        assert!(
+            reason
+                .detail
+                .starts_with("the planner's revisions kept removing"),
+            "{}",
+            reason.detail
+        );
+    }
+
+    #[test]
+    fn the_judges_last_try_is_decided_by_its_refusals() {
+        let mut log = task_started();
+        log.push(Event::RoleStarted {
+            role: JUDGE.into(),
+            task: Some("t".into()),
+            check: Some(0),
+            briefing: BlobRef::of(b"judge it"),
+        });
+        for step in 1..=MAX_REJECTED as u64 {
+            log.answer(step, &[]);
+            assert_eq!(
+                planned(&log),
+                Action::AcceptVerdict {
+                    step,
+                    last_try: step == MAX_REJECTED as u64
+                }
+            );
+            log.push(Event::Error {
+                step: Some(step),
+                message: "The verdict was not readable".into(),
+            });
+        }
+    }
+
+    #[test]
+    fn an_old_log_without_the_new_facts_wakes_and_goes_on() {
+        // Written before `calls`, `kind`, `last` and `calls_learned`: the
+        // events parse with their defaults and the loop goes on from them.
+        let old = [
+            r#"{"type":"model_requested","step":1,"role":"worker","provider":"p","model":"m","request":{"digest":"sha256:01","bytes":1},"attempt":1}"#,
+            r#"{"type":"model_failed","step":1,"attempt":1,"error":"500","retryable":true}"#,
+            r#"{"type":"steered","control":3,"kind":"pause","by":"ops"}"#,
+            r#"{"type":"paused","reason":{"kind":"user","detail":"paused by ops"}}"#,
+            r#"{"type":"resumed","raised":{},"cause":"operator"}"#,
+            r#"{"type":"model_responded","step":1,"response":{"digest":"sha256:02","bytes":1},"input_tokens":1,"output_tokens":1,"latency_ms":1,"stop_reason":"tool_use"}"#,
+        ];
+        let mut log = Log::new();
+        for (i, json) in old.iter().enumerate() {
+            let event: Event = serde_json::from_str(json).unwrap();
+            log.push(event);
+            if i == 1 {
+                // A failure with no `last`: the request is asked again.
+                assert_eq!(decide(&log, false), ask(1));
+            }
+        }
+        assert_eq!(log.state.stop_asked, None);
+        assert_eq!(decide(&log, false), Action::LearnCalls);
+        log.push(Event::CallsLearned {
+            step: 1,
+            calls: vec!["a".into()],
+        });
+        assert_eq!(
+            decide(&log, false),
+            Action::Dispatch {
+                step: 1,
+                calls: vec!["a".into()]
+            }
+        );
+        // A snapshot from before the new fields decodes with none set.
+        let mut value = serde_json::to_value(&log.state).unwrap();
+        value.as_object_mut().unwrap().remove("stop_asked");
+        let back: SessionState = serde_json::from_value(value).unwrap();
+        assert_eq!(back, log.state);
     }
 }

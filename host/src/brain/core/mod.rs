@@ -8,6 +8,7 @@
 //! limit types; the executors are driven by the runner alone.
 
 pub(in crate::brain) mod act;
+pub(in crate::brain) mod ctx;
 pub mod decide;
 pub mod journal;
 pub mod prompts;

@@ -30,8 +30,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::decide::{self, Action, Policy};
-use super::journal::Journal;
+use super::ctx::Ctx;
+use super::decide::{self, Action};
 pub use super::journal::{Observer, SNAPSHOT_EVERY, durability_of};
 pub(in crate::brain) use super::journal::{digest_hex, now_ms};
 use super::state::SessionState;
@@ -41,9 +41,8 @@ use crate::brain::control::lease::{self, Heartbeat};
 pub(in crate::brain) use crate::brain::error::{AgentError, RunError};
 use crate::brain::error::{inconsistent, json_error};
 use crate::brain::launch::{Kit, Services};
-use crate::brain::model::{ModelProvider, ModelResponse, RetryPolicy};
+use crate::brain::model::{ModelProvider, RetryPolicy};
 use crate::hands::Hands;
-use crate::session::event::{MAX_INLINE_TEXT, bounded};
 use crate::session::{Event, EventRecord, Lease, ResumeCause, SessionId, SessionStatus, Store};
 
 pub use crate::brain::error::MAX_GOAL_BYTES;
@@ -59,27 +58,11 @@ pub struct RunEnd {
 
 /// One worker driving one session.
 pub struct Runner<'h> {
-    pub(in crate::brain) store: Arc<dyn Store>,
-    pub(in crate::brain) hands: &'h Hands,
-    pub(in crate::brain) agent: BoundAgent,
-    /// What it calls — each role's provider, the memory bank, the retry
-    /// policy — and where its children's come from (see `launch`).
-    pub(in crate::brain) kit: Kit,
-    /// Controls from the session's inbox, while running (see `steer`).
-    pub(in crate::brain) inbox:
-        Option<tokio::sync::mpsc::UnboundedReceiver<crate::session::inbox::Control>>,
-    /// The id of the newest `pause` or `cancel` seen in the inbox, while
-    /// running: a model request in flight is dropped for it (see `steer`).
-    pub(in crate::brain) stop: Option<tokio::sync::watch::Receiver<Option<u64>>>,
-    pub(in crate::brain) session: SessionId,
-    pub(in crate::brain) lease: Lease,
-    pub(in crate::brain) lease_ttl: Duration,
-    /// The one writer of the log and of the folded state (`journal.state`).
-    pub(in crate::brain) journal: Journal,
-    /// Parts of the last request, kept to build the next one.
-    pub(in crate::brain) context: crate::brain::core::act::ask::ContextCache,
+    /// What the executors see (see `core::ctx`).
+    pub(in crate::brain) ctx: Ctx<'h>,
+    lease_ttl: Duration,
     /// Set when waking found the session left running by a worker that
-    /// stopped without pausing: recorded as a `resumed` event at `run`.
+    /// stopped without pausing: recorded as a `resume` event at `run`.
     recovered: Option<(ResumeCause, String)>,
 }
 
@@ -131,6 +114,7 @@ impl<'h> Runner<'h> {
         });
         let mut runner = Self::new(store, hands, agent, kit, session, lease, ttl, state);
         runner
+            .ctx
             .write(vec![Event::GoalSet {
                 goal: goal.to_owned(),
             }])
@@ -175,9 +159,9 @@ impl<'h> Runner<'h> {
         // Every run ends finished, failed or paused; a session found
         // created or running was left by a worker that stopped mid-run.
         if matches!(
-            runner.journal.state.status,
+            runner.ctx.journal.state.status,
             SessionStatus::Created | SessionStatus::Running
-        ) && !runner.journal.state.awaiting_worker
+        ) && !runner.ctx.journal.state.awaiting_worker
         {
             runner.recovered = Some(match taken_from {
                 Some(holder) => (
@@ -209,19 +193,9 @@ impl<'h> Runner<'h> {
         lease_ttl: Duration,
         state: SessionState,
     ) -> Self {
-        let journal = Journal::new(store.clone(), session.clone(), lease.clone(), state);
         Self {
-            store,
-            hands,
-            agent,
-            kit,
-            inbox: None,
-            stop: None,
-            session,
-            lease,
+            ctx: Ctx::new(store, hands, agent, kit, session, lease, state),
             lease_ttl,
-            journal,
-            context: crate::brain::core::act::ask::ContextCache::default(),
             recovered: None,
         }
     }
@@ -241,34 +215,34 @@ impl<'h> Runner<'h> {
     /// Leave the session to another worker: give up the lease without
     /// running. (Everything written so far is durable.)
     pub async fn detach(mut self) -> Result<(), RunError> {
-        let by = self.lease.owner.clone();
-        let written = self.write(vec![Event::Detached { by }]).await;
-        let _ = self.settle().await;
-        let _ = self.store.release(&self.lease).await;
+        let by = self.ctx.lease.owner.clone();
+        let written = self.ctx.write(vec![Event::Detached { by }]).await;
+        let _ = self.ctx.settle().await;
+        let _ = self.ctx.store.release(&self.ctx.lease).await;
         written
     }
 
     /// Set the progress observer.
     pub fn observe(&mut self, observer: Observer) {
-        self.journal.observe(observer);
+        self.ctx.journal.observe(observer);
     }
 
     /// Show the observer the events already in the log from `from_seq` on
     /// (those written before it was attached).
     pub async fn replay_to_observer(&mut self, from_seq: u64) -> Result<(), RunError> {
-        if !self.journal.observed() || from_seq > self.journal.state.last_seq {
+        if !self.ctx.journal.observed() || from_seq > self.ctx.journal.state.last_seq {
             return Ok(());
         }
-        let mut records = self.store.read(&self.session, from_seq).await?;
-        let last = self.journal.state.last_seq;
+        let mut records = self.ctx.store.read(&self.ctx.session, from_seq).await?;
+        let last = self.ctx.journal.state.last_seq;
         records.retain(|r| r.seq <= last);
-        self.journal.show(&records);
+        self.ctx.journal.show(&records);
         Ok(())
     }
 
     /// Use a different retry policy for model calls (its children's too).
     pub fn set_retry(&mut self, retry: RetryPolicy) {
-        self.kit.retry = retry;
+        self.ctx.kit.retry = retry;
     }
 
     /// Renew the lease for `ttl` at a time (every `ttl / 3`) from now on.
@@ -279,26 +253,27 @@ impl<'h> Runner<'h> {
 
     /// The session id.
     pub fn session(&self) -> &SessionId {
-        &self.session
+        &self.ctx.session
     }
 
     /// The folded state.
     pub fn state(&self) -> &SessionState {
-        &self.journal.state
+        &self.ctx.journal.state
     }
 
     /// Record a resume (with raised limits) if the session is paused.
     pub async fn resume(&mut self, raised: BTreeMap<String, u64>) -> Result<(), RunError> {
-        if self.journal.state.status == SessionStatus::Paused || !raised.is_empty() {
-            self.supersede_pauses().await?;
+        if self.ctx.journal.state.status == SessionStatus::Paused || !raised.is_empty() {
+            self.ctx.supersede_pauses().await?;
             // An operator's resume says all a recovery note would.
             self.recovered = None;
-            self.write(vec![Event::Resumed {
-                raised,
-                note: None,
-                cause: ResumeCause::Operator,
-            }])
-            .await?;
+            self.ctx
+                .write(vec![Event::Resumed {
+                    raised,
+                    note: None,
+                    cause: ResumeCause::Operator,
+                }])
+                .await?;
         }
         Ok(())
     }
@@ -312,35 +287,39 @@ impl<'h> Runner<'h> {
     /// `run` returns [`RunError::LeaseLost`]; nothing more is written.
     pub async fn run(&mut self) -> Result<RunEnd, RunError> {
         let span = crate::telemetry::run_started(
-            &self.session,
-            &self.journal.state.agent_name,
-            self.journal.state.parent.as_deref(),
+            &self.ctx.session,
+            &self.ctx.journal.state.agent_name,
+            self.ctx.journal.state.parent.as_deref(),
         );
         let end = self.run_traced().await;
         match &end {
             Ok(end) => span.end(end.status.as_str(), None),
-            Err(e) => span.end(self.journal.state.status.as_str(), Some(e.to_string())),
+            Err(e) => span.end(self.ctx.journal.state.status.as_str(), Some(e.to_string())),
         }
         end
     }
 
     async fn run_traced(&mut self) -> Result<RunEnd, RunError> {
-        let heartbeat = Heartbeat::start(self.store.clone(), self.lease.clone(), self.lease_ttl);
+        let heartbeat = Heartbeat::start(
+            self.ctx.store.clone(),
+            self.ctx.lease.clone(),
+            self.lease_ttl,
+        );
         let mut lost = heartbeat.lost();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let (now_tx, mut now_rx) = tokio::sync::watch::channel(None);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(None);
         let poller = crate::brain::control::steer::Poller::start(
-            self.store.clone(),
-            self.session.clone(),
-            self.journal.state.last_control,
+            self.ctx.store.clone(),
+            self.ctx.session.clone(),
+            self.ctx.journal.state.last_control,
             tx,
             now_tx,
             stop_tx,
         )
         .await;
-        self.inbox = Some(rx);
-        self.stop = Some(stop_rx);
+        self.ctx.inbox = Some(rx);
+        self.ctx.stop = Some(stop_rx);
         let end = tokio::select! {
             end = self.run_inner() => end,
             why = lost.wait() => Err(RunError::LeaseLost(why)),
@@ -351,24 +330,29 @@ impl<'h> Runner<'h> {
             ),
         };
         let end = match end {
-            Err(RunError::CancelNow(control)) => match self.cancel_now(*control).await {
-                Ok(()) => self.end(self.journal.state.status).await,
+            Err(RunError::CancelNow(control)) => match self.ctx.cancel_now(*control).await {
+                Ok(()) => self.end(self.ctx.journal.state.status).await,
                 Err(e) => Err(e),
             },
             other => other,
         };
         poller.stop();
-        self.inbox = None;
-        self.stop = None;
+        self.ctx.inbox = None;
+        self.ctx.stop = None;
         heartbeat.stop();
         // Appends still on their way land before the lease is given up (a
         // released lease no longer writes). After a lost lease they are
         // refused anyway; their error is not the one to report.
         let settled = match &end {
             Err(RunError::LeaseLost(_)) => Ok(()),
-            _ => self.settle().await,
+            _ => self.ctx.settle().await,
         };
-        lease::release(self.store.clone(), self.lease.clone(), self.lease_ttl).await;
+        lease::release(
+            self.ctx.store.clone(),
+            self.ctx.lease.clone(),
+            self.lease_ttl,
+        )
+        .await;
         match (end, settled) {
             (Ok(_), Err(e)) => Err(e),
             (end, _) => end,
@@ -377,153 +361,99 @@ impl<'h> Runner<'h> {
 
     async fn run_inner(&mut self) -> Result<RunEnd, RunError> {
         if let Some((cause, note)) = self.recovered.take() {
-            self.write(vec![Event::Resumed {
-                raised: BTreeMap::new(),
-                note: Some(note),
-                cause,
-            }])
-            .await?;
+            self.ctx
+                .write(vec![Event::Resumed {
+                    raised: BTreeMap::new(),
+                    note: Some(note),
+                    cause,
+                }])
+                .await?;
         }
         loop {
-            self.apply_controls().await?;
-            let action = decide::next(&self.journal.state, self.policy());
+            self.ctx.apply_controls().await?;
+            let action = decide::next(&self.ctx.journal.state, self.ctx.policy());
             // Staged events ride along with the next request's record; any
             // other action writes them first (nothing else carries them).
             if !matches!(action, Action::Ask { .. }) {
-                self.flush().await?;
+                self.ctx.flush().await?;
             }
             match action {
                 Action::Stop(status) => return self.end(status).await,
                 Action::LearnCalls => self.learn_calls().await?,
-                Action::Recover(calls) => self.recover(calls).await?,
-                Action::Pause(reason) => self.write(vec![Event::Paused { reason }]).await?,
-                Action::Dispatch { step, calls } => self.dispatch_pending(step, calls).await?,
-                Action::Check { step } => self.check(step).await?,
+                Action::Recover(calls) => self.ctx.recover(calls).await?,
+                Action::Pause(reason) => self.ctx.write(vec![Event::Paused { reason }]).await?,
+                Action::Dispatch { step, calls } => self.ctx.dispatch_pending(step, calls).await?,
+                Action::Check { step } => self.ctx.check(step).await?,
                 Action::Finish => self.finish().await?,
-                Action::FinishPlan => self.finish_plan().await?,
-                Action::Ask { role, step } => self.ask(role, step).await?,
-                Action::CreatePlan => self.create_plan().await?,
-                Action::StartPlanner(purpose) => self.start_planner(purpose).await?,
-                Action::AcceptPlan { step } => self.accept_plan(step).await?,
-                Action::StartTask(task) => self.start_task(task).await?,
-                Action::RunCheck { task, check } => self.run_check(task, check).await?,
-                Action::StartJudge { task, check } => self.start_judge(task, check).await?,
-                Action::AcceptVerdict { step } => self.accept_verdict(step).await?,
-                Action::FinishTask { task, done } => self.finish_task(task, done).await?,
-                Action::StartChild(task) => self.start_child(task).await?,
-                Action::AwaitChildren(children) => self.await_children(children).await?,
-                Action::AcceptHandoff => self.accept_handoff().await?,
-                Action::FallbackHandoff => self.fallback_handoff().await?,
+                Action::FinishPlan => self.ctx.finish_plan().await?,
+                Action::Ask { role, step } => self.ctx.ask(role, step).await?,
+                Action::CreatePlan => self.ctx.create_plan().await?,
+                Action::StartPlanner(purpose) => self.ctx.start_planner(purpose).await?,
+                Action::AcceptPlan { step } => self.ctx.accept_plan(step).await?,
+                Action::StartTask(task) => self.ctx.start_task(task).await?,
+                Action::RunCheck { task, check } => self.ctx.run_check(task, check).await?,
+                Action::StartJudge { task, check } => self.ctx.start_judge(task, check).await?,
+                Action::AcceptVerdict { step, last_try } => {
+                    self.ctx.accept_verdict(step, last_try).await?
+                }
+                Action::Fail(error) => self.ctx.write(vec![Event::Failed { error }]).await?,
+                Action::Deny { step, call, reason } => self.ctx.deny(step, call, reason).await?,
+                Action::FinishTask { task, done } => self.ctx.finish_task(task, done).await?,
+                Action::StartChild(task) => self.ctx.start_child(task).await?,
+                Action::AwaitChildren(children) => self.ctx.await_children(children).await?,
+                Action::AcceptHandoff => self.ctx.accept_handoff().await?,
+                Action::FallbackHandoff => self.ctx.fallback_handoff().await?,
             }
         }
     }
 
-    /// What `decide` reads besides the state: the frozen agent's policy.
-    /// The one place it is built, for the loop and for the children's
-    /// scheduler alike.
-    pub(in crate::brain) fn policy(&self) -> Policy<'_> {
-        Policy {
-            limits: &self.agent.frozen.limits,
-            has_check: self.agent.frozen.completion.is_some(),
-            plan: self.plan_policy(),
-        }
-    }
-
     async fn end(&mut self, status: SessionStatus) -> Result<RunEnd, RunError> {
-        self.settle().await?;
+        self.ctx.settle().await?;
         let detail = match status {
-            SessionStatus::Finished => match self.journal.state.summary_blob.clone() {
-                Some(blob) => Some(String::from_utf8_lossy(&self.get(&blob).await?).into_owned()),
-                None => self.journal.state.summary.clone(),
+            SessionStatus::Finished => match self.ctx.journal.state.summary_blob.clone() {
+                Some(blob) => {
+                    Some(String::from_utf8_lossy(&self.ctx.get(&blob).await?).into_owned())
+                }
+                None => self.ctx.journal.state.summary.clone(),
             },
-            SessionStatus::Failed => self.journal.state.error.clone(),
-            _ => self.journal.state.pause.as_ref().map(|p| p.detail.clone()),
+            SessionStatus::Failed => self.ctx.journal.state.error.clone(),
+            _ => self
+                .ctx
+                .journal
+                .state
+                .pause
+                .as_ref()
+                .map(|p| p.detail.clone()),
         };
         Ok(RunEnd { status, detail })
     }
 
-    /// Stage `events` in the journal (see [`Journal::stage`]).
-    pub(in crate::brain) fn stage(&mut self, events: Vec<Event>) {
-        self.journal.stage(events);
-    }
-
-    /// Stage `events` and write everything staged.
-    pub(in crate::brain) async fn write(&mut self, events: Vec<Event>) -> Result<(), RunError> {
-        self.journal.write(events).await
-    }
-
-    /// Write everything staged (see [`Journal::flush`]).
-    pub(in crate::brain) async fn flush(&mut self) -> Result<(), RunError> {
-        self.journal.flush().await
-    }
-
-    /// Wait for every append in flight.
-    pub(in crate::brain) async fn settle(&mut self) -> Result<(), RunError> {
-        self.journal.settle().await
-    }
-
-    /// A blob to be written with the next append (see [`Journal::put`]).
-    pub(in crate::brain) fn put(&mut self, bytes: Vec<u8>) -> crate::session::BlobRef {
-        self.journal.put(bytes)
-    }
-
-    /// A blob, from the journal's cache or the store.
-    pub(in crate::brain) async fn get(
-        &mut self,
-        blob: &crate::session::BlobRef,
-    ) -> Result<Arc<Vec<u8>>, RunError> {
-        self.journal.get(blob).await
-    }
-
-    /// The last answer, read from its blob.
-    pub(in crate::brain) async fn last_response(
-        &mut self,
-    ) -> Result<Option<ModelResponse>, RunError> {
-        let Some(answer) = self.journal.state.answer.clone() else {
-            return Ok(None);
-        };
-        let bytes = self.get(&answer.response).await?;
-        let parsed = serde_json::from_slice(&bytes).map_err(json_error("a model response blob"))?;
-        Ok(Some(parsed))
-    }
-
     async fn learn_calls(&mut self) -> Result<(), RunError> {
         let calls = self
+            .ctx
             .last_response()
             .await?
             .map(|r| r.tool_calls.into_iter().map(|c| c.id).collect())
             .unwrap_or_default();
-        self.journal.learn_calls(calls);
+        self.ctx.journal.learn_calls(calls);
         Ok(())
     }
 
     /// Finish with the last answer's text.
     async fn finish(&mut self) -> Result<(), RunError> {
         let text = self
+            .ctx
             .last_response()
             .await?
             .and_then(|r| r.text)
             .unwrap_or_default();
-        let finished = self.finished(text).await;
-        self.write(vec![finished]).await
+        let finished = self.ctx.finished(text).await;
+        self.ctx.write(vec![finished]).await
     }
 
-    /// The `finished` event for a final answer of any size: inline when it
-    /// fits [`MAX_INLINE_TEXT`], else a preview plus the whole text as a
-    /// blob. Moved, not cut: the answer is what the session was for.
-    pub(in crate::brain) async fn finished(&mut self, text: String) -> Event {
-        if text.len() <= MAX_INLINE_TEXT {
-            return Event::Finished {
-                summary: Some(text),
-                summary_blob: None,
-            };
-        }
-        let summary = Some(bounded(&text).into_owned());
-        let blob = self.put(text.into_bytes());
-        Event::Finished {
-            summary,
-            summary_blob: Some(blob),
-        }
+    /// Give up this runner's lease without running.
+    pub(in crate::brain) async fn release(self) {
+        let _ = self.ctx.store.release(&self.ctx.lease).await;
     }
 }
 
@@ -543,7 +473,7 @@ mod tests {
     use super::*;
     use crate::brain::bind::{bind, freeze};
     use crate::brain::config::AgentConfig;
-    use crate::brain::model::{ModelError, ModelRequest};
+    use crate::brain::model::{ModelError, ModelRequest, ModelResponse};
     use crate::hands::HandsConfig;
     use crate::session::SqliteStore;
 

@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 
 use crate::brain::agent::attenuation::{self, Capabilities, Refusal};
 use crate::brain::control::lease;
+use crate::brain::core::ctx::Ctx;
 use crate::brain::core::runner::Runner;
 use crate::brain::error::{LogError, RunError, tool_error as error};
 use crate::brain::model::ToolDef;
@@ -156,7 +157,7 @@ fn slice_of(frozen: &crate::brain::bind::Frozen) -> BTreeMap<String, u64> {
     slice
 }
 
-impl<'h> Runner<'h> {
+impl<'h> Ctx<'h> {
     /// Run the `delegate` calls of one answer (ids and inputs, in order):
     /// each checked and announced in turn, then their children run side by
     /// side (`[delegation] max_concurrent` at a time), then each recorded in
@@ -555,6 +556,7 @@ impl<'h> Runner<'h> {
                     Runner::start_with(self.store.clone(), hands, agent, kit, &goal, &owner)
                         .await?;
                 runner
+                    .ctx
                     .write(vec![Event::Delegated {
                         parent: self.session.as_str().to_owned(),
                         call_id: call_id.to_owned(),

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::{HostCtx, HostTool};
 use crate::brain::config::MemoryConfig;
-use crate::brain::core::runner::Runner;
+use crate::brain::core::ctx::Ctx;
 use crate::brain::error::tool_error as error;
 use crate::brain::model::ToolDef;
 use crate::hands::Effect;
@@ -208,7 +208,7 @@ async fn call(ctx: &HostCtx<'_>, name: &str, input: &Value) -> (bool, Value) {
     }
 }
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// The most relevant memories of the `[memory] read` scopes for `query`
     /// (id, text), marked used by this session. None without a bank or
     /// scopes; a bank that fails is logged and skipped — memories help,

@@ -1,18 +1,22 @@
 //! One model turn: build the request from the state, record it, call the
-//! provider with retries — each failed attempt recorded when it happens —
-//! and record the answer, or pause when the attempts run out.
+//! provider with retries (`model::retry::retrying`) — each failed attempt
+//! recorded when it happens, the last one marked `last` when no attempt
+//! follows — and record the answer. What a request given up on does to the
+//! session (pause, or fail for a diverged replay) is `decide`'s.
 
 use std::collections::{HashSet, VecDeque};
-use std::time::Instant;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::brain::core::ctx::Ctx;
 use crate::brain::core::decide::Role;
-use crate::brain::core::runner::Runner;
 use crate::brain::core::state::{CHECK_PREFIX, HistoryItem, MAX_HISTORY_ITEMS};
 use crate::brain::error::{RunError, json_error};
-use crate::brain::model::{Attempts, Message, ModelError, ModelRequest, ModelResponse, ToolCall};
-use crate::session::{BlobRef, Event, PauseKind, PauseReason};
+use crate::brain::model::{
+    Message, ModelError, ModelRequest, ModelResponse, Retried, RetryCaller, ToolCall, retrying,
+};
+use crate::session::{BlobRef, Event};
 
 /// Compact description of a model request, stored instead of the request
 /// itself so the log does not re-store the whole history every step. The
@@ -27,7 +31,7 @@ struct RequestManifest {
     history_items: usize,
     history_omitted: u64,
     /// Identity of the whole request: sha256 over its parts (see
-    /// [`Runner::request_digest`]), not over its JSON, so it costs no
+    /// [`Ctx::request_digest`]), not over its JSON, so it costs no
     /// serialisation of the history per turn.
     request_digest: String,
 }
@@ -75,7 +79,46 @@ struct Built {
     omitted: u64,
 }
 
-impl Runner<'_> {
+/// The loop's side of one turn's retries: every attempt and every wait
+/// dropped for a `pause` or `cancel` (see `steer`), every failure written
+/// as it happens, so a worker killed during the backoff leaves each one in
+/// the log.
+struct Turn<'r, 'h> {
+    runner: &'r mut Ctx<'h>,
+    step: u64,
+    /// The number of this worker's first attempt: attempts count across
+    /// processes.
+    first: u32,
+}
+
+impl RetryCaller for Turn<'_, '_> {
+    type Error = RunError;
+
+    async fn guard<T: Send>(&mut self, work: impl Future<Output = T> + Send) -> Option<T> {
+        self.runner.abandon_on_stop(work).await
+    }
+
+    async fn failed(
+        &mut self,
+        attempt: u32,
+        err: &ModelError,
+        wait: Option<Duration>,
+    ) -> Result<(), RunError> {
+        self.runner
+            .write(vec![Event::ModelFailed {
+                step: self.step,
+                attempt: self.first + attempt - 1,
+                error: err.to_string(),
+                retryable: err.retryable(),
+                retry_after_ms: wait.map(|w| w.as_millis() as u64),
+                kind: Some(err.kind().as_str().to_owned()),
+                last: wait.is_none(),
+            }])
+            .await
+    }
+}
+
+impl Ctx<'_> {
     /// Ask `role` for the answer of turn `step`.
     pub(in crate::brain) async fn ask(&mut self, role: Role, step: u64) -> Result<(), RunError> {
         // The handoff writer sees the worker's context, then its own
@@ -151,7 +194,7 @@ impl Runner<'_> {
         let manifest = self.put(serde_json::to_vec(&manifest).unwrap_or_default());
         // Attempts count across processes: a resumed worker goes on from
         // the highest attempt recorded for this turn.
-        let mut attempt = match &self.journal.state.pending_request {
+        let attempt = match &self.journal.state.pending_request {
             Some(p) if p.step == step => p.attempts + 1,
             _ => 1,
         };
@@ -185,83 +228,29 @@ impl Runner<'_> {
                 }
             })
         };
-        let mut attempts = Attempts::default();
-        loop {
-            let started = Instant::now();
-            let request = wire.as_ref().or(sent.as_ref()).unwrap_or(&built.request);
-            let result = self.abandon_on_stop(provider.complete(request)).await;
-            let result = match result {
-                Some(result) => result,
-                // A pause or cancel arrived: the request is redoable, so
-                // it is dropped here and sent again on resume; the control
-                // is acted on at the loop's next safe point (at once).
-                None => return Ok(()),
-            };
-            let latency_ms = started.elapsed().as_millis() as u64;
-            let err = match result {
-                Ok(response) => {
-                    // Kept for the next turn only once the turn is over:
-                    // a turn abandoned half-way rebuilds from the state.
-                    self.context.built = Some(built);
-                    return self.answered(step, response, latency_ms).await;
-                }
-                Err(err) => err,
-            };
-            let wait = attempts.failed(&self.kit.retry, &err);
-            // Durable as it happens: a worker killed during the backoff
-            // leaves every failure it saw in the log.
-            self.write(vec![Event::ModelFailed {
-                step,
-                attempt,
-                error: err.to_string(),
-                retryable: err.retryable(),
-                retry_after_ms: wait.map(|w| w.as_millis() as u64),
-            }])
-            .await?;
-            if let ModelError::Diverged { .. } = err {
-                // A cassette that no longer matches will not match later.
-                return self
-                    .write(vec![Event::Failed {
-                        error: format!("model: {err}"),
-                    }])
-                    .await;
+        let request = wire.as_ref().or(sent.as_ref()).unwrap_or(&built.request);
+        let policy = self.kit.retry.clone();
+        let mut turn = Turn {
+            runner: self,
+            step,
+            first: attempt,
+        };
+        let outcome = retrying(provider.as_ref(), request, &policy, &mut turn).await;
+        match outcome {
+            Retried::Answered(response, took) => {
+                // Kept for the next turn only once the turn is over: a
+                // turn abandoned half-way rebuilds from the state.
+                self.context.built = Some(built);
+                self.answered(step, response, took.as_millis() as u64).await
             }
-            let Some(wait) = wait else {
-                let detail = if err.retryable() {
-                    format!(
-                        "the model call failed {} times in a row; the last error: {err}",
-                        attempts.tries()
-                    )
-                } else {
-                    format!(
-                        "the model call failed and was not retried (retrying cannot help): {err}"
-                    )
-                };
-                return self
-                    .write(vec![Event::Paused {
-                        reason: PauseReason {
-                            kind: PauseKind::Breaker,
-                            limit: None,
-                            detail,
-                        },
-                    }])
-                    .await;
-            };
-            tracing::debug!(
-                provider = provider.name(),
-                attempt,
-                error = %err,
-                wait_ms = wait.as_millis() as u64,
-                "model call failed; retrying"
-            );
-            if self
-                .abandon_on_stop(tokio::time::sleep(wait))
-                .await
-                .is_none()
-            {
-                return Ok(());
-            }
-            attempt += 1;
+            // The last failure is recorded (`last`): `decide` pauses or
+            // fails the session for it next.
+            Retried::GaveUp(_) => Ok(()),
+            // A pause or cancel arrived: the request is redoable, so it
+            // was dropped and is sent again on resume; the control is
+            // acted on at the loop's next safe point (at once).
+            Retried::Stopped => Ok(()),
+            Retried::Caller(e) => Err(e),
         }
     }
 

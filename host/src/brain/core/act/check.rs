@@ -3,7 +3,7 @@
 //! `[checks]`, confined), each recorded as `check_finished`. The judge's
 //! checks are `act::judge`'s.
 
-use crate::brain::core::runner::Runner;
+use crate::brain::core::ctx::Ctx;
 use crate::brain::error::{RunError, inconsistent};
 use crate::brain::work::plan::Check;
 use crate::checks::resolve::{GrantedDir, resolve};
@@ -13,7 +13,7 @@ use crate::session::Event;
 /// end of a test run says what failed).
 const DETAIL_TAIL: usize = 2048;
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// Run harness check `index` of `task_id` and record its result.
     pub(in crate::brain) async fn run_check(
         &mut self,

@@ -17,6 +17,7 @@ use crate::brain::agent::attenuation::{Capabilities, covers};
 use crate::brain::bind::FrozenPlan;
 use crate::brain::config::PlannerMode;
 use crate::brain::control::lease;
+use crate::brain::core::ctx::Ctx;
 use crate::brain::core::runner::{RunEnd, Runner};
 use crate::brain::error::{RunError, inconsistent};
 use crate::brain::work::plan::{Plan, TaskStatus};
@@ -28,7 +29,7 @@ type ChildRun<'h> = Pin<
 >;
 use crate::session::{Event, PauseKind, PauseReason, SessionId, SessionStatus};
 
-impl<'h> Runner<'h> {
+impl<'h> Ctx<'h> {
     /// Create the child session of `task_id` and record it.
     pub(in crate::brain) async fn start_child(&mut self, task_id: String) -> Result<(), RunError> {
         let Some(plan) = &self.journal.state.plan else {
@@ -273,10 +274,5 @@ impl<'h> Runner<'h> {
         });
         self.write(events).await?;
         Ok(None)
-    }
-
-    /// Give up this runner's lease without running.
-    pub(in crate::brain) async fn release(self) {
-        let _ = self.store.release(&self.lease).await;
     }
 }

@@ -14,7 +14,7 @@ use futures_util::future::join_all;
 use super::ask::calls_by_id;
 use crate::brain::bind::NAME_SEPARATOR;
 use crate::brain::control::approvals::Gate;
-use crate::brain::core::runner::Runner;
+use crate::brain::core::ctx::Ctx;
 use crate::brain::core::state::{CHECK_PREFIX, OpenCall, effect_name};
 use crate::brain::error::{LogError, RunError, json_error};
 use crate::brain::host_tools::{self, HostCtx, Runs};
@@ -29,7 +29,7 @@ struct Ready {
     input: serde_json::Value,
 }
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// Run the calls `ids` of the last answer (turn `step`).
     pub(in crate::brain) async fn dispatch_pending(
         &mut self,
@@ -147,32 +147,13 @@ impl Runner<'_> {
                 Ok((effect, input)) => {
                     if self.needs_approval(&call.name, effect) {
                         // What came before it runs first, so nothing runs
-                        // after a pause is recorded.
+                        // after a request is recorded.
                         self.run_batch(step, std::mem::take(&mut batch)).await?;
                         match self
                             .gate(step, &call.id, &call.name, effect, &input)
                             .await?
                         {
                             Gate::Run => {}
-                            Gate::Denied(reason) => {
-                                let result = self.put(
-                                    serde_json::to_vec(&serde_json::json!({"error": {
-                                        "kind": "denied",
-                                        "message": format!(
-                                            "a person did not approve this call: {reason}"
-                                        ),
-                                    }}))
-                                    .unwrap_or_default(),
-                                );
-                                self.stage(vec![Event::ToolFinished {
-                                    step,
-                                    call_id: call.id,
-                                    ok: false,
-                                    result,
-                                    receipt: serde_json::Value::Null,
-                                }]);
-                                continue;
-                            }
                             // It and the calls after it stay pending until
                             // a person answers.
                             Gate::Wait => return Ok(()),
@@ -445,7 +426,7 @@ impl Runner<'_> {
     }
 }
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// What a host tool's call sees of this runner.
     pub(in crate::brain) fn host_ctx(&self) -> HostCtx<'_> {
         HostCtx {

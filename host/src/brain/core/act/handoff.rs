@@ -2,16 +2,16 @@
 //! replaced with it (or sent back), and the harness's own when the model's
 //! tries ran out (`decide`'s `FallbackHandoff`).
 
+use crate::brain::core::ctx::Ctx;
 use crate::brain::core::prompts;
-use crate::brain::core::runner::Runner;
 use crate::brain::error::{RunError, json_error};
 use crate::brain::work::handoff::{self, Handoff};
 use crate::session::Event;
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// Check the handoff the model wrote; replace the worker's context
     /// with it, or send it back (`decide` counts the refusals and asks
-    /// for [`Runner::fallback_handoff`] when they run out).
+    /// for [`Ctx::fallback_handoff`] when they run out).
     pub(in crate::brain) async fn accept_handoff(&mut self) -> Result<(), RunError> {
         let Some(reply) = self.journal.state.handoff_reply.clone() else {
             return Ok(());

@@ -1,9 +1,9 @@
 //! The judge: a fresh conversation grading a task against a `judge`
 //! check's rubric, and its verdict recorded as `check_finished`.
 
+use crate::brain::core::ctx::Ctx;
 use crate::brain::core::decide::MAX_REJECTED;
 use crate::brain::core::prompts;
-use crate::brain::core::runner::Runner;
 use crate::brain::error::{RunError, inconsistent};
 use crate::brain::work::plan::{self, Check};
 use crate::session::Event;
@@ -19,7 +19,7 @@ struct Verdict {
     missing: Vec<String>,
 }
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// Start the judge on check `index` of `task_id`.
     pub(in crate::brain) async fn start_judge(
         &mut self,
@@ -48,8 +48,14 @@ impl Runner<'_> {
         .await
     }
 
-    /// Read the judge's final answer as its verdict.
-    pub(in crate::brain) async fn accept_verdict(&mut self, step: u64) -> Result<(), RunError> {
+    /// Read the judge's final answer as its verdict. An unreadable one is
+    /// sent back, or — on the `last_try` `decide` gave it — recorded as a
+    /// failed check.
+    pub(in crate::brain) async fn accept_verdict(
+        &mut self,
+        step: u64,
+        last_try: bool,
+    ) -> Result<(), RunError> {
         let Some((task, check)) = self
             .journal
             .state
@@ -68,7 +74,7 @@ impl Runner<'_> {
             });
         let verdict = match parsed {
             Ok(verdict) => verdict,
-            Err(error) if self.rejected() + 1 < MAX_REJECTED => {
+            Err(error) if !last_try => {
                 let message = format!(
                     "The verdict was not readable ({error}). Answer with one JSON object: \
                      {{\"pass\": true or false, \"reasons\": [...], \"missing\": [...]}}."

@@ -6,29 +6,27 @@
 //! `act::handoff`.
 //!
 //! Each action ends in the events that record it; [`decide`](crate::brain::core::decide)
-//! reads them back from the fold and picks what comes next. One give-up
-//! rule is still counted in the executors: after [`MAX_REJECTED`]
-//! unreadable planner answers (or refused revisions) the refusal and the
-//! pause are written in one append here, and `act::judge` records the
-//! judge's last unreadable verdict as a failed check.
+//! reads them back from the fold and picks what comes next. A refused
+//! planner answer or revision is recorded here and nothing more: `decide`
+//! counts the refusals and pauses after `MAX_REJECTED` of them.
 
 use std::sync::Arc;
 
 use crate::brain::bind::PlanNames;
 use crate::brain::config::{DEFAULT_CONTEXT_WINDOW, ModelConfig};
-use crate::brain::core::decide::{MAX_REJECTED, PlanPolicy, PlannerPurpose, Role};
+use crate::brain::core::ctx::Ctx;
+use crate::brain::core::decide::{PlanPolicy, PlannerPurpose, Role};
 use crate::brain::core::prompts::{self, Catalogue, PlannerAsk, WorkerBriefing};
-use crate::brain::core::runner::Runner;
 use crate::brain::core::state::PLANNER;
 use crate::brain::error::{RunError, inconsistent, json_error};
 use crate::brain::model::{ModelProvider, ToolDef};
 use crate::brain::work::handoff::Handoff;
 use crate::brain::work::plan::{self, OPERATOR};
 use crate::hands::Effect;
+use crate::session::Event;
 use crate::session::event::MAX_INLINE_TEXT;
-use crate::session::{Event, PauseKind, PauseReason};
 
-impl Runner<'_> {
+impl Ctx<'_> {
     /// The plan settings `decide` reads, for a planned agent.
     pub(in crate::brain) fn plan_policy(&self) -> Option<PlanPolicy> {
         let frozen = &self.agent.frozen;
@@ -98,7 +96,10 @@ impl Runner<'_> {
             kind: crate::session::PauseKind::Limit,
             limit: Some("max_cost_micros".to_owned()),
             detail: format!(
-                "model `{}` (provider {}) has no price, so max_cost_micros = {max} cannot be                  counted; give it a price in prices.toml (`longhand resume` reads it for a                  model the session has none for), or resume with --raise max_cost_micros=0 to                  run without a money limit",
+                "model `{}` (provider {}) has no price, so max_cost_micros = {max} cannot be \
+                 counted; give it a price in prices.toml (`longhand resume` reads it for a \
+                 model the session has none for), or resume with --raise max_cost_micros=0 to \
+                 run without a money limit",
                 model.model,
                 model.provider.as_str()
             ),
@@ -261,20 +262,14 @@ impl Runner<'_> {
             None => "the planner extends the operator's plan".to_owned(),
         };
         let accepted = weakened.is_empty() || allow;
-        let mut events = vec![Event::PlanRevised {
+        self.write(vec![Event::PlanRevised {
             plan: value,
             author: PLANNER.to_owned(),
             reason,
             accepted,
             weakened,
-        }];
-        if !accepted && self.rejected() + 1 >= MAX_REJECTED {
-            events.push(plan_pause(format!(
-                "the planner's revisions kept removing or changing checks ({MAX_REJECTED} \
-                 refused); see `longhand log`"
-            )));
-        }
-        self.write(events).await
+        }])
+        .await
     }
 
     /// Start an attempt at `task` in a fresh context.
@@ -468,42 +463,17 @@ impl Runner<'_> {
             .unwrap_or_default())
     }
 
-    /// Answers of the current conversation refused so far.
-    pub(in crate::brain) fn rejected(&self) -> u32 {
-        self.journal
-            .state
-            .conversation
-            .as_ref()
-            .map_or(0, |c| c.rejected)
-    }
-
-    /// Send the planner's answer back with `message`, or pause when it has
-    /// had its tries.
+    /// Send the planner's answer back with `message` (the model reads it
+    /// in its history; `decide` counts it).
     pub(in crate::brain) async fn reject(
         &mut self,
         step: u64,
         message: String,
     ) -> Result<(), RunError> {
-        let mut events = vec![Event::Error {
+        self.write(vec![Event::Error {
             step: Some(step),
-            message: message.clone(),
-        }];
-        if self.rejected() + 1 >= MAX_REJECTED {
-            events.push(plan_pause(format!(
-                "the planner gave no valid plan in {MAX_REJECTED} answers; the last problem: {}",
-                prompts::cut(&message, 1000)
-            )));
-        }
-        self.write(events).await
-    }
-}
-
-fn plan_pause(detail: String) -> Event {
-    Event::Paused {
-        reason: PauseReason {
-            kind: PauseKind::Plan,
-            limit: None,
-            detail,
-        },
+            message,
+        }])
+        .await
     }
 }

@@ -5,8 +5,8 @@
 
 use super::roles::{HANDOFF_ROLE, JUDGE, PLANNER, WORKER};
 use super::{
-    Answer, Conversation, HandoffReply, HistoryItem, MAX_HISTORY_ITEMS, PendingRequest,
-    SessionState,
+    Answer, CHECK_PREFIX, Conversation, GaveUp, HandoffReply, HistoryItem, MAX_HISTORY_ITEMS,
+    PendingRequest, Refused, SessionState, StopAsked,
 };
 use crate::session::{BlobRef, Event};
 
@@ -30,15 +30,34 @@ impl SessionState {
                     request: request.clone(),
                     attempts: before.max(*attempt),
                     role: role.clone(),
+                    failures: 0,
+                    gave_up: None,
                 });
             }
-            Event::ModelFailed { step, attempt, .. } => {
+            Event::ModelFailed {
+                step,
+                attempt,
+                error,
+                retryable,
+                kind,
+                last,
+                ..
+            } => {
                 if let Some(p) = &mut self.pending_request
                     && p.step == *step
                 {
                     p.attempts = p.attempts.max(*attempt);
+                    p.failures += 1;
+                    if *last {
+                        p.gave_up = Some(GaveUp {
+                            error: error.clone(),
+                            retryable: *retryable,
+                            kind: kind.clone(),
+                        });
+                    }
                 }
             }
+            Event::CallsLearned { step, calls } => self.learn_calls(*step, calls),
             Event::ModelResponded {
                 step,
                 response,
@@ -70,6 +89,7 @@ impl SessionState {
                 if let Some(c) = &mut self.conversation {
                     c.steps += 1;
                     c.context_tokens = input_tokens + output_tokens;
+                    c.refused = None;
                 }
                 if self.conversation.as_ref().is_none_or(|c| c.role == WORKER) {
                     self.steps_since_progress += 1;
@@ -90,7 +110,14 @@ impl SessionState {
             Event::Error {
                 step: Some(step),
                 message,
-            } => self.feedback(seq, *step, message),
+            } => self.feedback(
+                seq,
+                *step,
+                message,
+                Refused::Answer {
+                    problem: message.clone(),
+                },
+            ),
             Event::Error { step: None, .. } => {}
             Event::RoleStarted {
                 role,
@@ -121,6 +148,13 @@ impl SessionState {
                 by,
             } => {
                 self.last_control = self.last_control.max(*control);
+                if kind == "pause" || kind == "cancel" {
+                    self.stop_asked = Some(StopAsked {
+                        cancel: kind == "cancel",
+                        by: by.clone(),
+                        text: text.clone(),
+                    });
+                }
                 if kind == "send" {
                     self.push_history(HistoryItem::Note {
                         seq,
@@ -163,6 +197,7 @@ impl SessionState {
             context_tokens: 0,
             rejected: 0,
             omitted_before: self.history_omitted,
+            refused: None,
         });
     }
 
@@ -190,7 +225,7 @@ impl SessionState {
     /// checked, or the final answer of a planner or judge conversation, it
     /// is the harness refusing that answer — the model is told why (a note
     /// in its history) and asked again.
-    pub(super) fn feedback(&mut self, seq: u64, step: u64, message: &str) {
+    pub(super) fn feedback(&mut self, seq: u64, step: u64, message: &str, refused: Refused) {
         if self.handoff_reply.as_ref().is_some_and(|h| h.step == step) {
             self.handoff_refused = self.handoff_reply.take().map(|h| h.response);
             self.handoff_problems = Some(message.to_owned());
@@ -210,12 +245,48 @@ impl SessionState {
             self.answer = None;
             if let Some(c) = &mut self.conversation {
                 c.rejected += 1;
+                c.refused = Some(refused);
             }
             self.push_history(HistoryItem::Note {
                 seq,
                 text: message.to_owned(),
             });
         }
+    }
+
+    /// The calls of turn `step`'s answer, learned from its blob (a log
+    /// older than `model_responded.calls`): what that event would have
+    /// said, folded now.
+    fn learn_calls(&mut self, step: u64, calls: &[String]) {
+        let Some(answer) = &mut self.answer else {
+            return;
+        };
+        if answer.step != step || answer.calls.is_some() {
+            return;
+        }
+        // Calls of this answer already resolved (started, finished or in
+        // doubt) are in the history or open after it.
+        let after = self
+            .history
+            .iter()
+            .rev()
+            .take_while(|h| !matches!(h, HistoryItem::Assistant { .. }))
+            .filter_map(|h| match h {
+                HistoryItem::ToolResult { call_id, .. } => Some(call_id.as_str()),
+                HistoryItem::Assistant { .. } | HistoryItem::Note { .. } => None,
+            })
+            .collect::<std::collections::HashSet<_>>();
+        self.pending_calls = calls
+            .iter()
+            .filter(|c| !after.contains(c.as_str()) && !self.open_calls.contains_key(*c))
+            .cloned()
+            .collect();
+        if let Some(HistoryItem::ToolResult { call_id, ok, .. }) = self.history.back()
+            && call_id.starts_with(CHECK_PREFIX)
+        {
+            self.check_passed = Some(*ok);
+        }
+        answer.calls = Some(calls.to_vec());
     }
 
     pub(super) fn push_history(&mut self, item: HistoryItem) {

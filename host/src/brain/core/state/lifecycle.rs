@@ -36,9 +36,31 @@ impl SessionState {
                 }
             }
             Event::Delegated { parent, .. } => self.parent = Some(parent.clone()),
-            Event::Paused { reason } => self.pause = Some(reason.clone()),
+            Event::Paused { reason } => {
+                self.pause = Some(reason.clone());
+                // A pause answers whatever asked for one: a `pause`
+                // control, a model request given up on, a planner refused
+                // too often; after a resume each is tried again. A
+                // `cancel` stands until the session ends.
+                if self.stop_asked.as_ref().is_some_and(|s| !s.cancel) {
+                    self.stop_asked = None;
+                }
+                if let Some(p) = &mut self.pending_request {
+                    p.gave_up = None;
+                }
+                if let Some(c) = &mut self.conversation {
+                    c.refused = None;
+                }
+            }
             Event::Resumed { raised, cause, .. } => {
                 self.pause = None;
+                // An operator's resume answers the pauses posted before it
+                // (`steer` records them as superseded); never a cancel.
+                if *cause == ResumeCause::Operator
+                    && self.stop_asked.as_ref().is_some_and(|s| !s.cancel)
+                {
+                    self.stop_asked = None;
+                }
                 for (k, v) in raised {
                     self.raised.insert(k.clone(), *v);
                 }

@@ -89,6 +89,11 @@ pub struct Conversation {
     /// part of it, so the note on left-out items counts from here.
     #[serde(default)]
     pub omitted_before: u64,
+    /// The last answer was refused and neither a new answer nor a pause
+    /// has followed: with [`MAX_REJECTED`](crate::brain::core::decide::MAX_REJECTED)
+    /// refusals, `decide` gives up on the planner here.
+    #[serde(default)]
+    pub refused: Option<Refused>,
 }
 
 /// A handoff the model wrote, not yet checked.
@@ -170,6 +175,52 @@ pub struct PendingRequest {
     /// The role asking (`worker` in logs before roles).
     #[serde(default = "worker_role")]
     pub role: String,
+    /// Failed attempts since its last `model_requested`: those one worker
+    /// made in a row.
+    #[serde(default)]
+    pub failures: u32,
+    /// The worker gave up on it (a `model_failed` with no wait after it),
+    /// and no pause has answered that yet: `decide` pauses (or fails).
+    #[serde(default)]
+    pub gave_up: Option<GaveUp>,
+}
+
+/// The last failure of a model request the worker gave up on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GaveUp {
+    /// The error, as recorded.
+    pub error: String,
+    /// Whether retrying could have helped (so the attempts ran out).
+    pub retryable: bool,
+    /// The error's kind, when recorded (`diverged` fails the session).
+    #[serde(default)]
+    pub kind: Option<String>,
+}
+
+/// Why the harness refused the last answer of a planner or judge
+/// conversation, until the model answers again or a pause answers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Refused {
+    /// The answer was not valid; the problem the model was told.
+    Answer {
+        /// The message sent back.
+        problem: String,
+    },
+    /// A revision removed or changed checks and the agent does not allow it.
+    Revision,
+}
+
+/// A `pause` or `cancel` from the inbox, recorded (`steered`) and not yet
+/// acted on: `decide` pauses or fails the session for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopAsked {
+    /// `cancel` (the session ends, failed) rather than `pause`.
+    pub cancel: bool,
+    /// Who posted it.
+    pub by: String,
+    /// Their reason, if they gave one.
+    pub text: Option<String>,
 }
 
 fn worker_role() -> String {
@@ -203,7 +254,7 @@ pub const CHECK_PREFIX: &str = "completion-check-";
 ///
 /// Every field defaults when missing, so a snapshot written before a field
 /// existed still decodes; a change of meaning (not just a new field) bumps
-/// the snapshot format version instead (see `brain::snapshot`).
+/// the snapshot format version instead (see [`snapshot`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SessionState {
@@ -309,6 +360,8 @@ pub struct SessionState {
     pub approvals: self::approvals::Approvals,
     /// The highest id of the inbox controls acted on (`steered`).
     pub last_control: u64,
+    /// A `pause` or `cancel` recorded and not yet acted on.
+    pub stop_asked: Option<StopAsked>,
     /// The last event is `detached`: running, left for a worker.
     pub awaiting_worker: bool,
     /// Worker answers since the last progress: a check that passed or a
@@ -394,6 +447,7 @@ impl Default for SessionState {
             changes: Vec::new(),
             approvals: Default::default(),
             last_control: 0,
+            stop_asked: None,
             awaiting_worker: false,
             steps_since_progress: 0,
             read_cache: BTreeMap::new(),
@@ -483,6 +537,7 @@ impl SessionState {
             Event::ModelRequested { .. }
             | Event::ModelFailed { .. }
             | Event::ModelResponded { .. }
+            | Event::CallsLearned { .. }
             | Event::Error { .. }
             | Event::RoleStarted { .. }
             | Event::Handoff { .. }
@@ -504,42 +559,6 @@ impl SessionState {
             | Event::MemoryWritten { .. }
             | Event::Detached { .. } => {}
         }
-    }
-
-    /// Record the calls of an answer whose `model_responded` predates the
-    /// `calls` field, once the loop has read them from its blob. The one
-    /// piece of state not folded from events alone, and only for such logs:
-    /// it is what the event would have said.
-    pub fn learn_calls(&mut self, calls: Vec<String>) {
-        let Some(answer) = &mut self.answer else {
-            return;
-        };
-        if answer.calls.is_some() {
-            return;
-        }
-        // Calls of this answer already resolved (started, finished or in
-        // doubt) are in the history or open after it.
-        let after = self
-            .history
-            .iter()
-            .rev()
-            .take_while(|h| !matches!(h, HistoryItem::Assistant { .. }))
-            .filter_map(|h| match h {
-                HistoryItem::ToolResult { call_id, .. } => Some(call_id.as_str()),
-                HistoryItem::Assistant { .. } | HistoryItem::Note { .. } => None,
-            })
-            .collect::<std::collections::HashSet<_>>();
-        self.pending_calls = calls
-            .iter()
-            .filter(|c| !after.contains(c.as_str()) && !self.open_calls.contains_key(*c))
-            .cloned()
-            .collect();
-        if let Some(HistoryItem::ToolResult { call_id, ok, .. }) = self.history.back()
-            && call_id.starts_with(CHECK_PREFIX)
-        {
-            self.check_passed = Some(*ok);
-        }
-        answer.calls = Some(calls);
     }
 
     /// Whether the session can make no more progress on its own.

@@ -5,7 +5,7 @@
 //! This module owns the snapshot's bytes: [`encode`] (pure), [`decode`] and
 //! [`load_state`] (wake: the latest snapshot plus the tail, or the whole log
 //! when the snapshot cannot be used). It does not decide *when* to snapshot
-//! (the loop does) and never writes to the store: the caller stores the
+//! (the journal does) and never writes to the store: the caller stores the
 //! blobs [`encode`] returns together with the `snapshot` event.
 //!
 //! # Format, version 2

@@ -43,7 +43,7 @@ impl SessionState {
                          checks. Refused: {}",
                         weakened.join("; ")
                     );
-                    self.feedback(seq, step, &text);
+                    self.feedback(seq, step, &text, super::Refused::Revision);
                 }
             }
             Event::TaskStarted {

@@ -1,0 +1,147 @@
+//! What an executor reads and writes: the session's store, the hands that
+//! run its tools, its bound (frozen) agent, the services it calls (a
+//! [`Kit`]), the inbox while running, the lease, the [`Journal`] — the one
+//! writer of the log and of the folded state — and the cache of the last
+//! request.
+//!
+//! Every executor (`core::act`, the inbox controls and the approval gate in
+//! `control`, the host tools' loop side in `host_tools`) is an
+//! `impl Ctx` block: it sees this context and nothing of the runner that
+//! drives it. The runner (`core::runner`) owns one `Ctx` and keeps the
+//! lifecycle — start, wake, the heartbeat, the loop — above it.
+
+use std::sync::Arc;
+
+use super::decide::Policy;
+use super::journal::Journal;
+use super::state::SessionState;
+use crate::brain::agent::BoundAgent;
+use crate::brain::error::{RunError, json_error};
+use crate::brain::launch::Kit;
+use crate::brain::model::ModelResponse;
+use crate::hands::Hands;
+use crate::session::event::{MAX_INLINE_TEXT, bounded};
+use crate::session::{Event, Lease, SessionId, Store};
+
+/// What the executors of one session see.
+pub(in crate::brain) struct Ctx<'h> {
+    pub(in crate::brain) store: Arc<dyn Store>,
+    pub(in crate::brain) hands: &'h Hands,
+    pub(in crate::brain) agent: BoundAgent,
+    /// What it calls — each role's provider, the memory bank, the retry
+    /// policy — and where its children's come from (see `launch`).
+    pub(in crate::brain) kit: Kit,
+    /// Controls from the session's inbox, while running (see `steer`).
+    pub(in crate::brain) inbox:
+        Option<tokio::sync::mpsc::UnboundedReceiver<crate::session::inbox::Control>>,
+    /// The id of the newest `pause` or `cancel` seen in the inbox, while
+    /// running: a model request in flight is dropped for it (see `steer`).
+    pub(in crate::brain) stop: Option<tokio::sync::watch::Receiver<Option<u64>>>,
+    pub(in crate::brain) session: SessionId,
+    pub(in crate::brain) lease: Lease,
+    /// The one writer of the log and of the folded state (`journal.state`).
+    pub(in crate::brain) journal: Journal,
+    /// Parts of the last request, kept to build the next one.
+    pub(in crate::brain) context: crate::brain::core::act::ask::ContextCache,
+}
+
+impl<'h> Ctx<'h> {
+    /// The context of `session`, leased by `lease`, folded up to `state`.
+    pub(in crate::brain) fn new(
+        store: Arc<dyn Store>,
+        hands: &'h Hands,
+        agent: BoundAgent,
+        kit: Kit,
+        session: SessionId,
+        lease: Lease,
+        state: SessionState,
+    ) -> Self {
+        let journal = Journal::new(store.clone(), session.clone(), lease.clone(), state);
+        Self {
+            store,
+            hands,
+            agent,
+            kit,
+            inbox: None,
+            stop: None,
+            session,
+            lease,
+            journal,
+            context: crate::brain::core::act::ask::ContextCache::default(),
+        }
+    }
+
+    /// What `decide` reads besides the state: the frozen agent's policy.
+    /// The one place it is built, for the loop and for the children's
+    /// scheduler alike.
+    pub(in crate::brain) fn policy(&self) -> Policy<'_> {
+        Policy {
+            limits: &self.agent.frozen.limits,
+            has_check: self.agent.frozen.completion.is_some(),
+            plan: self.plan_policy(),
+        }
+    }
+
+    /// Stage `events` in the journal (see [`Journal::stage`]).
+    pub(in crate::brain) fn stage(&mut self, events: Vec<Event>) {
+        self.journal.stage(events);
+    }
+
+    /// Stage `events` and write everything staged.
+    pub(in crate::brain) async fn write(&mut self, events: Vec<Event>) -> Result<(), RunError> {
+        self.journal.write(events).await
+    }
+
+    /// Write everything staged (see [`Journal::flush`]).
+    pub(in crate::brain) async fn flush(&mut self) -> Result<(), RunError> {
+        self.journal.flush().await
+    }
+
+    /// Wait for every append in flight.
+    pub(in crate::brain) async fn settle(&mut self) -> Result<(), RunError> {
+        self.journal.settle().await
+    }
+
+    /// A blob to be written with the next append (see [`Journal::put`]).
+    pub(in crate::brain) fn put(&mut self, bytes: Vec<u8>) -> crate::session::BlobRef {
+        self.journal.put(bytes)
+    }
+
+    /// A blob, from the journal's cache or the store.
+    pub(in crate::brain) async fn get(
+        &mut self,
+        blob: &crate::session::BlobRef,
+    ) -> Result<Arc<Vec<u8>>, RunError> {
+        self.journal.get(blob).await
+    }
+
+    /// The last answer, read from its blob.
+    pub(in crate::brain) async fn last_response(
+        &mut self,
+    ) -> Result<Option<ModelResponse>, RunError> {
+        let Some(answer) = self.journal.state.answer.clone() else {
+            return Ok(None);
+        };
+        let bytes = self.get(&answer.response).await?;
+        let parsed = serde_json::from_slice(&bytes).map_err(json_error("a model response blob"))?;
+        Ok(Some(parsed))
+    }
+
+    /// The `finished` event for a final answer of any size: inline when it
+    /// fits [`MAX_INLINE_TEXT`], else a preview plus the whole text as a
+    /// blob. Moved, not cut: the answer is what the session was for.
+    pub(in crate::brain) async fn finished(&mut self, text: String) -> Event {
+        if text.len() <= MAX_INLINE_TEXT {
+            return Event::Finished {
+                summary: Some(text),
+                summary_blob: None,
+            };
+        }
+        let summary = Some(bounded(&text).into_owned());
+        let blob = self.put(text.into_bytes());
+        Event::Finished {
+            summary,
+            summary_blob: Some(blob),
+        }
+    }
+}
