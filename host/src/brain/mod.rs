@@ -21,9 +21,9 @@ pub mod control;
 pub mod core;
 pub mod error;
 pub mod host_tools;
-pub mod launch;
 pub mod model;
 pub mod pricing;
+pub mod services;
 pub mod work;
 
 // Where these modules lived before the rooms; other modules (and code
@@ -50,6 +50,7 @@ mod bind {
     pub(crate) use super::agent::freeze::*;
     pub(crate) use super::agent::frozen::*;
 }
+pub use self::services as launch;
 pub use model::script;
 
 pub use agent::bind::bind;
