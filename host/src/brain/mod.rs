@@ -21,6 +21,7 @@ pub mod control;
 pub mod core;
 pub mod error;
 pub mod host_tools;
+pub mod launch;
 pub mod model;
 pub mod pricing;
 pub mod services;
@@ -44,13 +45,16 @@ pub use self::work::{handoff, plan};
 // lead removes these after the merge.
 pub use agent::config;
 pub use agent::skills;
+#[allow(
+    unused_imports,
+    reason = "compatibility aliases, removed after the merge"
+)]
 mod bind {
     pub(crate) use super::agent::bind::*;
     pub(crate) use super::agent::config::NAME_SEPARATOR;
     pub(crate) use super::agent::freeze::*;
     pub(crate) use super::agent::frozen::*;
 }
-pub use self::services as launch;
 pub use model::script;
 
 pub use agent::bind::bind;

@@ -1,7 +1,7 @@
-//! Launching a runner: what a session runs with is decided once, at its
-//! start, frozen into its first event, and rebuilt from that alone by every
+//! What a session runs with besides its log: decided once, at its start,
+//! frozen into its first event, and rebuilt from that alone by every
 //! process that wakes it — `resume`, a `longhand worker`, `serve`, a parent
-//! waking its child.
+//! waking its child (the runners themselves are built by `launch`).
 //!
 //! Two halves:
 //! - [`override_models`] writes a flag that replaces the model (`run
@@ -26,12 +26,12 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::bind::{Frozen, price_key};
-use super::config::ModelConfig;
-use super::decide::Role;
-use super::model::{
-    BuildError, ModelFlag, ModelProvider, ProviderKind, RecordingProvider, RetryPolicy,
-    build_provider,
+use crate::brain::agent::config::{MemoryConfig, ModelConfig};
+use crate::brain::agent::frozen::{Frozen, price_key};
+use crate::brain::core::state::roles::Role;
+pub use crate::brain::error::LaunchError;
+use crate::brain::model::{
+    ModelFlag, ModelProvider, ProviderKind, RecordingProvider, RetryPolicy, build_provider,
 };
 use crate::memory::{MemoryBank, MemoryError};
 
@@ -99,41 +99,6 @@ fn point(model: &mut ModelConfig, endpoint: &ModelConfig) {
     model.base_url.clone_from(&endpoint.base_url);
     model.api_key_env.clone_from(&endpoint.api_key_env);
     model.cassette.clone_from(&endpoint.cassette);
-}
-
-/// Why a runner's services cannot be built. Nothing has run.
-#[derive(Debug, thiserror::Error)]
-pub enum LaunchError {
-    /// A model's provider cannot be built (no key for a public API, a
-    /// cassette or script that cannot be read…).
-    #[error("model {model}: {source}")]
-    Provider {
-        /// `provider/model`.
-        model: String,
-        /// Why.
-        source: BuildError,
-    },
-    /// The `--record` cassette cannot be opened.
-    #[error("--record {}: {source}", path.display())]
-    Record {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: super::model::replay::CassetteError,
-    },
-    /// `[memory]` names scopes but this process has no data directory.
-    #[error(
-        "cannot find a data directory for the memory bank: set LONGHAND_HOME (or HOME / XDG_DATA_HOME)"
-    )]
-    NoDataDir,
-    /// The memory bank cannot be opened.
-    #[error("opening the memory bank {}: {source}", path.display())]
-    Memory {
-        /// The bank's file.
-        path: PathBuf,
-        /// Why.
-        source: MemoryError,
-    },
 }
 
 /// Reads an environment variable (a key's).
@@ -338,10 +303,7 @@ impl Services {
     }
 
     /// The memory bank, when `config` names any scope.
-    fn memory(
-        &self,
-        config: &super::config::MemoryConfig,
-    ) -> Result<Option<Arc<MemoryBank>>, LaunchError> {
+    fn memory(&self, config: &MemoryConfig) -> Result<Option<Arc<MemoryBank>>, LaunchError> {
         if config.read.is_empty() && config.search.is_empty() && config.remember.is_none() {
             return Ok(None);
         }
