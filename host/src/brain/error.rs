@@ -1,12 +1,16 @@
 //! The brain's errors: what stops the loop ([`RunError`]), why an agent
-//! cannot be assembled ([`AgentError`]), and what in a log this version
-//! cannot read ([`LogError`]); plus the two small constructors every
+//! cannot be assembled ([`AgentError`]), why a runner's services cannot be
+//! built ([`LaunchError`]), and what in a log this version cannot read
+//! ([`LogError`]); plus the two small constructors every
 //! executor uses, and the JSON shape of an error a host tool hands the model.
 //!
 //! This module sits on the brain's ground floor: it imports nothing from the
-//! brain, so every other module can name these errors without a cycle.
+//! brain but the model's own error types (`model::error`, the cassette's),
+//! so every other module can name these errors without a cycle.
 //! Tool and model failures are *not* here: they are recorded in the log and
 //! handed to the model or pause the session.
+
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
@@ -40,11 +44,46 @@ pub enum RunError {
     /// A model's provider or the memory bank cannot be set up (see
     /// `brain::launch`). Fix the configuration or the environment.
     #[error("{0}")]
-    Launch(#[from] crate::brain::launch::LaunchError),
+    Launch(#[from] LaunchError),
     /// Internal to `run`: a `cancel --now` arrived and the step in flight
     /// was dropped; `run` records it and returns the end, never this.
     #[error("cancelled now")]
     CancelNow(Box<crate::session::inbox::Control>),
+}
+
+/// Why a runner's services cannot be built. Nothing has run.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// A model's provider cannot be built (no key for a public API, a
+    /// cassette or script that cannot be read…).
+    #[error("model {model}: {source}")]
+    Provider {
+        /// `provider/model`.
+        model: String,
+        /// Why.
+        source: crate::brain::model::provider::BuildError,
+    },
+    /// The `--record` cassette cannot be opened.
+    #[error("--record {}: {source}", path.display())]
+    Record {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: crate::brain::model::replay::CassetteError,
+    },
+    /// `[memory]` names scopes but this process has no data directory.
+    #[error(
+        "cannot find a data directory for the memory bank: set LONGHAND_HOME (or HOME / XDG_DATA_HOME)"
+    )]
+    NoDataDir,
+    /// The memory bank cannot be opened.
+    #[error("opening the memory bank {}: {source}", path.display())]
+    Memory {
+        /// The bank's file.
+        path: PathBuf,
+        /// Why.
+        source: crate::memory::MemoryError,
+    },
 }
 
 /// A component as an agent file names it, as an error shows it: cut to a

@@ -1,588 +1,390 @@
-//! Launching a runner: what a session runs with is decided once, at its
-//! start, frozen into its first event, and rebuilt from that alone by every
-//! process that wakes it — `resume`, a `longhand worker`, `serve`, a parent
-//! waking its child.
+//! The one place runners are built: a session started here
+//! ([`Launcher::start`]), one woken from its log ([`Launcher::wake`]) —
+//! `resume`, a `longhand worker`, `serve` — and a parent's children (a
+//! delegated sub-agent, a parallel task's child session), which the
+//! executors start through the [`Launch`] door this module implements.
 //!
-//! Two halves:
-//! - [`override_models`] writes a flag that replaces the model (`run
-//!   --model`, `--cassette`, `--script`) into every model of the frozen
-//!   agent: the worker's, each role's (`[roles.*]`) and each child agent's,
-//!   recursively. `run` calls it before prices are frozen, so every answer
-//!   is priced at the model that gives it and counts toward
-//!   `max_cost_micros`; a woken session has nothing left to guess.
-//! - [`Services`] is what one process adds to frozen agents: one provider
-//!   per distinct model config (a cache, so a cassette, a script or a
-//!   `--record` cassette shared by the worker, its roles and its children
-//!   is one instance), the memory bank, the retry policy, and a wrapper
-//!   such as a worker's rate limits. [`Services::kit`] is the one function
-//!   that turns a frozen agent into what its runner calls (a [`Kit`]): for
-//!   a session started here, a woken one, a delegated child and a parallel
-//!   task's child alike.
+//! A wake folds the log once ([`Waking::load`]): the frozen agent the
+//! runner is bound from and the state it runs on are the same fold. The
+//! lease is taken after binding (binding may take a while), and the events
+//! written meanwhile, if any, are folded in after it.
 //!
-//! This module decides nothing about a session and writes no event; it
-//! reads frozen agents and builds providers.
+//! What a runner calls is built by [`Services`] (`brain::services`); this
+//! module decides nothing about a session and writes no event but the ones
+//! a runner writes when it is created.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
-use super::bind::{Frozen, price_key};
-use super::config::ModelConfig;
-use super::decide::Role;
-use super::model::{
-    BuildError, ModelFlag, ModelProvider, ProviderKind, RecordingProvider, RetryPolicy,
-    build_provider,
-};
-use crate::memory::{MemoryBank, MemoryError};
+use crate::brain::agent::bind::BoundAgent;
+use crate::brain::agent::frozen::Frozen;
+use crate::brain::control::lease;
+use crate::brain::core::ctx::{BindChild, Child, Launch, Parent, Parts};
+use crate::brain::core::runner::Runner;
+use crate::brain::core::state::SessionState;
+use crate::brain::core::state::snapshot;
+use crate::brain::error::{RunError, inconsistent, json_error};
+use crate::brain::model::ModelProvider;
+use crate::hands::Hands;
+use crate::session::{SessionId, SessionStatus, Store};
 
-/// A flag that replaces every model of a session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ModelOverride {
-    /// `--model PROVIDER:MODEL[@BASE_URL]`.
-    Model(ModelFlag),
-    /// `--cassette FILE`: replay every answer from it.
-    Cassette(PathBuf),
-    /// `--script FILE`: answer turn *k* with its *k*-th response.
-    Script(PathBuf),
+// Where these lived before the launcher had a file of its own.
+pub use crate::brain::error::LaunchError;
+pub use crate::brain::services::{Kit, ModelOverride, Services, override_models};
+
+/// Builds the runners of one store and one tool host.
+pub struct Launcher<'h> {
+    store: Arc<dyn Store>,
+    hands: &'h Hands,
 }
 
-impl ModelOverride {
-    /// Point `model` where the flag says, keeping its other settings.
-    pub fn apply(&self, model: &mut ModelConfig) {
-        match self {
-            Self::Model(flag) => flag.clone().apply(model),
-            Self::Cassette(file) => {
-                model.provider = ProviderKind::Replay;
-                model.cassette = Some(file.clone());
-            }
-            Self::Script(file) => {
-                model.provider = ProviderKind::Script;
-                model.cassette = Some(file.clone());
-            }
+/// A session's log folded once, to wake it from: its state and the frozen
+/// agent in its first event.
+pub struct Waking {
+    session: SessionId,
+    state: SessionState,
+}
+
+impl Waking {
+    /// Fold `session` from its latest snapshot and the events after it.
+    pub async fn load(store: &dyn Store, session: SessionId) -> Result<Self, RunError> {
+        let state = snapshot::load_state(store, &session).await?;
+        Ok(Self { session, state })
+    }
+
+    /// The folded state.
+    pub fn state(&self) -> &SessionState {
+        &self.state
+    }
+
+    /// The frozen agent recorded in the session's first event.
+    pub fn frozen(&self) -> Result<Frozen, RunError> {
+        if self.state.agent.is_null() {
+            return Err(inconsistent("the log does not start with session_created"));
         }
+        serde_json::from_value(self.state.agent.clone()).map_err(json_error("the frozen agent"))
     }
 }
 
-/// Replace every model `frozen` calls — its `[model]`, its `[roles.*]`,
-/// and its children's, recursively — with the one `with` names.
-///
-/// The flag is applied to `[model]` as it always was (its request knobs
-/// stay); every other model is then pointed at the same endpoint: the
-/// same provider, model, base URL, key variable and file. A role or child
-/// keeps its own request knobs (`max_tokens`, `temperature`, streaming,
-/// timeouts), but never its own endpoint or key: a key meant for one
-/// server is not sent to another.
-pub fn override_models(frozen: &mut Frozen, with: &ModelOverride) {
-    with.apply(&mut frozen.model);
-    let endpoint = frozen.model.clone();
-    point_below(frozen, &endpoint);
+/// The frozen agent recorded in a session's first event (read from the
+/// latest snapshot and its tail, not from seq 1).
+pub async fn frozen_of(store: &dyn Store, session: &SessionId) -> Result<Frozen, RunError> {
+    Waking::load(store, session.clone()).await?.frozen()
 }
 
-/// Point the roles and children of `frozen` (not its `[model]`) at
-/// `endpoint`'s provider, model, URL, key variable and file.
-fn point_below(frozen: &mut Frozen, endpoint: &ModelConfig) {
-    for role in [&mut frozen.roles.planner, &mut frozen.roles.judge]
-        .into_iter()
-        .flatten()
-    {
-        point(role, endpoint);
-    }
-    for child in frozen.agents.values_mut() {
-        point(&mut child.frozen.model, endpoint);
-        point_below(&mut child.frozen, endpoint);
-    }
-}
-
-fn point(model: &mut ModelConfig, endpoint: &ModelConfig) {
-    model.provider = endpoint.provider;
-    model.model.clone_from(&endpoint.model);
-    model.base_url.clone_from(&endpoint.base_url);
-    model.api_key_env.clone_from(&endpoint.api_key_env);
-    model.cassette.clone_from(&endpoint.cassette);
-}
-
-/// Why a runner's services cannot be built. Nothing has run.
-#[derive(Debug, thiserror::Error)]
-pub enum LaunchError {
-    /// A model's provider cannot be built (no key for a public API, a
-    /// cassette or script that cannot be read…).
-    #[error("model {model}: {source}")]
-    Provider {
-        /// `provider/model`.
-        model: String,
-        /// Why.
-        source: BuildError,
-    },
-    /// The `--record` cassette cannot be opened.
-    #[error("--record {}: {source}", path.display())]
-    Record {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: super::model::replay::CassetteError,
-    },
-    /// `[memory]` names scopes but this process has no data directory.
-    #[error(
-        "cannot find a data directory for the memory bank: set LONGHAND_HOME (or HOME / XDG_DATA_HOME)"
-    )]
-    NoDataDir,
-    /// The memory bank cannot be opened.
-    #[error("opening the memory bank {}: {source}", path.display())]
-    Memory {
-        /// The bank's file.
-        path: PathBuf,
-        /// Why.
-        source: MemoryError,
-    },
-}
-
-/// Reads an environment variable (a key's).
-type Env = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
-
-/// Wraps every provider built (e.g. a worker's shared rate limits).
-type Wrap = Box<dyn Fn(Arc<dyn ModelProvider>) -> Arc<dyn ModelProvider> + Send + Sync>;
-
-/// Where models' answers come from.
-enum Answers {
-    /// From the provider each frozen model config names, built with keys
-    /// read through `Env`.
-    Frozen(Env),
-    /// From this one provider, whatever the config says (tests, benches,
-    /// an embedder with its own model).
-    Only(Arc<dyn ModelProvider>),
-}
-
-/// Where the memory bank is.
-enum Bank {
-    /// In this data directory (`memory::default_path`).
-    In(PathBuf),
-    /// Nowhere to put one: an agent with `[memory]` scopes is refused.
-    Nowhere,
-    /// Not attached: memory tools are not offered.
-    Off,
-}
-
-/// What one process adds to frozen agents to run them; shared by every
-/// runner it builds (see the module docs).
-pub struct Services {
-    answers: Answers,
-    bank: Bank,
-    wrap: Option<Wrap>,
-    record: Option<PathBuf>,
-    retry: RetryPolicy,
-    /// Providers built so far, by [`cache_key`].
-    providers: Mutex<HashMap<String, Arc<dyn ModelProvider>>>,
-    /// The first recorder opened: later ones share its cassette.
-    recorder: Mutex<Option<RecordingProvider<Arc<dyn ModelProvider>>>>,
-    /// The memory bank, once opened.
-    memory: Mutex<Option<Arc<MemoryBank>>>,
-}
-
-impl std::fmt::Debug for Services {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Services")
-            .field("record", &self.record)
-            .field("retry", &self.retry)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A lock that a panic elsewhere does not poison: every value behind one
-/// here is a cache, whole after every insert.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl Services {
-    /// Providers built from each frozen model config, keys read with
-    /// `env`; no memory bank location yet (see [`Services::data_dir`]).
-    pub fn new(env: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
-        Self::with(Answers::Frozen(Box::new(env)), Bank::Nowhere)
+impl<'h> Launcher<'h> {
+    /// Runners of `store`, their tools run by `hands`.
+    pub fn new(store: Arc<dyn Store>, hands: &'h Hands) -> Self {
+        Self { store, hands }
     }
 
-    /// Every model of every runner answered by `provider`, without a
-    /// memory bank.
-    pub fn answering(provider: Arc<dyn ModelProvider>) -> Self {
-        Self::with(Answers::Only(provider), Bank::Off)
-    }
-
-    fn with(answers: Answers, bank: Bank) -> Self {
-        Self {
-            answers,
-            bank,
-            wrap: None,
-            record: None,
-            retry: RetryPolicy::default(),
-            providers: Mutex::default(),
-            recorder: Mutex::default(),
-            memory: Mutex::default(),
+    fn parts(&self, agent: BoundAgent, kit: Kit) -> Parts<'h> {
+        Parts {
+            store: Arc::clone(&self.store),
+            hands: self.hands,
+            agent,
+            kit,
+            launch: &CHILDREN,
         }
     }
 
-    /// Keep the memory bank in `dir` (`None`: there is no data directory,
-    /// and an agent with `[memory]` scopes is refused).
-    pub fn data_dir(mut self, dir: Option<PathBuf>) -> Self {
-        self.bank = dir.map_or(Bank::Nowhere, Bank::In);
-        self
-    }
-
-    /// Record every answer — every role's and every child's — into the
-    /// cassette at `path`, extending it.
-    pub fn record(mut self, path: PathBuf) -> Self {
-        self.record = Some(path);
-        self
-    }
-
-    /// Wrap every provider built with `wrap` (before recording).
-    pub fn wrap(
-        mut self,
-        wrap: impl Fn(Arc<dyn ModelProvider>) -> Arc<dyn ModelProvider> + Send + Sync + 'static,
-    ) -> Self {
-        self.wrap = Some(Box::new(wrap));
-        self
-    }
-
-    /// Retry model calls by `retry`.
-    pub fn retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// What a runner of `frozen` calls: the provider of its `[model]` and
-    /// of each role with its own, and the memory bank when `[memory]`
-    /// names a scope. The one place a runner's providers are built.
-    pub fn kit(self: &Arc<Self>, frozen: &Frozen) -> Result<Kit, LaunchError> {
-        self.kit_in(Arc::default(), frozen)
-    }
-
-    /// [`Services::kit`] for a runner of the session tree whose replays
-    /// are `tree` (see [`Kit::tree`]).
-    fn kit_in(self: &Arc<Self>, tree: Tree, frozen: &Frozen) -> Result<Kit, LaunchError> {
-        let role = |model: &Option<ModelConfig>| {
-            model.as_ref().map(|m| self.provider(&tree, m)).transpose()
-        };
-        Ok(Kit {
-            worker: self.provider(&tree, &frozen.model)?,
-            planner: role(&frozen.roles.planner)?,
-            judge: role(&frozen.roles.judge)?,
-            memory: self.memory(&frozen.memory)?,
-            retry: self.retry.clone(),
-            services: Arc::clone(self),
-            tree,
-        })
-    }
-
-    /// The provider `model` names: built once per distinct config, then
-    /// shared.
-    fn provider(
+    /// Create a session for `agent` with `goal`, calling what `kit` holds
+    /// (built for this agent by [`Services::kit`]), and lease it for
+    /// `owner`.
+    pub async fn start(
         &self,
-        tree: &Tree,
-        model: &ModelConfig,
-    ) -> Result<Arc<dyn ModelProvider>, LaunchError> {
-        let key = match &self.answers {
-            Answers::Only(_) => String::new(),
-            Answers::Frozen(_) => cache_key(model),
-        };
-        // A cassette is read in order: one cursor per session tree (the
-        // session, its roles, its children), never shared by two sessions
-        // a worker runs. Every other provider holds no conversation state
-        // and is shared by the whole process.
-        let mut cache = if matches!(model.provider, ProviderKind::Replay) {
-            lock(tree)
-        } else {
-            lock(&self.providers)
-        };
-        if let Some(provider) = cache.get(&key) {
-            return Ok(Arc::clone(provider));
-        }
-        let built = match &self.answers {
-            Answers::Only(provider) => Arc::clone(provider),
-            Answers::Frozen(env) => {
-                build_provider(model, env).map_err(|source| LaunchError::Provider {
-                    model: price_key(model),
-                    source,
-                })?
-            }
-        };
-        let built = match &self.wrap {
-            Some(wrap) => wrap(built),
-            None => built,
-        };
-        let built = self.recorded(built)?;
-        cache.insert(key, Arc::clone(&built));
-        Ok(built)
+        agent: BoundAgent,
+        kit: Kit,
+        goal: &str,
+        owner: &str,
+    ) -> Result<Runner<'h>, RunError> {
+        Runner::create(self.parts(agent, kit), goal, owner).await
     }
 
-    /// `provider`, recording into the `--record` cassette when one is
-    /// asked for: every recorder shares the first one's cassette.
-    fn recorded(
+    /// Wake the session `waking` folded, bound as `agent` (from its own
+    /// frozen config, [`Waking::frozen`]) and calling what `kit` holds, and
+    /// lease it for `owner`. Events written since the fold are folded in
+    /// once the lease is held.
+    pub async fn wake(
         &self,
+        waking: Waking,
+        agent: BoundAgent,
+        kit: Kit,
+        owner: &str,
+    ) -> Result<Runner<'h>, RunError> {
+        let Waking { session, mut state } = waking;
+        let ttl = lease::ttl();
+        // The store takes a lease whose holder is a dead process of this
+        // machine at once (`session::holder`), and says whose it was.
+        let lease = self.store.acquire_lease(&session, owner, ttl).await?;
+        for record in self.store.read(&session, state.last_seq + 1).await? {
+            state.apply(&record);
+        }
+        Ok(Runner::woken(
+            self.parts(agent, kit),
+            session,
+            lease,
+            ttl,
+            state,
+        ))
+    }
+}
+
+/// Runners built for tests, benches and embedders: every model of the
+/// session and of its children answered by one provider.
+impl<'h> Runner<'h> {
+    /// Create a session for `agent` with `goal`, and lease it; `provider`
+    /// answers every model of it and of its children. A goal longer than
+    /// [`MAX_GOAL_BYTES`](crate::brain::MAX_GOAL_BYTES) is refused before
+    /// anything is created.
+    pub async fn start(
+        store: Arc<dyn Store>,
+        hands: &'h Hands,
+        agent: BoundAgent,
         provider: Arc<dyn ModelProvider>,
-    ) -> Result<Arc<dyn ModelProvider>, LaunchError> {
-        let Some(path) = &self.record else {
-            return Ok(provider);
-        };
-        let mut first = lock(&self.recorder);
-        if let Some(first) = first.as_ref() {
-            return Ok(Arc::new(first.share(provider)));
-        }
-        let opened = RecordingProvider::open(Arc::clone(&provider), path).map_err(|source| {
-            LaunchError::Record {
-                path: path.clone(),
-                source,
-            }
-        })?;
-        let shared = Arc::new(opened.share(provider));
-        *first = Some(opened);
-        Ok(shared)
+        goal: &str,
+        owner: &str,
+    ) -> Result<Self, RunError> {
+        let kit = Arc::new(Services::answering(provider)).kit(&agent.frozen)?;
+        Launcher::new(store, hands)
+            .start(agent, kit, goal, owner)
+            .await
     }
 
-    /// The memory bank, when `config` names any scope.
-    fn memory(
+    /// Wake a session from its log (latest snapshot plus tail) and lease
+    /// it; `provider` answers every model of it and of its children. The
+    /// agent must be bound from the session's own frozen config; see
+    /// [`frozen_of`].
+    pub async fn wake(
+        store: Arc<dyn Store>,
+        hands: &'h Hands,
+        agent: BoundAgent,
+        provider: Arc<dyn ModelProvider>,
+        session: SessionId,
+        owner: &str,
+    ) -> Result<Self, RunError> {
+        let kit = Arc::new(Services::answering(provider)).kit(&agent.frozen)?;
+        let waking = Waking::load(store.as_ref(), session).await?;
+        Launcher::new(store, hands)
+            .wake(waking, agent, kit, owner)
+            .await
+    }
+}
+
+/// How executors start children: runners built here, their kits from the
+/// parent's ([`Kit::child`]), leased under a child owner of the parent's
+/// lease (`lease::child_owner`).
+struct Children;
+
+/// The one [`Launch`] every runner hands its executors.
+static CHILDREN: Children = Children;
+
+#[async_trait::async_trait]
+impl Launch for Children {
+    async fn start<'h>(
         &self,
-        config: &super::config::MemoryConfig,
-    ) -> Result<Option<Arc<MemoryBank>>, LaunchError> {
-        if config.read.is_empty() && config.search.is_empty() && config.remember.is_none() {
-            return Ok(None);
+        parent: Parent<'_, 'h>,
+        agent: BoundAgent,
+        goal: &str,
+        first: Vec<crate::session::Event>,
+    ) -> Result<Box<dyn Child + 'h>, RunError> {
+        let kit = parent.kit.child(&agent.frozen)?;
+        let owner = lease::child_owner(&parent.lease.owner, parent.session);
+        let mut runner = Launcher::new(Arc::clone(parent.store), parent.hands)
+            .start(agent, kit, goal, &owner)
+            .await?;
+        if !first.is_empty() {
+            runner.ctx.write(first).await?;
         }
-        let dir = match &self.bank {
-            Bank::Off => return Ok(None),
-            Bank::Nowhere => return Err(LaunchError::NoDataDir),
-            Bank::In(dir) => dir,
-        };
-        let mut bank = lock(&self.memory);
-        if let Some(bank) = bank.as_ref() {
-            return Ok(Some(Arc::clone(bank)));
+        Ok(Box::new(runner))
+    }
+
+    async fn wake<'h>(
+        &self,
+        parent: Parent<'_, 'h>,
+        session: SessionId,
+        bind: BindChild<'_>,
+    ) -> Result<Box<dyn Child + 'h>, RunError> {
+        let waking = Waking::load(parent.store.as_ref(), session).await?;
+        let agent = bind(waking.frozen()?)?;
+        let kit = parent.kit.child(&agent.frozen)?;
+        let owner = lease::child_owner(&parent.lease.owner, parent.session);
+        let mut runner = Launcher::new(Arc::clone(parent.store), parent.hands)
+            .wake(waking, agent, kit, &owner)
+            .await?;
+        // The parent runs because someone let it go on: a child that
+        // paused (and paused the parent) goes on with it.
+        if runner.state().status == SessionStatus::Paused {
+            runner.resume(Default::default()).await?;
         }
-        let path = crate::memory::default_path(dir);
-        let opened = std::fs::create_dir_all(dir)
-            .map_err(|source| MemoryError::Io {
-                context: format!("creating the data directory {}", dir.display()),
-                source,
-            })
-            .and_then(|()| MemoryBank::open(&path))
-            .map(Arc::new)
-            .map_err(|source| LaunchError::Memory {
-                path: path.clone(),
-                source,
-            })?;
-        *bank = Some(Arc::clone(&opened));
-        Ok(Some(opened))
-    }
-}
-
-/// What tells two model configs' providers apart. A cassette or a script
-/// is its file alone (request knobs are not part of it), so every model
-/// pointed at one file shares one provider; an HTTP provider is its whole
-/// config (URL, key variable, wire settings).
-fn cache_key(model: &ModelConfig) -> String {
-    match model.provider {
-        ProviderKind::Replay | ProviderKind::Script => {
-            format!("{}:{:?}", model.provider.as_str(), model.cassette)
-        }
-        _ => format!("{model:?}"),
-    }
-}
-
-/// What one runner calls, built by [`Services::kit`] from its frozen
-/// agent: the providers of its roles, its memory bank, its retry policy,
-/// and the services its children's kits come from.
-#[derive(Clone)]
-pub struct Kit {
-    worker: Arc<dyn ModelProvider>,
-    planner: Option<Arc<dyn ModelProvider>>,
-    judge: Option<Arc<dyn ModelProvider>>,
-    /// The memory bank `[memory]` scopes refer to, when attached.
-    pub(super) memory: Option<Arc<MemoryBank>>,
-    /// How model calls are retried.
-    pub(super) retry: RetryPolicy,
-    services: Arc<Services>,
-    /// The providers only this session tree shares (its cassette's replay).
-    tree: Tree,
-}
-
-/// Providers by [`cache_key`].
-type Tree = Arc<Mutex<HashMap<String, Arc<dyn ModelProvider>>>>;
-
-impl std::fmt::Debug for Kit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Kit")
-            .field("worker", &self.worker.name())
-            .field("memory", &self.memory.is_some())
-            .field("retry", &self.retry)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Kit {
-    /// The provider that answers `role`: its own model's, or the
-    /// worker's.
-    pub fn provider(&self, role: Role) -> Arc<dyn ModelProvider> {
-        let own = match role {
-            Role::Planner => self.planner.as_ref(),
-            Role::Judge => self.judge.as_ref(),
-            Role::Worker | Role::Handoff => None,
-        };
-        Arc::clone(own.unwrap_or(&self.worker))
-    }
-
-    /// The kit of a child agent frozen as `frozen` (a delegate's or a
-    /// parallel task's): from the same services, with this runner's retry
-    /// policy.
-    pub fn child(&self, frozen: &Frozen) -> Result<Kit, LaunchError> {
-        let mut kit = self.services.kit_in(Arc::clone(&self.tree), frozen)?;
-        kit.retry = self.retry.clone();
-        Ok(kit)
+        Ok(Box::new(runner))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::brain::agent::config::AgentConfig;
+    use crate::brain::agent::freeze::freeze;
+    use crate::brain::model::{ModelError, ModelRequest, ModelResponse};
+    use crate::hands::HandsConfig;
+    use crate::session::{Event, SqliteStore};
 
-    /// A frozen agent with `model`, a judge of its own, and a child with
-    /// its own model and a grandchild.
-    fn tree(script: &std::path::Path) -> Frozen {
-        let model = |name: &str, url: &str| {
-            json!({"provider": "openai", "model": name, "base_url": url,
-                   "api_key_env": format!("{name}_KEY")})
-        };
-        let leaf = json!({"name": "leaf", "instructions": "i", "model": model("leaf", "http://leaf/v1"),
-                          "limits": {}, "tools": [], "completion": null, "base_dir": "/"});
-        let child = json!({"name": "child", "instructions": "i",
-                           "model": model("child", "http://child/v1"),
-                           "roles": {"planner": model("child-planner", "http://cp/v1")},
-                           "limits": {}, "tools": [], "completion": null, "base_dir": "/",
-                           "agents": {"leaf": {"description": "d", "frozen": leaf}}});
-        let mut judge = model("judge", "http://judge/v1");
-        judge["max_tokens"] = json!(77);
-        judge["stream"] = json!(false);
-        let frozen: Frozen = serde_json::from_value(json!({
-            "name": "top", "instructions": "i", "model": model("top", "http://top/v1"),
-            "roles": {"judge": judge},
-            "limits": {}, "tools": [], "completion": null, "base_dir": "/",
-            "agents": {"child": {"description": "d", "frozen": child}}
-        }))
-        .expect("a frozen agent");
-        std::fs::write(script, r#"{"responses": []}"#).expect("script");
-        frozen
-    }
+    /// A model never asked (nothing here runs a turn).
+    struct Unasked;
 
-    /// Every model config of `frozen`, depth first.
-    fn models(frozen: &Frozen) -> Vec<&ModelConfig> {
-        let mut out = vec![&frozen.model];
-        out.extend(frozen.roles.planner.iter());
-        out.extend(frozen.roles.judge.iter());
-        for child in frozen.agents.values() {
-            out.extend(models(&child.frozen));
+    #[async_trait::async_trait]
+    impl ModelProvider for Unasked {
+        fn name(&self) -> &str {
+            "unasked"
         }
-        out
-    }
-
-    #[test]
-    fn an_override_reaches_every_role_and_child_and_keeps_their_knobs() {
-        let dir = tempfile::TempDir::new().expect("tempdir");
-        let mut frozen = tree(&dir.path().join("s.json"));
-        let flag: ModelFlag = "openai:m@http://127.0.0.1:9/v1".parse().expect("flag");
-        override_models(&mut frozen, &ModelOverride::Model(flag));
-        let all = models(&frozen);
-        assert_eq!(all.len(), 5);
-        for m in &all {
-            assert_eq!(m.provider, ProviderKind::OpenAi);
-            assert_eq!(m.model, "m");
-            assert_eq!(m.base_url.as_deref(), Some("http://127.0.0.1:9/v1"));
-            // The key `[model]` kept (same provider), never a role's own.
-            assert_eq!(m.api_key_env.as_deref(), Some("top_KEY"));
+        fn model(&self) -> &str {
+            "unasked"
         }
-        let judge = frozen.roles.judge.as_ref().expect("judge");
-        assert_eq!((judge.max_tokens, judge.stream), (77, false));
-
-        let script = dir.path().join("s.json");
-        override_models(&mut frozen, &ModelOverride::Script(script.clone()));
-        for m in models(&frozen) {
-            assert_eq!(m.provider, ProviderKind::Script);
-            assert_eq!(m.cassette.as_deref(), Some(script.as_path()));
+        async fn complete(&self, _: &ModelRequest) -> Result<ModelResponse, ModelError> {
+            std::future::pending().await
         }
     }
 
-    #[test]
-    fn one_provider_per_distinct_config_and_one_for_a_shared_file() {
-        let dir = tempfile::TempDir::new().expect("tempdir");
-        let script = dir.path().join("s.json");
-        let mut frozen = tree(&script);
-        let services = Arc::new(Services::new(|_| None));
-        // Without an override: the worker and the judge are two servers.
-        let kit = services.kit(&frozen).expect("kit");
-        assert!(!Arc::ptr_eq(
-            &kit.provider(Role::Worker),
-            &kit.provider(Role::Judge)
-        ));
-        assert!(Arc::ptr_eq(
-            &kit.provider(Role::Worker),
-            &kit.provider(Role::Planner)
-        ));
-        let again = services.kit(&frozen).expect("kit");
-        assert!(Arc::ptr_eq(
-            &kit.provider(Role::Judge),
-            &again.provider(Role::Judge)
-        ));
-        // A script for all: one instance for the worker, its judge (other
-        // knobs) and a child's planner.
-        override_models(&mut frozen, &ModelOverride::Script(script));
-        let kit = services.kit(&frozen).expect("kit");
-        let child = &frozen.agents["child"].frozen;
-        let child_kit = kit.child(child).expect("child kit");
-        let worker = kit.provider(Role::Worker);
-        assert_eq!(worker.name(), "script");
-        for other in [
-            kit.provider(Role::Judge),
-            child_kit.provider(Role::Planner),
-            child_kit.provider(Role::Worker),
-        ] {
-            assert!(Arc::ptr_eq(&worker, &other));
-        }
+    async fn agent(dir: &std::path::Path, hands: &Hands) -> BoundAgent {
+        std::fs::write(
+            dir.join("agent.toml"),
+            "name = \"held\"\ninstructions = \"x\"\n[model]\nprovider = \"openai\"\n\
+             model = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+        )
+        .unwrap();
+        let (config, base) = AgentConfig::load(dir).unwrap();
+        let frozen = freeze(hands, &config, &base, |_| None).await.unwrap();
+        crate::brain::agent::bind::bind(hands, frozen, |_| None)
+            .await
+            .unwrap()
     }
 
-    #[test]
-    fn a_cassette_is_one_cursor_per_session_tree_never_shared_by_two_sessions() {
-        let dir = tempfile::TempDir::new().expect("tempdir");
-        let cassette = dir.path().join("c.json");
-        std::fs::write(&cassette, r#"{"version":1,"turns":[]}"#).expect("cassette");
-        let mut frozen = tree(&dir.path().join("s.json"));
-        override_models(&mut frozen, &ModelOverride::Cassette(cassette));
-        let services = Arc::new(Services::new(|_| None));
-        let one = services.kit(&frozen).expect("kit");
-        let two = services.kit(&frozen).expect("kit");
-        let child = one
-            .child(&frozen.agents["child"].frozen)
-            .expect("child kit");
-        assert!(Arc::ptr_eq(
-            &one.provider(Role::Worker),
-            &one.provider(Role::Judge)
-        ));
-        assert!(Arc::ptr_eq(
-            &one.provider(Role::Worker),
-            &child.provider(Role::Worker)
-        ));
-        assert!(!Arc::ptr_eq(
-            &one.provider(Role::Worker),
-            &two.provider(Role::Worker)
-        ));
+    #[tokio::test]
+    async fn a_wake_folds_the_log_once_then_the_events_written_after_that_fold() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let hands = Hands::new(HandsConfig::default()).unwrap();
+        let agent = agent(dir.path(), &hands).await;
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.unwrap());
+        let runner = Runner::start(
+            store.clone(),
+            &hands,
+            agent.clone(),
+            Arc::new(Unasked),
+            "g",
+            "me-1",
+        )
+        .await
+        .unwrap();
+        let session = runner.session().clone();
+        let waking = Waking::load(store.as_ref(), session.clone()).await.unwrap();
+        assert_eq!(
+            serde_json::to_value(waking.frozen().unwrap()).unwrap(),
+            serde_json::to_value(&agent.frozen).unwrap()
+        );
+        let folded = waking.state().last_seq;
+        // Written after the fold, before the wake takes the lease.
+        runner.detach().await.unwrap();
+        let kit = Arc::new(Services::answering(Arc::new(Unasked)))
+            .kit(&agent.frozen)
+            .unwrap();
+        let woken = Launcher::new(store.clone(), &hands)
+            .wake(waking, agent, kit, "me-2")
+            .await
+            .unwrap();
+        assert_eq!(woken.state().last_seq, folded + 1);
+        let whole = snapshot::load_state(store.as_ref(), &session)
+            .await
+            .unwrap();
+        assert_eq!(woken.state().last_seq, whole.last_seq);
+        assert_eq!(woken.state().status, whole.status);
     }
 
-    #[test]
-    fn memory_scopes_without_a_data_directory_are_refused() {
-        let dir = tempfile::TempDir::new().expect("tempdir");
-        let mut frozen = tree(&dir.path().join("s.json"));
-        frozen.memory.read = vec!["project:x".to_owned()];
-        let err = Arc::new(Services::new(|_| None))
-            .kit(&frozen)
-            .expect_err("no data directory");
-        assert!(matches!(err, LaunchError::NoDataDir), "{err}");
-        let services = Arc::new(Services::new(|_| None).data_dir(Some(dir.path().to_owned())));
-        let one = services.kit(&frozen).expect("kit").memory.expect("a bank");
-        let two = services.kit(&frozen).expect("kit").memory.expect("a bank");
-        assert!(Arc::ptr_eq(&one, &two), "one bank per process");
+    #[tokio::test]
+    async fn a_child_starts_and_wakes_through_the_launch_door_under_a_child_owner() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let hands = Hands::new(HandsConfig::default()).unwrap();
+        let agent = agent(dir.path(), &hands).await;
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.unwrap());
+        let parent = Runner::start(
+            store.clone(),
+            &hands,
+            agent.clone(),
+            Arc::new(Unasked),
+            "g",
+            "me-1",
+        )
+        .await
+        .unwrap();
+        let first = vec![Event::Delegated {
+            parent: parent.session().as_str().to_owned(),
+            call_id: "c1".to_owned(),
+            agent: "held".to_owned(),
+            depth: 1,
+        }];
+        let child = parent
+            .ctx
+            .launch
+            .start(parent.ctx.parent(), agent.clone(), "sub", first)
+            .await
+            .unwrap();
+        let id = child.session().clone();
+        assert_ne!(&id, parent.session());
+        assert_eq!(child.state().goal.as_deref(), Some("sub"));
+        // Its first events are written after its goal (folded at once;
+        // on their way to the store).
+        assert_eq!(
+            child.state().parent.as_deref(),
+            Some(parent.session().as_str())
+        );
+        // Held by the child owner of the parent's lease, not by the parent.
+        let owner = lease::child_owner("me-1", parent.session());
+        assert!(
+            store
+                .acquire_lease(&id, "me-1", lease::ttl())
+                .await
+                .is_err()
+        );
+        child.release().await;
+        // Woken from its own log, bound from the frozen agent it holds.
+        let seen = std::sync::Mutex::new(None);
+        let bind: BindChild<'_> = Box::new(|frozen: Frozen| {
+            *seen.lock().unwrap() = Some(frozen.name.clone());
+            let mut agent = agent.clone();
+            agent.frozen = frozen;
+            Ok(agent)
+        });
+        let woken = parent
+            .ctx
+            .launch
+            .wake(parent.ctx.parent(), id.clone(), bind)
+            .await
+            .unwrap();
+        assert_eq!(seen.lock().unwrap().as_deref(), Some("held"));
+        assert_eq!(woken.state().goal.as_deref(), Some("sub"));
+        assert!(
+            store
+                .acquire_lease(&id, "other", lease::ttl())
+                .await
+                .is_err()
+        );
+        woken.release().await;
+        assert_eq!(
+            store
+                .acquire_lease(&id, &owner, lease::ttl())
+                .await
+                .unwrap()
+                .owner,
+            owner
+        );
+        // A child whose frozen agent is refused is never leased.
+        let refused: BindChild<'_> = Box::new(|_| Err(inconsistent("refused")));
+        let err = parent
+            .ctx
+            .launch
+            .wake(parent.ctx.parent(), id.clone(), refused)
+            .await
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("refused"), "{err}");
     }
 }

@@ -24,6 +24,7 @@ pub mod host_tools;
 pub mod launch;
 pub mod model;
 pub mod pricing;
+pub mod services;
 pub mod work;
 
 // Where these modules lived before the rooms; other modules (and code
@@ -43,6 +44,10 @@ pub use self::work::{handoff, plan};
 // lead removes these after the merge.
 pub use agent::config;
 pub use agent::skills;
+#[allow(
+    unused_imports,
+    reason = "compatibility aliases, removed after the merge"
+)]
 mod bind {
     pub(crate) use super::agent::bind::*;
     pub(crate) use super::agent::config::NAME_SEPARATOR;

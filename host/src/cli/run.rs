@@ -19,7 +19,7 @@ use crate::brain::agent::{self, Frozen};
 #[cfg(test)]
 use crate::brain::config::ModelConfig;
 use crate::brain::config::{AgentConfig, SessionLimits};
-use crate::brain::launch::{self, LaunchError, ModelOverride, Services};
+use crate::brain::launch::{self, LaunchError, Launcher, ModelOverride, Services, Waking};
 use crate::brain::model::ModelFlag;
 use crate::brain::state::SessionState;
 use crate::brain::{RunEnd, Runner};
@@ -210,7 +210,9 @@ pub(super) async fn start<'h>(
         .map_err(launch_error)?;
     let store = open_store().await?;
     let bound = agent::bind(hands, frozen, env).await?;
-    let runner = Runner::start_with(store, hands, bound, kit, &goal, owner).await?;
+    let runner = Launcher::new(store, hands)
+        .start(bound, kit, &goal, owner)
+        .await?;
     Ok(Started { runner })
 }
 
@@ -231,8 +233,10 @@ pub async fn resume(args: ResumeArgs) -> anyhow::Result<Outcome> {
         raised.insert(name.to_owned(), value);
     }
     let store = open_store().await?;
-    // A session that is over needs no lease, no tools and no model.
-    let state = crate::brain::load_state(store.as_ref(), &session).await?;
+    // A session that is over needs no lease, no tools and no model. The
+    // log is folded once: this fold is the one the session wakes from.
+    let waking = Waking::load(store.as_ref(), session.clone()).await?;
+    let state = waking.state();
     if state.is_terminal() {
         if args.json {
             println!(
@@ -248,7 +252,7 @@ pub async fn resume(args: ResumeArgs) -> anyhow::Result<Outcome> {
     }
     // The money limit it resumes under must be countable too (the check
     // at `run`, for sessions started before it and for a raised limit).
-    let mut frozen: Frozen = Runner::frozen_of(store.as_ref(), &session).await?;
+    let mut frozen: Frozen = waking.frozen()?;
     fill_prices(&mut frozen)?;
     let cost_limit = raised
         .get("max_cost_micros")
@@ -263,7 +267,7 @@ pub async fn resume(args: ResumeArgs) -> anyhow::Result<Outcome> {
     let hands = hands()?;
     // Every role's and child's answers go into the one cassette.
     let services = Arc::new(services(args.record.as_deref()));
-    let mut runner = wake(store, &hands, &services, session.clone(), &owner()).await?;
+    let mut runner = wake_from(store, &hands, &services, waking, &owner()).await?;
     let from_seq = runner.state().last_seq + 1;
     runner.resume(raised).await?;
     if args.detach {
@@ -285,11 +289,25 @@ pub(super) async fn wake<'h>(
     session: SessionId,
     owner: &str,
 ) -> anyhow::Result<Runner<'h>> {
-    let mut frozen: Frozen = Runner::frozen_of(store.as_ref(), &session).await?;
+    let waking = Waking::load(store.as_ref(), session).await?;
+    wake_from(store, hands, services, waking, owner).await
+}
+
+/// [`wake`] from the fold `waking` holds (the log is folded once).
+async fn wake_from<'h>(
+    store: Arc<dyn Store>,
+    hands: &'h Hands,
+    services: &Arc<Services>,
+    waking: Waking,
+    owner: &str,
+) -> anyhow::Result<Runner<'h>> {
+    let mut frozen: Frozen = waking.frozen()?;
     fill_prices(&mut frozen)?;
     let kit = services.kit(&frozen).map_err(launch_error)?;
     let bound = agent::bind(hands, frozen, env).await?;
-    Ok(Runner::wake_with(store, hands, bound, kit, session, owner).await?)
+    Ok(Launcher::new(store, hands)
+        .wake(waking, bound, kit, owner)
+        .await?)
 }
 
 /// The operator's price file, as refusals name it.

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use super::Outcome;
 use super::env::{hands, open_store, open_url, owner};
 use crate::brain::model::ratelimit::RateLimited;
-use crate::brain::{RunEnd, RunError, Runner};
+use crate::brain::{RunEnd, RunError};
 use crate::session::{SessionId, Store, StoreError};
 
 /// How often the store is asked for runnable sessions when nothing wakes
@@ -200,7 +200,7 @@ async fn by_priority(
         let priority = match priorities.get(&id) {
             Some(p) => *p,
             None => {
-                let p = Runner::frozen_of(store, &id)
+                let p = crate::brain::launch::frozen_of(store, &id)
                     .await
                     .map_or(0, |f| f.priority);
                 priorities.insert(id.clone(), p);

@@ -26,7 +26,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::brain::config::{ApprovePolicy, approve_policy};
+use crate::brain::agent::config::{ApprovePolicy, approve_policy};
 use crate::brain::core::ctx::Ctx;
 use crate::brain::core::journal::now_ms;
 use crate::brain::core::state::approvals::live;

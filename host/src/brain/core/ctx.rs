@@ -9,19 +9,101 @@
 //! `impl Ctx` block: it sees this context and nothing of the runner that
 //! drives it. The runner (`core::runner`) owns one `Ctx` and keeps the
 //! lifecycle — start, wake, the heartbeat, the loop — above it.
+//!
+//! Children (a delegated sub-agent, a parallel task) start through one
+//! door, [`Launch`]: an executor hands it what the parent lends the child
+//! ([`Parent`]) and gets back a [`Child`] to run. The launcher that
+//! implements it (`brain::launch`) is the one place runners are built; no
+//! executor names the runner.
 
 use std::sync::Arc;
 
 use super::decide::Policy;
 use super::journal::Journal;
 use super::state::SessionState;
-use crate::brain::agent::BoundAgent;
+use crate::brain::agent::bind::BoundAgent;
+use crate::brain::agent::frozen::Frozen;
 use crate::brain::error::{RunError, json_error};
-use crate::brain::launch::Kit;
 use crate::brain::model::ModelResponse;
+use crate::brain::services::Kit;
 use crate::hands::Hands;
 use crate::session::event::{MAX_INLINE_TEXT, bounded};
-use crate::session::{Event, Lease, SessionId, Store};
+use crate::session::{Event, Lease, SessionId, SessionStatus, Store};
+
+/// What `run` ended with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEnd {
+    /// Final status: finished, failed or paused.
+    pub status: SessionStatus,
+    /// Why, for paused and failed sessions; the answer, for finished ones.
+    pub detail: Option<String>,
+}
+
+/// What a parent lends the child it starts or wakes: its store, its hands,
+/// the kit the child's comes from, and its lease and session (the child
+/// runs under a child owner of them, see `control::lease::child_owner`).
+#[derive(Clone, Copy)]
+pub(in crate::brain) struct Parent<'a, 'h> {
+    pub(in crate::brain) store: &'a Arc<dyn Store>,
+    pub(in crate::brain) hands: &'h Hands,
+    pub(in crate::brain) kit: &'a Kit,
+    pub(in crate::brain) lease: &'a Lease,
+    pub(in crate::brain) session: &'a SessionId,
+}
+
+/// Binds a woken child from the frozen agent its own log holds (or
+/// refuses it).
+pub(in crate::brain) type BindChild<'a> =
+    Box<dyn FnOnce(Frozen) -> Result<BoundAgent, RunError> + Send + 'a>;
+
+/// A child session started or woken through [`Launch`], its lease held.
+#[async_trait::async_trait]
+pub(in crate::brain) trait Child: Send + Sync {
+    /// Its session id.
+    fn session(&self) -> &SessionId;
+    /// Its folded state.
+    fn state(&self) -> &SessionState;
+    /// Run it until it finishes, fails or pauses.
+    async fn run(&mut self) -> Result<RunEnd, RunError>;
+    /// Give up its lease without running (it runs when woken).
+    async fn release(self: Box<Self>);
+}
+
+/// The one door children start through.
+#[async_trait::async_trait]
+pub(in crate::brain) trait Launch: Send + Sync {
+    /// Create a child session of `agent` with `goal`, its kit from the
+    /// parent's, and write `first` after its goal. Nothing is created when
+    /// its kit cannot be built ([`RunError::Launch`]).
+    async fn start<'h>(
+        &self,
+        parent: Parent<'_, 'h>,
+        agent: BoundAgent,
+        goal: &str,
+        first: Vec<Event>,
+    ) -> Result<Box<dyn Child + 'h>, RunError>;
+
+    /// Wake the child session `session` from its log (folded once), bound
+    /// by `bind` from the frozen agent the log holds; a child that paused
+    /// is resumed (its parent runs because someone let it go on).
+    async fn wake<'h>(
+        &self,
+        parent: Parent<'_, 'h>,
+        session: SessionId,
+        bind: BindChild<'_>,
+    ) -> Result<Box<dyn Child + 'h>, RunError>;
+}
+
+/// What a runner is built from (by the launcher, `brain::launch`): the
+/// store, the hands, the bound agent, what it calls and where its children
+/// start.
+pub(in crate::brain) struct Parts<'h> {
+    pub(in crate::brain) store: Arc<dyn Store>,
+    pub(in crate::brain) hands: &'h Hands,
+    pub(in crate::brain) agent: BoundAgent,
+    pub(in crate::brain) kit: Kit,
+    pub(in crate::brain) launch: &'static dyn Launch,
+}
 
 /// What the executors of one session see.
 pub(in crate::brain) struct Ctx<'h> {
@@ -42,20 +124,26 @@ pub(in crate::brain) struct Ctx<'h> {
     /// The one writer of the log and of the folded state (`journal.state`).
     pub(in crate::brain) journal: Journal,
     /// Parts of the last request, kept to build the next one.
-    pub(in crate::brain) context: crate::brain::core::act::ask::ContextCache,
+    pub(in crate::brain) context: crate::brain::core::act::context::ContextCache,
+    /// Where children start.
+    pub(in crate::brain) launch: &'static dyn Launch,
 }
 
 impl<'h> Ctx<'h> {
     /// The context of `session`, leased by `lease`, folded up to `state`.
     pub(in crate::brain) fn new(
-        store: Arc<dyn Store>,
-        hands: &'h Hands,
-        agent: BoundAgent,
-        kit: Kit,
+        parts: Parts<'h>,
         session: SessionId,
         lease: Lease,
         state: SessionState,
     ) -> Self {
+        let Parts {
+            store,
+            hands,
+            agent,
+            kit,
+            launch,
+        } = parts;
         let journal = Journal::new(store.clone(), session.clone(), lease.clone(), state);
         Self {
             store,
@@ -67,7 +155,19 @@ impl<'h> Ctx<'h> {
             session,
             lease,
             journal,
-            context: crate::brain::core::act::ask::ContextCache::default(),
+            context: crate::brain::core::act::context::ContextCache::default(),
+            launch,
+        }
+    }
+
+    /// What this session lends a child it starts or wakes.
+    pub(in crate::brain) fn parent(&self) -> Parent<'_, 'h> {
+        Parent {
+            store: &self.store,
+            hands: self.hands,
+            kit: &self.kit,
+            lease: &self.lease,
+            session: &self.session,
         }
     }
 

@@ -20,41 +20,33 @@
 //! goes on. docs/design.md ("Durability by effect") states the guarantee.
 //!
 //! The runner decides nothing itself (that is [`decide`]'s) and writes
-//! nothing itself (that is the [`Journal`]'s, which folds every event it
-//! appends): it asks, runs the executor of the action (`core::act`), and
-//! keeps the lease, the inbox and the providers. This module talks to the
-//! store, the hands and a provider through their public APIs only; it does
-//! not know SQL, wasmtime or HTTP.
+//! nothing itself (that is the journal's, `core::journal`, which folds
+//! every event it appends): it asks, runs the executor of the action
+//! (`core::act`, each an `impl Ctx` that sees the [`Ctx`] the runner holds
+//! and never the runner), and keeps the lifecycle — the heartbeat of the
+//! lease, the inbox poller, a recovered wake's note. It is built by the
+//! launcher alone (`brain::launch`, from the frozen session), never by an
+//! executor: children start through `Ctx::launch`. This module talks to
+//! the store, the hands and a provider through their public APIs only; it
+//! does not know SQL, wasmtime or HTTP.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::ctx::Ctx;
+pub use super::ctx::RunEnd;
+use super::ctx::{Child, Ctx, Parts};
 use super::decide::{self, Action};
 pub use super::journal::{Observer, SNAPSHOT_EVERY, durability_of};
 pub(in crate::brain) use super::journal::{digest_hex, now_ms};
 use super::state::SessionState;
-use crate::brain::bind::{BoundAgent, Frozen};
 use crate::brain::control::lease::{self, Heartbeat};
+use crate::brain::error::json_error;
 /// Where the errors lived before `brain::error`; `bind.rs` still names them here.
 pub(in crate::brain) use crate::brain::error::{AgentError, RunError};
-use crate::brain::error::{inconsistent, json_error};
-use crate::brain::launch::{Kit, Services};
-use crate::brain::model::{ModelProvider, RetryPolicy};
-use crate::hands::Hands;
-use crate::session::{Event, EventRecord, Lease, ResumeCause, SessionId, SessionStatus, Store};
+use crate::brain::model::RetryPolicy;
+use crate::session::{Event, EventRecord, Lease, ResumeCause, SessionId, SessionStatus};
 
 pub use crate::brain::error::MAX_GOAL_BYTES;
-
-/// What `run` ended with.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunEnd {
-    /// Final status: finished, failed or paused.
-    pub status: SessionStatus,
-    /// Why, for paused and failed sessions; the answer, for finished ones.
-    pub detail: Option<String>,
-}
 
 /// One worker driving one session.
 pub struct Runner<'h> {
@@ -62,49 +54,34 @@ pub struct Runner<'h> {
     pub(in crate::brain) ctx: Ctx<'h>,
     lease_ttl: Duration,
     /// Set when waking found the session left running by a worker that
-    /// stopped without pausing: recorded as a `resume` event at `run`.
+    /// stopped without pausing: recorded as a `resumed` event at `run`.
     recovered: Option<(ResumeCause, String)>,
 }
 
 impl<'h> Runner<'h> {
-    /// Create a session for `agent` with `goal`, and lease it; `provider`
-    /// answers every model of it and of its children. A goal longer than
-    /// [`MAX_GOAL_BYTES`] is refused before anything is created.
-    pub async fn start(
-        store: Arc<dyn Store>,
-        hands: &'h Hands,
-        agent: BoundAgent,
-        provider: Arc<dyn ModelProvider>,
-        goal: &str,
-        owner: &str,
-    ) -> Result<Self, RunError> {
-        let kit = Arc::new(Services::answering(provider)).kit(&agent.frozen)?;
-        Self::start_with(store, hands, agent, kit, goal, owner).await
-    }
-
-    /// [`Runner::start`] calling what `kit` holds (built for this agent by
-    /// [`Services::kit`]).
-    pub async fn start_with(
-        store: Arc<dyn Store>,
-        hands: &'h Hands,
-        agent: BoundAgent,
-        kit: Kit,
+    /// Create a session for `parts.agent` with `goal`, and lease it for
+    /// `owner`. The launcher (`brain::launch`) is the only caller. A goal
+    /// longer than [`MAX_GOAL_BYTES`] is refused before anything is
+    /// created.
+    pub(in crate::brain) async fn create(
+        parts: Parts<'h>,
         goal: &str,
         owner: &str,
     ) -> Result<Self, RunError> {
         if goal.len() > MAX_GOAL_BYTES {
             return Err(AgentError::GoalTooLong { bytes: goal.len() }.into());
         }
-        let agent_json = serde_json::to_value(&agent.frozen).map_err(json_error("the agent"))?;
+        let frozen = &parts.agent.frozen;
+        let agent_json = serde_json::to_value(frozen).map_err(json_error("the agent"))?;
         let config_digest = digest_hex(agent_json.to_string().as_bytes());
         let created = Event::SessionCreated {
-            agent_name: agent.frozen.name.clone(),
+            agent_name: frozen.name.clone(),
             agent: agent_json,
             config_digest,
         };
-        let session = store.create(&agent.frozen.name, &created).await?;
+        let session = parts.store.create(&frozen.name, &created).await?;
         let ttl = lease::ttl();
-        let lease = store.acquire_lease(&session, owner, ttl).await?;
+        let lease = parts.store.acquire_lease(&session, owner, ttl).await?;
         // The first event is the one just written: fold it without a read.
         let mut state = SessionState::default();
         state.apply(&EventRecord {
@@ -112,7 +89,7 @@ impl<'h> Runner<'h> {
             at_ms: now_ms(),
             event: created,
         });
-        let mut runner = Self::new(store, hands, agent, kit, session, lease, ttl, state);
+        let mut runner = Self::new(parts, session, lease, ttl, state);
         runner
             .ctx
             .write(vec![Event::GoalSet {
@@ -122,40 +99,17 @@ impl<'h> Runner<'h> {
         Ok(runner)
     }
 
-    /// Wake a session from its log (latest snapshot plus tail) and lease it;
-    /// `provider` answers every model of it and of its children. The agent
-    /// must be bound from the session's own frozen config; see
-    /// [`Runner::frozen_of`].
-    pub async fn wake(
-        store: Arc<dyn Store>,
-        hands: &'h Hands,
-        agent: BoundAgent,
-        provider: Arc<dyn ModelProvider>,
+    /// The runner of a woken session: its log folded into `state` (once,
+    /// by the launcher, `brain::launch`) and `lease` taken for `ttl`.
+    pub(in crate::brain) fn woken(
+        parts: Parts<'h>,
         session: SessionId,
-        owner: &str,
-    ) -> Result<Self, RunError> {
-        let kit = Arc::new(Services::answering(provider)).kit(&agent.frozen)?;
-        Self::wake_with(store, hands, agent, kit, session, owner).await
-    }
-
-    /// [`Runner::wake`] calling what `kit` holds (built for the session's
-    /// frozen agent by [`Services::kit`]).
-    pub async fn wake_with(
-        store: Arc<dyn Store>,
-        hands: &'h Hands,
-        agent: BoundAgent,
-        kit: Kit,
-        session: SessionId,
-        owner: &str,
-    ) -> Result<Self, RunError> {
-        let ttl = lease::ttl();
-        // The store takes a lease whose holder is a dead process of this
-        // machine at once (`session::holder`), and says whose it was.
-        let lease = store.acquire_lease(&session, owner, ttl).await?;
+        lease: Lease,
+        ttl: Duration,
+        state: SessionState,
+    ) -> Self {
         let taken_from = lease.taken_from.clone();
-        let state =
-            crate::brain::core::state::snapshot::load_state(store.as_ref(), &session).await?;
-        let mut runner = Self::new(store, hands, agent, kit, session, lease, ttl, state);
+        let mut runner = Self::new(parts, session, lease, ttl, state);
         // Every run ends finished, failed or paused; a session found
         // created or running was left by a worker that stopped mid-run.
         if matches!(
@@ -176,40 +130,21 @@ impl<'h> Runner<'h> {
                 ),
             });
         }
-        Ok(runner)
+        runner
     }
 
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "private constructor of the two doors above"
-    )]
     fn new(
-        store: Arc<dyn Store>,
-        hands: &'h Hands,
-        agent: BoundAgent,
-        kit: Kit,
+        parts: Parts<'h>,
         session: SessionId,
         lease: Lease,
         lease_ttl: Duration,
         state: SessionState,
     ) -> Self {
         Self {
-            ctx: Ctx::new(store, hands, agent, kit, session, lease, state),
+            ctx: Ctx::new(parts, session, lease, state),
             lease_ttl,
             recovered: None,
         }
-    }
-
-    /// The frozen agent recorded in a session's first event.
-    pub async fn frozen_of(store: &dyn Store, session: &SessionId) -> Result<Frozen, RunError> {
-        // From the latest snapshot and its tail, not by reading the log
-        // from seq 1: `store.read(session, 1)` returns every event, which
-        // made waking a million-event session cost a full read.
-        let state = super::state::snapshot::load_state(store, session).await?;
-        if state.agent.is_null() {
-            return Err(inconsistent("the log does not start with session_created"));
-        }
-        serde_json::from_value(state.agent).map_err(json_error("the frozen agent"))
     }
 
     /// Leave the session to another worker: give up the lease without
@@ -450,9 +385,24 @@ impl<'h> Runner<'h> {
         let finished = self.ctx.finished(text).await;
         self.ctx.write(vec![finished]).await
     }
+}
 
-    /// Give up this runner's lease without running.
-    pub(in crate::brain) async fn release(self) {
+/// A child is a runner (built by the launcher for a parent's executor).
+#[async_trait::async_trait]
+impl<'h> Child for Runner<'h> {
+    fn session(&self) -> &SessionId {
+        &self.ctx.session
+    }
+
+    fn state(&self) -> &SessionState {
+        &self.ctx.journal.state
+    }
+
+    async fn run(&mut self) -> Result<RunEnd, RunError> {
+        Runner::run(self).await
+    }
+
+    async fn release(self: Box<Self>) {
         let _ = self.ctx.store.release(&self.ctx.lease).await;
     }
 }
@@ -468,14 +418,16 @@ fn _run_is_send<'a>(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::time::Instant;
 
     use super::*;
-    use crate::brain::bind::{bind, freeze};
-    use crate::brain::config::AgentConfig;
-    use crate::brain::model::{ModelError, ModelRequest, ModelResponse};
-    use crate::hands::HandsConfig;
-    use crate::session::SqliteStore;
+    use crate::brain::agent::bind::bind;
+    use crate::brain::agent::config::AgentConfig;
+    use crate::brain::agent::freeze::freeze;
+    use crate::brain::model::{ModelError, ModelProvider, ModelRequest, ModelResponse};
+    use crate::hands::{Hands, HandsConfig};
+    use crate::session::{SqliteStore, Store};
 
     /// A model that never answers.
     struct Hangs;

@@ -29,9 +29,8 @@ use std::pin::Pin;
 use serde_json::{Value, json};
 
 use crate::brain::agent::attenuation::{self, Capabilities, Refusal};
-use crate::brain::control::lease;
-use crate::brain::core::ctx::Ctx;
-use crate::brain::core::runner::Runner;
+use crate::brain::agent::frozen::Frozen;
+use crate::brain::core::ctx::{BindChild, Child, Ctx, RunEnd};
 use crate::brain::error::{LogError, RunError, tool_error as error};
 use crate::brain::model::ToolDef;
 use crate::hands::Grants;
@@ -68,7 +67,7 @@ impl super::HostTool for Delegate {
 
     async fn call(&self, _: &super::HostCtx<'_>, _: &str, _: &Value) -> (bool, Value) {
         // The loop never calls it: `Runs::AsChild` calls go to
-        // `Runner::delegate_group`, which needs the launcher.
+        // `Ctx::delegate_group`, which starts children through `Launch`.
         (
             false,
             error("failed", "delegate runs as a child session, not inline"),
@@ -78,7 +77,7 @@ impl super::HostTool for Delegate {
 
 /// The `delegate` tool, when the agent has children and may still start
 /// them at its depth.
-pub fn def(frozen: &crate::brain::bind::Frozen) -> Option<ToolDef> {
+pub fn def(frozen: &Frozen) -> Option<ToolDef> {
     if frozen.agents.is_empty() || frozen.depth >= frozen.delegation.max_depth {
         return None;
     }
@@ -126,8 +125,8 @@ fn checked_result(schema: &str, answer: &str) -> Result<Value, String> {
 
 /// A child ready to run, or why it will not.
 enum Prepared<'h> {
-    /// Its agent's name and its runner (boxed: a runner is large).
-    Ready(String, Box<Runner<'h>>),
+    /// Its agent's name and the child, ready to run.
+    Ready(String, Box<dyn Child + 'h>),
     /// Refused before it ran.
     Done(ChildEnd),
 }
@@ -143,7 +142,7 @@ enum ChildEnd {
 }
 
 /// The limits a slice covers, as `child_started.slice` names them.
-fn slice_of(frozen: &crate::brain::bind::Frozen) -> BTreeMap<String, u64> {
+fn slice_of(frozen: &Frozen) -> BTreeMap<String, u64> {
     let l = &frozen.limits;
     let mut slice = BTreeMap::from([
         ("max_steps".to_owned(), l.max_steps),
@@ -181,14 +180,8 @@ impl<'h> Ctx<'h> {
     ) -> Result<(), RunError> {
         type Run<'r> = Pin<
             Box<
-                dyn Future<
-                        Output = (
-                            usize,
-                            String,
-                            Box<Runner<'r>>,
-                            Result<crate::brain::core::runner::RunEnd, RunError>,
-                        ),
-                    > + Send
+                dyn Future<Output = (usize, String, Box<dyn Child + 'r>, Result<RunEnd, RunError>)>
+                    + Send
                     + 'r,
             >,
         >;
@@ -228,7 +221,7 @@ impl<'h> Ctx<'h> {
                 }
             }
             for (index, name, runner, end) in futures_util::future::join_all(runs).await {
-                ends.push((index, self.child_end(&name, &runner, end?)));
+                ends.push((index, self.child_end(&name, runner.as_ref(), end?)));
             }
             ends.sort_by_key(|(index, _)| *index);
             let mut finished = Vec::new();
@@ -462,7 +455,7 @@ impl<'h> Ctx<'h> {
             Prepared::Done(end) => Ok(end),
             Prepared::Ready(name, mut runner) => {
                 let end = runner.run().await?;
-                Ok(self.child_end(&name, &runner, end))
+                Ok(self.child_end(&name, runner.as_ref(), end))
             }
         }
     }
@@ -497,15 +490,16 @@ impl<'h> Ctx<'h> {
             ))));
         };
         let hands = self.hands;
-        let agent = match crate::brain::bind::bind(hands, *child, |v| std::env::var(v).ok()).await {
-            Ok(agent) => agent,
-            Err(e) => {
-                return Ok(Prepared::Done(ChildEnd::Refused(error(
-                    "failed",
-                    format!("agent {name}: {e}"),
-                ))));
-            }
-        };
+        let agent =
+            match crate::brain::agent::bind::bind(hands, *child, |v| std::env::var(v).ok()).await {
+                Ok(agent) => agent,
+                Err(e) => {
+                    return Ok(Prepared::Done(ChildEnd::Refused(error(
+                        "failed",
+                        format!("agent {name}: {e}"),
+                    ))));
+                }
+            };
         // Attenuation, on the grants each side runs with.
         let parent: Vec<&Grants> = self.agent.components.iter().map(|c| &c.grants).collect();
         let wanted: Vec<&Grants> = agent.components.iter().map(|c| &c.grants).collect();
@@ -532,63 +526,53 @@ impl<'h> Ctx<'h> {
             })?),
             None => None,
         };
-        let mut agent = agent;
-        if let Some(id) = &recorded {
-            agent.frozen = Runner::frozen_of(self.store.as_ref(), id).await?;
-        }
-        let kit = match self.kit.child(&agent.frozen) {
-            Ok(kit) => kit,
-            Err(e) => {
+        // A kit that cannot be built refuses the call; nothing is created.
+        let launched = match recorded {
+            Some(id) => {
+                let mut agent = agent;
+                let bind: BindChild<'_> = Box::new(move |frozen| {
+                    agent.frozen = frozen;
+                    Ok(agent)
+                });
+                self.launch.wake(self.parent(), id, bind).await
+            }
+            None => {
+                let first = vec![Event::Delegated {
+                    parent: self.session.as_str().to_owned(),
+                    call_id: call_id.to_owned(),
+                    agent: name.clone(),
+                    depth: self.agent.frozen.depth + 1,
+                }];
+                let slice = slice_of(&agent.frozen);
+                let launched = self.launch.start(self.parent(), agent, &goal, first).await;
+                if let Ok(child) = &launched {
+                    let child = child.session().as_str().to_owned();
+                    self.write(vec![Event::ChildStarted {
+                        call_id: call_id.to_owned(),
+                        child,
+                        agent: name.clone(),
+                        slice,
+                    }])
+                    .await?;
+                }
+                launched
+            }
+        };
+        let runner = match launched {
+            Ok(runner) => runner,
+            Err(RunError::Launch(e)) => {
                 return Ok(Prepared::Done(ChildEnd::Refused(error(
                     "failed",
                     format!("agent {name}: {e}"),
                 ))));
             }
+            Err(e) => return Err(e),
         };
-        let owner = lease::child_owner(&self.lease.owner, &self.session);
-        let mut runner = match recorded {
-            Some(id) => {
-                Runner::wake_with(self.store.clone(), hands, agent, kit, id, &owner).await?
-            }
-            None => {
-                let slice = slice_of(&agent.frozen);
-                let mut runner =
-                    Runner::start_with(self.store.clone(), hands, agent, kit, &goal, &owner)
-                        .await?;
-                runner
-                    .ctx
-                    .write(vec![Event::Delegated {
-                        parent: self.session.as_str().to_owned(),
-                        call_id: call_id.to_owned(),
-                        agent: name.clone(),
-                        depth: self.agent.frozen.depth + 1,
-                    }])
-                    .await?;
-                self.write(vec![Event::ChildStarted {
-                    call_id: call_id.to_owned(),
-                    child: runner.session().as_str().to_owned(),
-                    agent: name.clone(),
-                    slice,
-                }])
-                .await?;
-                runner
-            }
-        };
-        // This session runs because someone let it go on: a child that
-        // paused (and paused it) goes on with it.
-        if runner.state().status == SessionStatus::Paused {
-            runner.resume(BTreeMap::new()).await?;
-        }
-        Ok(Prepared::Ready(name, Box::new(runner)))
+        Ok(Prepared::Ready(name, runner))
     }
 
     /// How a child's run ended, for its `delegate` call.
-    fn child_end(
-        &self,
-        name: &str,
-        runner: &Runner<'h>,
-        end: crate::brain::core::runner::RunEnd,
-    ) -> ChildEnd {
+    fn child_end(&self, name: &str, runner: &dyn Child, end: RunEnd) -> ChildEnd {
         let child_id = runner.session().as_str().to_owned();
         match end.status {
             // The child's session id is in `child_started`, not here: the

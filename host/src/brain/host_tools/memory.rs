@@ -12,12 +12,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{HostCtx, HostTool};
-use crate::brain::config::MemoryConfig;
+use crate::brain::agent::config::MemoryConfig;
 use crate::brain::core::ctx::Ctx;
 use crate::brain::error::tool_error as error;
 use crate::brain::model::ToolDef;
 use crate::hands::Effect;
 use crate::memory::{MemorySource, NewMemory};
+use crate::session::Event;
 
 /// The component name host memory tools are recorded under.
 pub const COMPONENT: &str = "memory";
@@ -126,6 +127,21 @@ impl HostTool for Memory {
 
     async fn call(&self, ctx: &HostCtx<'_>, tool: &str, input: &Value) -> (bool, Value) {
         call(ctx, tool, input).await
+    }
+
+    fn followed_by(&self, tool: &str, call_id: &str, result: &[u8]) -> Option<Event> {
+        if tool != REMEMBER {
+            return None;
+        }
+        let entry = serde_json::from_slice::<Value>(result).ok()?;
+        let text = |key: &str| entry.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+        Some(Event::MemoryWritten {
+            id: text("id").unwrap_or_default(),
+            scope: text("scope").unwrap_or_default(),
+            text: text("text").unwrap_or_default(),
+            supersedes: text("supersedes"),
+            call_id: Some(call_id.to_owned()),
+        })
     }
 }
 

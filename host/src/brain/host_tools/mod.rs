@@ -4,15 +4,17 @@
 //!
 //! Each is one [`HostTool`]: which of its tools this agent is offered, each
 //! tool's effect, and how a call runs. The loop finds them through
-//! [`REGISTRY`] — by asking each host tool whether it serves a name — and
-//! never compares tool names itself. What a host tool sees is a
+//! [`REGISTRY`] — by asking each host tool whether it serves a name, and
+//! what a call of it is followed by in the log — and never compares tool
+//! names itself. What a host tool sees is a
 //! [`HostCtx`]: the frozen agent, the memory bank and where in the session
 //! the call is; it never sees the runner.
 //!
 //! A host tool with [`Runs::AsChild`] (delegate) is not run by
-//! [`HostTool::call`]: its calls start child sessions, which the loop's
-//! children executor runs side by side (`host_tools::delegate`). Its
-//! `call` answers that it cannot run inline.
+//! [`HostTool::call`]: its calls start child sessions through the one
+//! launcher door (`core::ctx::Launch`), run side by side
+//! (`host_tools::delegate`). Its `call` answers that it cannot run inline.
+//! No host tool imports an executor or the runner.
 
 pub mod delegate;
 pub mod memory;
@@ -22,10 +24,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::brain::bind::Frozen;
+use crate::brain::agent::frozen::Frozen;
 use crate::brain::model::ToolDef;
 use crate::hands::Effect;
 use crate::memory::MemoryBank;
+use crate::session::Event;
 
 /// What a host tool's call may read.
 pub(in crate::brain) struct HostCtx<'a> {
@@ -73,6 +76,13 @@ pub(in crate::brain) trait HostTool: Sync {
     /// Run a call of `tool` with `input`: `(ok, result JSON)`. Only called
     /// for a tool [`HostTool::effect`] accepted.
     async fn call(&self, ctx: &HostCtx<'_>, tool: &str, input: &Value) -> (bool, Value);
+
+    /// The event a successful call `call_id` of `tool` is followed by in
+    /// the log, read from its `result` (memory's `memory_written`). Default:
+    /// none.
+    fn followed_by(&self, _tool: &str, _call_id: &str, _result: &[u8]) -> Option<Event> {
+        None
+    }
 }
 
 /// Every host tool, in the order their tools are offered to the model.

@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 use super::{HostCtx, HostTool};
+use crate::brain::agent::skills::{LOAD, load, load_tool_def};
 use crate::brain::model::ToolDef;
-use crate::brain::skills::{LOAD, load, load_tool_def};
 use crate::hands::Effect;
 
 /// `skill__load`, offered when the agent has skills. Read-only: it returns

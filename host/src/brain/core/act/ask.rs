@@ -4,11 +4,12 @@
 //! follows — and record the answer. What a request given up on does to the
 //! session (pause, or fail for a diverged replay) is `decide`'s.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::context::Built;
 use crate::brain::core::ctx::Ctx;
 use crate::brain::core::decide::Role;
 use crate::brain::core::state::{CHECK_PREFIX, HistoryItem, MAX_HISTORY_ITEMS};
@@ -43,41 +44,6 @@ struct RequestManifest {
 const MAX_CALL_ID: usize = 64;
 
 pub use crate::brain::model::MAX_CALLS_PER_ANSWER;
-
-/// What a runner keeps between turns so a request costs what the turn
-/// added, not the whole history: the history changes only at its ends
-/// (answers and results are appended; whole turns are dropped from the
-/// front), so the last request is updated at its ends instead of rebuilt.
-#[derive(Default)]
-pub(in crate::brain) struct ContextCache {
-    /// The system prompt's and the tool list's blobs, per role (fixed for
-    /// a session).
-    fixed: std::collections::HashMap<&'static str, (BlobRef, BlobRef)>,
-    /// The goal and its blob.
-    goal: Option<(String, BlobRef)>,
-    /// The last request, and which history items it holds.
-    built: Option<Built>,
-    /// Call ids used in this session's history so far (a superset of those
-    /// still in it), built from the history once per runner.
-    call_ids: Option<HashSet<String>>,
-}
-
-/// A request as last built from the state.
-struct Built {
-    /// The role it was built for (the handoff writer's is the worker's).
-    role: Role,
-    request: ModelRequest,
-    /// Messages before the history: the goal, then the note on left-out
-    /// items when there are any.
-    prefix: usize,
-    /// The history seq of each message after the prefix, in order.
-    seqs: VecDeque<u64>,
-    /// The last history seq looked at (items that make no message, such as
-    /// a passed completion check, are looked at but hold no place).
-    through: u64,
-    /// `history_omitted` when built.
-    omitted: u64,
-}
 
 /// The loop's side of one turn's retries: every attempt and every wait
 /// dropped for a `pause` or `cancel` (see `steer`), every failure written
@@ -173,7 +139,7 @@ impl Ctx<'_> {
         let mut request_digest = self.request_digest(request, [&system, &tools, &goal]);
         if let Some(sent) = &sent {
             let extra = &sent.messages[built.request.messages.len()..];
-            request_digest = crate::brain::core::runner::digest_hex(
+            request_digest = crate::brain::core::journal::digest_hex(
                 format!(
                     "{request_digest}\0{}",
                     serde_json::to_string(extra).unwrap_or_default()

@@ -151,7 +151,7 @@ impl Ctx<'_> {
 
     /// The agent's granted directories, as command checks see them.
     pub(in crate::brain) fn granted_dirs(&self) -> Vec<GrantedDir> {
-        crate::brain::bind::granted_dirs(
+        crate::brain::agent::freeze::granted_dirs(
             self.agent
                 .components
                 .iter()

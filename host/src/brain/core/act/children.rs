@@ -14,20 +14,28 @@ use std::future::Future;
 use std::pin::Pin;
 
 use crate::brain::agent::attenuation::{Capabilities, covers};
-use crate::brain::bind::FrozenPlan;
-use crate::brain::config::PlannerMode;
-use crate::brain::control::lease;
-use crate::brain::core::ctx::Ctx;
-use crate::brain::core::runner::{RunEnd, Runner};
+use crate::brain::agent::config::PlannerMode;
+use crate::brain::agent::frozen::FrozenPlan;
+use crate::brain::core::ctx::{BindChild, Child, Ctx, RunEnd};
 use crate::brain::error::{RunError, inconsistent};
 use crate::brain::work::plan::{Plan, TaskStatus};
-
-/// A child session's run: it owns the child's runner and gives it back
-/// with the end, so children can be added while others run.
-type ChildRun<'h> = Pin<
-    Box<dyn Future<Output = (String, String, Runner<'h>, Result<RunEnd, RunError>)> + Send + 'h>,
->;
 use crate::session::{Event, PauseKind, PauseReason, SessionId, SessionStatus};
+
+/// A child session's run: it owns the child and gives it back with the
+/// end, so children can be added while others run.
+type ChildRun<'h> = Pin<
+    Box<
+        dyn Future<
+                Output = (
+                    String,
+                    String,
+                    Box<dyn Child + 'h>,
+                    Result<RunEnd, RunError>,
+                ),
+            > + Send
+            + 'h,
+    >,
+>;
 
 impl<'h> Ctx<'h> {
     /// Create the child session of `task_id` and record it.
@@ -53,10 +61,10 @@ impl<'h> Ctx<'h> {
             });
         }
         let goal = self.journal.state.goal.clone().unwrap_or_default();
-        let owner = lease::child_owner(&self.lease.owner, &self.session);
-        let kit = self.kit.child(&agent.frozen)?;
-        let child =
-            Runner::start_with(self.store.clone(), self.hands, agent, kit, &goal, &owner).await?;
+        let child = self
+            .launch
+            .start(self.parent(), agent, &goal, Vec::new())
+            .await?;
         let child_id = child.session().as_str().to_owned();
         // It runs when the parent awaits it, woken from its log.
         child.release().await;
@@ -104,7 +112,10 @@ impl<'h> Ctx<'h> {
         let mut paused = Vec::new();
         while let Some((task, child, runner, end)) = pool.next().await {
             let end = end?;
-            if let Some(note) = self.record_child(&task, &child, &runner, end).await? {
+            if let Some(note) = self
+                .record_child(&task, &child, runner.as_ref(), end)
+                .await?
+            {
                 paused.push(note);
             }
             drop(runner);
@@ -153,43 +164,32 @@ impl<'h> Ctx<'h> {
     }
 
     /// Wake the child session of `task` and return its run as a future
-    /// that owns the child's runner.
+    /// that owns the child.
     async fn child_run(&mut self, task: String, child: String) -> Result<ChildRun<'h>, RunError> {
         let id: SessionId = child
             .parse()
             .map_err(|_| inconsistent(&format!("the child session id {child} does not parse")))?;
-        let frozen = Runner::frozen_of(self.store.as_ref(), &id).await?;
         // The child runs with this agent's bound grants and its own frozen
         // agent read back from its log: one holding more than this agent
         // does (a log edited by hand) is refused, by the same rule as a
         // delegated child.
-        if let Err(refusals) = covers(
-            &Capabilities::of_frozen(&self.agent.frozen),
-            &Capabilities::of_frozen(&frozen),
-        ) {
-            let refusals: Vec<String> = refusals.iter().map(ToString::to_string).collect();
-            return Err(inconsistent(&format!(
-                "the child session {child} holds more than this agent: {}",
-                refusals.join("; ")
-            )));
-        }
         let mut agent = self.agent.clone();
-        agent.frozen = frozen;
-        let kit = self.kit.child(&agent.frozen)?;
-        let mut runner = Runner::wake_with(
-            self.store.clone(),
-            self.hands,
-            agent,
-            kit,
-            id,
-            &lease::child_owner(&self.lease.owner, &self.session),
-        )
-        .await?;
-        // The parent runs because someone let it go on: a child that paused
-        // (and paused the parent) goes on with it.
-        if runner.state().status == SessionStatus::Paused {
-            runner.resume(Default::default()).await?;
-        }
+        let name = child.clone();
+        let bind: BindChild<'_> = Box::new(move |frozen| {
+            if let Err(refusals) = covers(
+                &Capabilities::of_frozen(&agent.frozen),
+                &Capabilities::of_frozen(&frozen),
+            ) {
+                let refusals: Vec<String> = refusals.iter().map(ToString::to_string).collect();
+                return Err(inconsistent(&format!(
+                    "the child session {name} holds more than this agent: {}",
+                    refusals.join("; ")
+                )));
+            }
+            agent.frozen = frozen;
+            Ok(agent)
+        });
+        let mut runner = self.launch.wake(self.parent(), id, bind).await?;
         Ok(Box::pin(async move {
             let end = runner.run().await;
             (task, child, runner, end)
@@ -203,7 +203,7 @@ impl<'h> Ctx<'h> {
         &mut self,
         task: &str,
         child: &str,
-        runner: &Runner<'h>,
+        runner: &dyn Child,
         end: RunEnd,
     ) -> Result<Option<String>, RunError> {
         match end.status {

@@ -12,7 +12,7 @@
 use futures_util::future::join_all;
 
 use super::ask::calls_by_id;
-use crate::brain::bind::NAME_SEPARATOR;
+use crate::brain::agent::config::NAME_SEPARATOR;
 use crate::brain::control::approvals::Gate;
 use crate::brain::core::ctx::Ctx;
 use crate::brain::core::state::{CHECK_PREFIX, OpenCall, effect_name};
@@ -69,10 +69,14 @@ impl Ctx<'_> {
             let Some(call) = self.journal.state.open_calls.get(&call_id).cloned() else {
                 continue;
             };
-            let child = host_tools::REGISTRY
-                .iter()
-                .any(|host| host.runs() == Runs::AsChild && host.name() == call.component);
-            if child && call.tool == crate::brain::host_tools::delegate::DELEGATE {
+            // A call of a host tool that runs as a child session: recorded
+            // under its component, and a tool it serves to this agent.
+            let child = host_tools::REGISTRY.iter().any(|host| {
+                host.runs() == Runs::AsChild
+                    && host.name() == call.component
+                    && host.effect(&self.host_ctx(), &call.tool).is_some()
+            });
+            if child {
                 // Never in doubt: its child is found by the record, or was
                 // never named and never ran (see `delegate`).
                 let bytes = self.get(&call.input).await?;
@@ -356,9 +360,12 @@ impl Ctx<'_> {
                     if let (Some(key), Some(object)) = (key, receipt.as_object_mut()) {
                         object.insert("cache_key".to_owned(), key.into());
                     }
-                    let written = (ok && ready.name == crate::brain::host_tools::memory::REMEMBER)
-                        .then(|| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
-                        .flatten();
+                    let written = if ok {
+                        host_tools::find(&self.host_ctx(), &ready.name)
+                            .and_then(|(host, _)| host.followed_by(&ready.name, &ready.id, &bytes))
+                    } else {
+                        None
+                    };
                     (ok, self.put(bytes), receipt, written)
                 }
                 (None, None) => continue,
@@ -370,15 +377,8 @@ impl Ctx<'_> {
                 result,
                 receipt,
             });
-            if let Some(entry) = written {
-                let text = |key: &str| entry.get(key).and_then(|v| v.as_str()).map(str::to_owned);
-                finished.push(Event::MemoryWritten {
-                    id: text("id").unwrap_or_default(),
-                    scope: text("scope").unwrap_or_default(),
-                    text: text("text").unwrap_or_default(),
-                    supersedes: text("supersedes"),
-                    call_id: Some(ready.id),
-                });
+            if let Some(event) = written {
+                finished.push(event);
             }
         }
         self.stage(finished);

@@ -1,6 +1,8 @@
-//! The executors: one file per family of [`Action`](super::decide::Action).
-//! The runner (`core::runner`) is the only caller; an executor never calls
-//! another.
+//! The executors: one file per family of [`Action`](super::decide::Action),
+//! each an `impl Ctx` block: an executor sees the session's context
+//! (`core::ctx`) — store, hands, frozen agent, kit, inbox, lease, journal —
+//! and never the runner. The runner (`core::runner`) is the only caller;
+//! children start through `Ctx::launch`, never by naming the runner.
 //!
 //! - [`ask`]: ask a role's model for its next answer;
 //! - [`dispatch`]: run the last answer's tool calls (and recover calls a
@@ -9,11 +11,14 @@
 //! - [`check`]: a task's harness checks (tool and command);
 //! - [`judge`]: a task's `judge` checks;
 //! - [`handoff`]: replacing a full worker context with a handoff;
-//! - [`children`]: tasks run side by side in child sessions.
+//! - [`children`]: tasks run side by side in child sessions;
+//! - [`context`]: the ask executor's cache of the last request (held by
+//!   the context, `core::ctx`).
 
 pub(in crate::brain) mod ask;
 pub(in crate::brain) mod check;
 pub(in crate::brain) mod children;
+pub(in crate::brain) mod context;
 pub(in crate::brain) mod dispatch;
 pub(in crate::brain) mod handoff;
 pub(in crate::brain) mod judge;

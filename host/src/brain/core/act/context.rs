@@ -1,0 +1,44 @@
+//! The ask executor's cache (`act::ask`): what a runner keeps between
+//! turns so a request costs what the turn added. Its own file, below
+//! `core::ctx` (which holds one) and `act::ask` (which fills it).
+
+use std::collections::{HashSet, VecDeque};
+
+use crate::brain::core::state::roles::Role;
+use crate::brain::model::ModelRequest;
+use crate::session::BlobRef;
+
+/// What a runner keeps between turns so a request costs what the turn
+/// added, not the whole history: the history changes only at its ends
+/// (answers and results are appended; whole turns are dropped from the
+/// front), so the last request is updated at its ends instead of rebuilt.
+#[derive(Default)]
+pub(in crate::brain) struct ContextCache {
+    /// The system prompt's and the tool list's blobs, per role (fixed for
+    /// a session).
+    pub(in crate::brain) fixed: std::collections::HashMap<&'static str, (BlobRef, BlobRef)>,
+    /// The goal and its blob.
+    pub(in crate::brain) goal: Option<(String, BlobRef)>,
+    /// The last request, and which history items it holds.
+    pub(in crate::brain) built: Option<Built>,
+    /// Call ids used in this session's history so far (a superset of those
+    /// still in it), built from the history once per runner.
+    pub(in crate::brain) call_ids: Option<HashSet<String>>,
+}
+
+/// A request as last built from the state.
+pub(in crate::brain) struct Built {
+    /// The role it was built for (the handoff writer's is the worker's).
+    pub(in crate::brain) role: Role,
+    pub(in crate::brain) request: ModelRequest,
+    /// Messages before the history: the goal, then the note on left-out
+    /// items when there are any.
+    pub(in crate::brain) prefix: usize,
+    /// The history seq of each message after the prefix, in order.
+    pub(in crate::brain) seqs: VecDeque<u64>,
+    /// The last history seq looked at (items that make no message, such as
+    /// a passed completion check, are looked at but hold no place).
+    pub(in crate::brain) through: u64,
+    /// `history_omitted` when built.
+    pub(in crate::brain) omitted: u64,
+}
