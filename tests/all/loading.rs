@@ -241,7 +241,12 @@ async fn digest_mismatch_is_refused_before_compiling() {
         .expect("the right digest loads");
     assert_eq!(tool.digest(), digest_of(&bytes));
     assert_eq!(hands.compiles(), 1);
-    assert_eq!(cache_entries(&cache).len(), 1, "{:?}", cache_entries(&cache));
+    assert_eq!(
+        cache_entries(&cache).len(),
+        1,
+        "{:?}",
+        cache_entries(&cache)
+    );
 }
 
 /// A component refused for its imports is judged from its bytes: however

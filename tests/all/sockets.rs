@@ -105,6 +105,10 @@ async fn sockets_load_and_every_attempt_is_denied() {
         "{:?}",
         outcome.receipt.denied
     );
-    assert!(outcome.receipt.used.is_empty(), "{:?}", outcome.receipt.used);
+    assert!(
+        outcome.receipt.used.is_empty(),
+        "{:?}",
+        outcome.receipt.used
+    );
     assert_still_serves().await;
 }

@@ -23,9 +23,9 @@ use super::bindings::ToolPre;
 use super::bound;
 use super::call::CallState;
 use super::caps::{UnsupportedImport, check_imports};
-use wasmparser::{ComponentTypeRef, Encoding, Parser, Payload};
 use super::grants::Access;
 use super::schema::{InputSchema, SchemaLoader};
+use wasmparser::{ComponentTypeRef, Encoding, Parser, Payload};
 
 /// What running a tool does to the world; decides what is re-run after a crash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

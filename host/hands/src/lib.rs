@@ -40,8 +40,8 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use wasmtime_wasi_http::FieldMapError;
 
 pub use component::{
-    CapabilityRequests, ComponentInfo, DirRequest, Effect, LoadError, LoadedTool,
-    PinnedLoadError, ToolSpec, digest_of,
+    CapabilityRequests, ComponentInfo, DirRequest, Effect, LoadError, LoadedTool, PinnedLoadError,
+    ToolSpec, digest_of,
 };
 pub use grants::{
     Access, DirGrant, DirIdentity, DirSpec, GrantError, GrantSpec, Grants, HostPattern, LimitSpec,
@@ -643,54 +643,54 @@ struct Read<'a> {
 
 /// Read a component's bytes and hash them.
 fn read<'a>(source: ToolSource<'a>) -> Result<Read<'a>, LoadError> {
-        let (label, bytes): (String, std::borrow::Cow<'a, [u8]>) = match source {
-            ToolSource::Builtin(name) => {
-                let b = builtin::builtin(name).ok_or_else(|| LoadError::UnknownBuiltin {
-                    name: name.to_owned(),
-                    known: builtin::BUILTINS
-                        .iter()
-                        .map(|b| b.name)
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                })?;
-                (name.to_owned(), b.wasm.into())
-            }
-            ToolSource::File(path) => {
-                let owned = std::fs::read(path).map_err(|cause| LoadError::Read {
-                    path: path.to_owned(),
-                    cause,
-                })?;
-                (path.display().to_string(), owned.into())
-            }
-            ToolSource::Bytes { label, bytes } => (label.to_owned(), bytes.into()),
-        };
-        // Built-ins are embedded: remember their digests instead of hashing
-        // megabytes on every load.
-        let digest = match source {
-            ToolSource::Builtin(name) => {
-                static DIGESTS: std::sync::OnceLock<
-                    std::sync::Mutex<std::collections::HashMap<String, String>>,
-                > = std::sync::OnceLock::new();
-                let map = DIGESTS.get_or_init(Default::default);
-                let known = map.lock().ok().and_then(|m| m.get(name).cloned());
-                match known {
-                    Some(d) => d,
-                    None => {
-                        let d = digest_of(&bytes);
-                        if let Ok(mut m) = map.lock() {
-                            m.insert(name.to_owned(), d.clone());
-                        }
-                        d
+    let (label, bytes): (String, std::borrow::Cow<'a, [u8]>) = match source {
+        ToolSource::Builtin(name) => {
+            let b = builtin::builtin(name).ok_or_else(|| LoadError::UnknownBuiltin {
+                name: name.to_owned(),
+                known: builtin::BUILTINS
+                    .iter()
+                    .map(|b| b.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+            (name.to_owned(), b.wasm.into())
+        }
+        ToolSource::File(path) => {
+            let owned = std::fs::read(path).map_err(|cause| LoadError::Read {
+                path: path.to_owned(),
+                cause,
+            })?;
+            (path.display().to_string(), owned.into())
+        }
+        ToolSource::Bytes { label, bytes } => (label.to_owned(), bytes.into()),
+    };
+    // Built-ins are embedded: remember their digests instead of hashing
+    // megabytes on every load.
+    let digest = match source {
+        ToolSource::Builtin(name) => {
+            static DIGESTS: std::sync::OnceLock<
+                std::sync::Mutex<std::collections::HashMap<String, String>>,
+            > = std::sync::OnceLock::new();
+            let map = DIGESTS.get_or_init(Default::default);
+            let known = map.lock().ok().and_then(|m| m.get(name).cloned());
+            match known {
+                Some(d) => d,
+                None => {
+                    let d = digest_of(&bytes);
+                    if let Ok(mut m) = map.lock() {
+                        m.insert(name.to_owned(), d.clone());
                     }
+                    d
                 }
             }
-            _ => digest_of(&bytes),
-        };
-        Ok(Read {
-            label,
-            bytes,
-            digest,
-        })
+        }
+        _ => digest_of(&bytes),
+    };
+    Ok(Read {
+        label,
+        bytes,
+        digest,
+    })
 }
 
 fn tool_error(err: bindings::longhand::tool::types::ToolError) -> CallError {

@@ -31,10 +31,10 @@ use std::sync::{Arc, Mutex};
 
 use wasmtime::component::{HasData, Linker, Resource};
 use wasmtime_wasi::p2::SocketResult;
+use wasmtime_wasi::p2::bindings::sockets::network::{ErrorCode, IpAddressFamily, Network};
 use wasmtime_wasi::p2::bindings::sockets::{
     instance_network, ip_name_lookup, network, tcp, tcp_create_socket, udp, udp_create_socket,
 };
-use wasmtime_wasi::p2::bindings::sockets::network::{ErrorCode, IpAddressFamily, Network};
 use wasmtime_wasi::p2::{TcpSocket, UdpSocket};
 use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsCtxView, WasiSocketsView};
 
