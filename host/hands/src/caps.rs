@@ -312,8 +312,29 @@ pub(crate) struct Sockets;
 impl Capability for Sockets {
     const NAME: &'static str = "sockets";
 
+    /// Every `wasi:sockets` 0.2 interface. The three entry points go
+    /// through [`super::sockets::DeniedSockets`], which records them; the
+    /// rest is wasmtime-wasi's, unreachable without a socket.
     fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-        super::sockets::link(linker)
+        use super::sockets::DeniedSockets;
+        use wasmtime_wasi::p2::bindings::sockets::{
+            instance_network, ip_name_lookup, network, tcp, tcp_create_socket, udp,
+            udp_create_socket,
+        };
+        use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView};
+
+        // wasmtime-wasi's own view, through its blanket impl for WasiView.
+        let plain = <CallState as WasiSocketsView>::sockets;
+        let denied = CallState::denied_sockets;
+        let l = linker;
+        network::add_to_linker::<CallState, WasiSockets>(l, &Default::default(), plain)?;
+        instance_network::add_to_linker::<CallState, WasiSockets>(l, plain)?;
+        tcp::add_to_linker::<CallState, WasiSockets>(l, plain)?;
+        udp::add_to_linker::<CallState, WasiSockets>(l, plain)?;
+        tcp_create_socket::add_to_linker::<CallState, DeniedSockets>(l, denied)?;
+        udp_create_socket::add_to_linker::<CallState, DeniedSockets>(l, denied)?;
+        ip_name_lookup::add_to_linker::<CallState, DeniedSockets>(l, denied)?;
+        Ok(())
     }
 
     fn prepare(_grants: &Grants, _call: &mut CallBuilder) -> wasmtime::Result<()> {

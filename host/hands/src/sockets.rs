@@ -24,21 +24,22 @@
 //!   created, so the address it would have connected to is never known.
 //!
 //! There is no grant for sockets: no field of [`super::grants::Grants`]
-//! reaches this module. What this module must not do: open, bind or look up
-//! anything on the host.
+//! reaches this module. [`super::caps`] links the interfaces and
+//! [`super::call`] builds the view per call; this module knows neither the
+//! store's data type nor the linker. What it must not do: open, bind or look
+//! up anything on the host.
 
 use std::sync::{Arc, Mutex};
 
-use wasmtime::component::{HasData, Linker, Resource};
+use wasmtime::component::{HasData, Resource};
 use wasmtime_wasi::p2::SocketResult;
 use wasmtime_wasi::p2::bindings::sockets::network::{ErrorCode, IpAddressFamily, Network};
 use wasmtime_wasi::p2::bindings::sockets::{
-    instance_network, ip_name_lookup, network, tcp, tcp_create_socket, udp, udp_create_socket,
+    ip_name_lookup, network, tcp_create_socket, udp_create_socket,
 };
 use wasmtime_wasi::p2::{TcpSocket, UdpSocket};
-use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsCtxView, WasiSocketsView};
+use wasmtime_wasi::sockets::WasiSocketsCtxView;
 
-use super::call::CallState;
 use super::receipt::Journal;
 
 /// Capability name in receipts.
@@ -63,28 +64,14 @@ impl DeniedSocketsView<'_> {
     }
 }
 
-/// [`HasData`] for the interfaces whose entry points are recorded.
-struct DeniedSockets;
+/// [`HasData`] for the interfaces whose entry points are recorded (TCP
+/// socket, UDP socket, name lookup); [`super::caps`] links them with it and
+/// the rest of `wasi:sockets` with wasmtime-wasi's own view, unreachable
+/// without a socket.
+pub(crate) struct DeniedSockets;
 
 impl HasData for DeniedSockets {
     type Data<'a> = DeniedSocketsView<'a>;
-}
-
-/// Link every `wasi:sockets` 0.2 interface. The three entry points (TCP
-/// socket, UDP socket, name lookup) go through [`DeniedSocketsView`]; the
-/// rest is wasmtime-wasi's, unreachable without a socket.
-pub(crate) fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-    // wasmtime-wasi's own view, through the blanket impl for WasiView.
-    let sockets = <CallState as WasiSocketsView>::sockets;
-    let l = linker;
-    network::add_to_linker::<CallState, WasiSockets>(l, &Default::default(), sockets)?;
-    instance_network::add_to_linker::<CallState, WasiSockets>(l, sockets)?;
-    tcp::add_to_linker::<CallState, WasiSockets>(l, sockets)?;
-    udp::add_to_linker::<CallState, WasiSockets>(l, sockets)?;
-    tcp_create_socket::add_to_linker::<CallState, DeniedSockets>(l, CallState::denied_sockets)?;
-    udp_create_socket::add_to_linker::<CallState, DeniedSockets>(l, CallState::denied_sockets)?;
-    ip_name_lookup::add_to_linker::<CallState, DeniedSockets>(l, CallState::denied_sockets)?;
-    Ok(())
 }
 
 fn family(family: IpAddressFamily) -> &'static str {
