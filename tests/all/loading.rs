@@ -1,10 +1,15 @@
 //! Loading: what the host refuses before a single guest instruction runs.
 //!
-//! A component is judged by its imports against the capability table; one
-//! that imports raw sockets or an unknown interface is refused with the
-//! import named, and bytes that are not a component are refused with advice.
+//! A component is judged by its digest pin and its imports, read from its
+//! bytes, before it is compiled: one that is not the pinned component, or
+//! imports an unknown interface, is refused with the digest or import named,
+//! and is never compiled or cached; bytes that are not a component are
+//! refused with advice. (`wasi:sockets` loads, to be refused call by call:
+//! see `sockets`.)
 
-use longhand_host::hands::{Grants, Hands, HandsConfig, LoadError, ToolSource};
+use longhand_host::hands::{
+    Grants, Hands, HandsConfig, LoadError, PinnedLoadError, ToolSource, digest_of,
+};
 use serde_json::json;
 
 use crate::fixtures;
@@ -32,26 +37,6 @@ async fn probe_loads_and_describes_itself() {
             probe.capabilities()
         );
     }
-}
-
-#[tokio::test]
-async fn raw_sockets_are_refused_at_load() {
-    let err = load_err(ToolSource::File(fixtures::SOCKETS.as_ref())).await;
-    let LoadError::Unsupported { cause, .. } = &err else {
-        panic!("expected Unsupported, got {err:?}");
-    };
-    assert!(
-        cause.import.starts_with("wasi:sockets/"),
-        "{}",
-        cause.import
-    );
-    let message = err.to_string();
-    assert!(message.contains("wasi:sockets/"), "{message}");
-    assert!(
-        message.contains("wasi:http"),
-        "the message should point to http: {message}"
-    );
-    assert_still_serves().await;
 }
 
 #[tokio::test]
@@ -201,4 +186,99 @@ async fn compile_cache_is_private_reused_and_self_healing() {
         "entry not rewritten"
     );
     assert_eq!(entries().len(), 1, "{:?}", entries());
+}
+
+/// A fresh host with a compile cache of its own, and a way to list it.
+fn host_with_cache(cache: &std::path::Path) -> Hands {
+    Hands::new(HandsConfig {
+        cache_dir: Some(cache.to_owned()),
+        max_concurrent_calls: 2,
+    })
+    .expect("engine")
+}
+
+fn cache_entries(cache: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(cache)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default()
+}
+
+/// A pinned digest is compared before anything is compiled: the wrong
+/// component costs a hash, leaves the cache empty and is never compiled;
+/// the right one then compiles once and is cached.
+#[tokio::test]
+async fn digest_mismatch_is_refused_before_compiling() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let hands = host_with_cache(&cache);
+    let source = ToolSource::File(fixtures::PROBE.as_ref());
+    let pin = format!("sha256:{}", "0".repeat(64));
+
+    for _ in 0..2 {
+        let err = hands
+            .load_pinned(source, &pin)
+            .await
+            .expect_err("the probe is not the pinned component");
+        let PinnedLoadError::Mismatch {
+            expected, actual, ..
+        } = &err
+        else {
+            panic!("expected a mismatch, got {err:?}");
+        };
+        assert_eq!(expected, &pin);
+        assert!(actual.starts_with("sha256:"), "{actual}");
+        let message = err.to_string();
+        assert!(message.contains(&pin), "{message}");
+        assert!(message.contains("update the pin"), "{message}");
+    }
+    assert_eq!(hands.compiles(), 0, "a refused component was compiled");
+    assert_eq!(cache_entries(&cache), Vec::<std::path::PathBuf>::new());
+
+    let bytes = std::fs::read(fixtures::PROBE).expect("read the probe");
+    let tool = hands
+        .load_pinned(source, &digest_of(&bytes))
+        .await
+        .expect("the right digest loads");
+    assert_eq!(tool.digest(), digest_of(&bytes));
+    assert_eq!(hands.compiles(), 1);
+    assert_eq!(
+        cache_entries(&cache).len(),
+        1,
+        "{:?}",
+        cache_entries(&cache)
+    );
+}
+
+/// A component refused for its imports is judged from its bytes: however
+/// often it is tried, it is never compiled and never cached.
+#[tokio::test]
+async fn refused_imports_are_never_compiled_or_cached() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let hands = host_with_cache(&cache);
+    for _ in 0..3 {
+        let err = hands
+            .load(ToolSource::File(fixtures::BAD_IMPORT.as_ref()))
+            .await
+            .expect_err("refused");
+        let LoadError::Unsupported { cause, .. } = &err else {
+            panic!("expected Unsupported, got {err:?}");
+        };
+        assert_eq!(cause.import, "evil:backdoor/api");
+    }
+    // Pinned to its own digest, it is refused for its imports all the same.
+    let bytes = std::fs::read(fixtures::BAD_IMPORT).expect("read the fixture");
+    let err = hands
+        .load_pinned(
+            ToolSource::File(fixtures::BAD_IMPORT.as_ref()),
+            &digest_of(&bytes),
+        )
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(err, PinnedLoadError::Load(LoadError::Unsupported { .. })),
+        "{err:?}"
+    );
+    assert_eq!(hands.compiles(), 0, "a refused component was compiled");
+    assert_eq!(cache_entries(&cache), Vec::<std::path::PathBuf>::new());
 }

@@ -21,6 +21,7 @@ mod fixtures {
 mod support;
 
 mod builtins;
+mod componentize;
 mod dirs;
 mod fuzz;
 mod guest_text;
@@ -32,3 +33,4 @@ mod sandbox;
 mod scheduling;
 mod schemas;
 mod secrets;
+mod sockets;

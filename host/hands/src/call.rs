@@ -15,6 +15,7 @@ use bytes::Bytes;
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
+use wasmtime_wasi::sockets::WasiSocketsCtxView;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpHooks, WasiHttpView};
 
@@ -24,6 +25,7 @@ use super::fs::{FsState, GuardedFsView, WriteQuota};
 use super::grants::{Grants, Limits};
 use super::net::HttpPolicy;
 use super::receipt::{Captured, Journal, Progress};
+use super::sockets::DeniedSocketsView;
 
 /// Store data of one call.
 pub(crate) struct CallState {
@@ -42,6 +44,17 @@ impl CallState {
         GuardedFsView {
             table: &mut self.table,
             fs: &mut self.fs,
+        }
+    }
+
+    /// The recording, refusing `wasi:sockets` view (see [`super::sockets`]).
+    pub(crate) fn denied_sockets(&mut self) -> DeniedSocketsView<'_> {
+        DeniedSocketsView {
+            inner: WasiSocketsCtxView {
+                ctx: self.wasi.sockets(),
+                table: &mut self.table,
+            },
+            journal: &self.journal,
         }
     }
 }
@@ -190,8 +203,10 @@ impl CallBuilder {
             journal.clone(),
         ));
         let mut wasi = WasiCtxBuilder::new();
-        // Nothing ambient: no args, no inherited env, no network, and the
-        // socket checks refuse everything even though sockets are never linked.
+        // Nothing ambient: no args, no inherited env, no network. This is
+        // what refuses every socket: wasi:sockets is linked (so libc-built
+        // guests load) but wasmtime-wasi makes no TCP or UDP socket and
+        // checks no address through here (see `super::sockets`).
         wasi.allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)

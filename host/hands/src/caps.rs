@@ -9,11 +9,14 @@
 //!
 //! Linking an interface gives the guest *nothing* by itself: a linked
 //! `wasi:filesystem` with no preopened directory sees no files, a linked
-//! `wasi:http` with no host pattern has every request denied. Interfaces that
-//! are not in the table (raw sockets above all) are never linked, and a
-//! component importing them is refused at load by [`check_imports`].
+//! `wasi:http` with no host pattern has every request denied, and
+//! `wasi:sockets` is linked only so that libc-built guests (CPython, later
+//! Go and .NET) load: there is no grant for it, and every TCP, UDP and name
+//! lookup is refused (see [`super::sockets`]). Interfaces that are not in the
+//! table are never linked, and a component importing them is refused at load
+//! by [`check_imports`], from its bytes, before anything is compiled.
 
-use wasmtime::component::{Linker, types::ComponentItem};
+use wasmtime::component::Linker;
 
 use super::call::{CallBuilder, CallState};
 use super::grants::{Access, Grants};
@@ -107,6 +110,22 @@ pub const CAPABILITIES: &[CapabilityInfo] = &[
         // Any request to a granted host may change something there.
         changes: |g| !g.hosts.is_empty(),
     },
+    CapabilityInfo {
+        name: "sockets",
+        interfaces: &[
+            "wasi:sockets/network",
+            "wasi:sockets/instance-network",
+            "wasi:sockets/tcp",
+            "wasi:sockets/tcp-create-socket",
+            "wasi:sockets/udp",
+            "wasi:sockets/udp-create-socket",
+            "wasi:sockets/ip-name-lookup",
+        ],
+        grant: "never granted: linked so libc-built guests load; every TCP, UDP and name \
+                lookup is refused (access-denied) and recorded in the receipt",
+        // Nothing can be opened, so nothing can be changed.
+        changes: |_| false,
+    },
 ];
 
 /// Whether a component using `capabilities` (its [`check_imports`]
@@ -139,14 +158,17 @@ pub struct UnsupportedImport {
 
 /// Check every import of a component against the table; returns the
 /// capability names it may use, or the first unsupported import.
-pub(crate) fn check_imports(
-    component: &wasmtime::component::Component,
-    engine: &wasmtime::Engine,
+///
+/// `imports` are the component's top-level imports, each with whether it is
+/// an instance (an interface): they come from its bytes
+/// ([`super::component::imports_of`]), so a refused component is never
+/// compiled. A function or type imported under an interface's name does not
+/// count as the interface.
+pub(crate) fn check_imports<'a>(
+    imports: impl IntoIterator<Item = (&'a str, bool)>,
 ) -> Result<Vec<&'static str>, UnsupportedImport> {
-    let ty = component.component_type();
     let mut used = Vec::new();
-    for (name, item) in ty.imports(engine) {
-        let is_instance = matches!(item.ty, ComponentItem::ComponentInstance(_));
+    for (name, is_instance) in imports {
         match capability_for_import(name) {
             Some(cap) if is_instance => {
                 if !used.contains(&cap.name) {
@@ -155,8 +177,9 @@ pub(crate) fn check_imports(
             }
             _ => {
                 let hint = if name.starts_with("wasi:sockets/") {
-                    "; raw TCP, UDP and DNS are never available to tools: use wasi:http (e.g. \
-                     the SDK's http::fetch) with an --allow-host grant"
+                    "; wasi:sockets is linked only to be refused, and only its 0.2 interfaces: \
+                     reach the network through wasi:http (e.g. the SDK's http::fetch) with an \
+                     --allow-host grant"
                         .to_owned()
                 } else {
                     format!(
@@ -280,12 +303,53 @@ impl Capability for Http {
     }
 }
 
+/// `wasi:sockets`: linked, never granted. The call's WASI context allows no
+/// TCP, no UDP and no name lookup (see [`super::call::CallBuilder::new`]), so
+/// wasmtime-wasi itself refuses to create a socket; [`super::sockets`]
+/// records each attempt in the receipt and answers lookups `access-denied`.
+pub(crate) struct Sockets;
+
+impl Capability for Sockets {
+    const NAME: &'static str = "sockets";
+
+    /// Every `wasi:sockets` 0.2 interface. The three entry points go
+    /// through [`super::sockets::DeniedSockets`], which records them; the
+    /// rest is wasmtime-wasi's, unreachable without a socket.
+    fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        use super::sockets::DeniedSockets;
+        use wasmtime_wasi::p2::bindings::sockets::{
+            instance_network, ip_name_lookup, network, tcp, tcp_create_socket, udp,
+            udp_create_socket,
+        };
+        use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView};
+
+        // wasmtime-wasi's own view, through its blanket impl for WasiView.
+        let plain = <CallState as WasiSocketsView>::sockets;
+        let denied = CallState::denied_sockets;
+        let l = linker;
+        network::add_to_linker::<CallState, WasiSockets>(l, &Default::default(), plain)?;
+        instance_network::add_to_linker::<CallState, WasiSockets>(l, plain)?;
+        tcp::add_to_linker::<CallState, WasiSockets>(l, plain)?;
+        udp::add_to_linker::<CallState, WasiSockets>(l, plain)?;
+        tcp_create_socket::add_to_linker::<CallState, DeniedSockets>(l, denied)?;
+        udp_create_socket::add_to_linker::<CallState, DeniedSockets>(l, denied)?;
+        ip_name_lookup::add_to_linker::<CallState, DeniedSockets>(l, denied)?;
+        Ok(())
+    }
+
+    fn prepare(_grants: &Grants, _call: &mut CallBuilder) -> wasmtime::Result<()> {
+        // There is nothing to grant: the denial is fixed for every call.
+        Ok(())
+    }
+}
+
 /// Link every capability into `linker`.
 pub(crate) fn link_all(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     Core::link(linker)?;
     Env::link(linker)?;
     Filesystem::link(linker)?;
     Http::link(linker)?;
+    Sockets::link(linker)?;
     Ok(())
 }
 
@@ -298,6 +362,7 @@ pub(crate) fn prepare_all(grants: &Grants, call: &mut CallBuilder) -> wasmtime::
     named::<Env>(grants, call)?;
     named::<Filesystem>(grants, call)?;
     named::<Http>(grants, call)?;
+    named::<Sockets>(grants, call)?;
     Ok(())
 }
 
@@ -315,14 +380,25 @@ mod tests {
             capability_for_import("wasi:filesystem/preopens@0.2.0").map(|c| c.name),
             Some("filesystem")
         );
-        assert!(capability_for_import("wasi:sockets/tcp@0.2.0").is_none());
+        // Linked to be refused: a libc-built guest loads, and gets nothing.
+        assert_eq!(
+            capability_for_import("wasi:sockets/tcp@0.2.0").map(|c| c.name),
+            Some("sockets")
+        );
+        assert!(capability_for_import("wasi:sockets/types@0.3.0").is_none());
         assert!(capability_for_import("evil:backdoor/api").is_none());
     }
 
     #[test]
     fn capability_names_match_their_modules() {
         let names: Vec<_> = CAPABILITIES.iter().map(|c| c.name).collect();
-        for name in [Core::NAME, Env::NAME, Filesystem::NAME, Http::NAME] {
+        for name in [
+            Core::NAME,
+            Env::NAME,
+            Filesystem::NAME,
+            Http::NAME,
+            Sockets::NAME,
+        ] {
             assert!(names.contains(&name), "{name} missing from the table");
         }
     }

@@ -1,6 +1,10 @@
-//! Loading a tool component: bytes → digest → compiled component (from the
-//! on-disk cache when possible) → import check → pre-linked instance →
-//! `describe`, validated.
+//! Loading a tool component: bytes → digest → the operator's pin → imports,
+//! read from the bytes and judged → compiled component (from the on-disk
+//! cache when possible) → pre-linked instance → `describe`, validated.
+//!
+//! Everything that can refuse a component without running it comes before
+//! compiling it: a component that will be refused is never compiled and
+//! never cached, and costs a hash and a parse of its import section.
 //!
 //! A loaded tool is immutable and shared by every call; it holds no guest
 //! state, only compiled code and the validated description.
@@ -21,6 +25,7 @@ use super::call::CallState;
 use super::caps::{UnsupportedImport, check_imports};
 use super::grants::Access;
 use super::schema::{InputSchema, SchemaLoader};
+use wasmparser::{ComponentTypeRef, Encoding, Parser, Payload};
 
 /// What running a tool does to the world; decides what is re-run after a crash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -214,6 +219,28 @@ pub enum LoadError {
     },
 }
 
+/// Why a load with a digest pin ([`crate::Hands::load_pinned`]) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PinnedLoadError {
+    /// The bytes are not the pinned component. Nothing was compiled or
+    /// cached; the operator reviews the new component and updates the pin.
+    #[error(
+        "{} is {actual}, but it is pinned to {expected}; review the new component and update the pin",
+        shown_label(.label)
+    )]
+    Mismatch {
+        /// Where it came from.
+        label: String,
+        /// The pinned digest, as the operator gave it.
+        expected: String,
+        /// `sha256:<hex>` of the bytes found.
+        actual: String,
+    },
+    /// The bytes are the pinned component, and loading them failed.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+}
+
 // A load error names what the operator (or an agent file, or an API
 // client) asked for and quotes what wasmtime or the guest said: any of it
 // can be of any length. Each is cut when the error is shown, so every
@@ -239,19 +266,18 @@ pub fn digest_of(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
-/// Compile `bytes`, or load the compiled form from `cache_dir`.
+/// The component's top-level imports, each with whether it is an instance
+/// (an interface), read from its bytes without compiling or validating
+/// them: the import section is all the host needs to refuse a component.
+/// Nested core modules and components are skipped; their imports are
+/// satisfied inside the component, never by the host.
 ///
-/// The cache key is the content digest plus a hash of everything in the
-/// engine configuration that affects compiled code, so a changed binary or
-/// a changed engine never reuses stale code. Cache entries are written to a
-/// temporary file and renamed into place, so a crash leaves no torn entry.
-pub(crate) fn compile(
-    engine: &Engine,
-    cache_dir: Option<&Path>,
+/// Bytes that do not parse as far as their end are not a component; the
+/// full validation happens when a component that passed is compiled.
+pub(crate) fn imports_of<'a>(
     label: &str,
-    bytes: &[u8],
-    digest: &str,
-) -> Result<(Component, Option<PathBuf>), LoadError> {
+    bytes: &'a [u8],
+) -> Result<Vec<(&'a str, bool)>, LoadError> {
     let not_component = |reason: String| LoadError::NotComponent {
         label: label.to_owned(),
         reason,
@@ -268,6 +294,70 @@ pub(crate) fn compile(
                 .to_owned(),
         ));
     }
+    let mut imports = Vec::new();
+    // How deep inside nested modules and components the parser is.
+    let mut depth = 0usize;
+    for payload in Parser::new(0).parse_all(bytes) {
+        let payload = payload.map_err(|e| not_component(e.to_string()))?;
+        match payload {
+            Payload::Version { encoding, .. } if depth == 0 && encoding != Encoding::Component => {
+                return Err(not_component("it is not a component".to_owned()));
+            }
+            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
+            Payload::End(_) if depth == 0 => return Ok(imports),
+            Payload::End(_) => depth -= 1,
+            Payload::ComponentImportSection(section) if depth == 0 => {
+                for import in section {
+                    let import = import.map_err(|e| not_component(e.to_string()))?;
+                    let instance = matches!(import.ty, ComponentTypeRef::Instance(_));
+                    imports.push((import.name.name, instance));
+                }
+            }
+            _ => {}
+        }
+    }
+    Err(not_component("it ends before its last section".to_owned()))
+}
+
+/// Judge a component's imports ([`imports_of`]) against the capability
+/// table: the capability names it may use, or why it is refused.
+pub(crate) fn judge_imports(
+    label: &str,
+    imports: &[(&str, bool)],
+) -> Result<Vec<&'static str>, LoadError> {
+    check_imports(imports.iter().copied()).map_err(|cause| LoadError::Unsupported {
+        label: label.to_owned(),
+        cause,
+    })
+}
+
+/// A compiled component, and where to cache it once it has passed every
+/// check (`None`: it came from the cache, or there is no cache).
+pub(crate) struct Compiled {
+    pub(crate) component: Component,
+    pub(crate) cache_to: Option<PathBuf>,
+    /// Whether Cranelift ran (false for a cache hit).
+    pub(crate) fresh: bool,
+}
+
+/// Compile `bytes`, or load the compiled form from `cache_dir`. Only for
+/// bytes whose digest and imports have passed ([`imports_of`]).
+///
+/// The cache key is the content digest plus a hash of everything in the
+/// engine configuration that affects compiled code, so a changed binary or
+/// a changed engine never reuses stale code. Cache entries are written to a
+/// temporary file and renamed into place, so a crash leaves no torn entry.
+pub(crate) fn compile(
+    engine: &Engine,
+    cache_dir: Option<&Path>,
+    label: &str,
+    bytes: &[u8],
+    digest: &str,
+) -> Result<Compiled, LoadError> {
+    let not_component = |reason: String| LoadError::NotComponent {
+        label: label.to_owned(),
+        reason,
+    };
 
     let cache_path = cache_dir.filter(|dir| trusted_cache_dir(dir)).map(|dir| {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -283,7 +373,13 @@ pub(crate) fn compile(
         // and entries are only ever written by `Component::serialize` below,
         // under a name derived from the digest of the source bytes.
         match unsafe { Component::deserialize_file(engine, path) } {
-            Ok(component) => return Ok((component, None)),
+            Ok(component) => {
+                return Ok(Compiled {
+                    component,
+                    cache_to: None,
+                    fresh: false,
+                });
+            }
             Err(err) => {
                 tracing::warn!(path = %path.display(), %err, "ignoring unusable cache entry");
                 let _ = std::fs::remove_file(path);
@@ -292,7 +388,11 @@ pub(crate) fn compile(
     }
 
     let component = Component::new(engine, bytes).map_err(|e| not_component(format!("{e:#}")))?;
-    Ok((component, cache_path))
+    Ok(Compiled {
+        component,
+        cache_to: cache_path,
+        fresh: true,
+    })
 }
 
 /// Store a compiled component that passed its checks in the cache.
@@ -479,18 +579,6 @@ pub(crate) fn validate_info(
         },
         validators,
     ))
-}
-
-/// Reject a component whose imports fall outside the capability table.
-pub(crate) fn check(
-    engine: &Engine,
-    label: &str,
-    component: &Component,
-) -> Result<Vec<&'static str>, LoadError> {
-    check_imports(component, engine).map_err(|cause| LoadError::Unsupported {
-        label: label.to_owned(),
-        cause,
-    })
 }
 
 #[cfg(test)]

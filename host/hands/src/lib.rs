@@ -27,6 +27,7 @@ mod net;
 pub mod receipt;
 mod redact;
 pub mod schema;
+mod sockets;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,8 +40,8 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use wasmtime_wasi_http::FieldMapError;
 
 pub use component::{
-    CapabilityRequests, ComponentInfo, DirRequest, Effect, LoadError, LoadedTool, ToolSpec,
-    digest_of,
+    CapabilityRequests, ComponentInfo, DirRequest, Effect, LoadError, LoadedTool, PinnedLoadError,
+    ToolSpec, digest_of,
 };
 pub use grants::{
     Access, DirGrant, DirIdentity, DirSpec, GrantError, GrantSpec, Grants, HostPattern, LimitSpec,
@@ -53,6 +54,22 @@ use call::{CallBuilder, CallState};
 /// How often the epoch advances: the granularity of call timeouts, and how
 /// often a running guest yields to the executor (see [`exec`]).
 const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Most core instances (instantiated core modules) one component may have.
+/// A Rust tool has 3; componentize-js's StarlingMonkey 4; componentize-py's
+/// CPython 14 and more, since its libc, libpython and every native
+/// extension are modules of their own, linked at instantiation (44 with
+/// `--stub-wasi`). Core instances are counted, not reserved: the pool
+/// allocates their state when a component is instantiated, so the limit
+/// costs nothing until it is used (`docs/benchmarks.md`, "Instance pool").
+const CORE_INSTANCES_PER_COMPONENT: u32 = 64;
+/// Most linear memories one component may define. Each is a slot of
+/// reserved address space in the pool (`max_memory_size` plus guards), so
+/// this is the expensive limit; every toolchain seen so far defines one.
+const MEMORIES_PER_COMPONENT: u32 = 4;
+/// Most tables one component may define (Rust, CPython and StarlingMonkey
+/// components: 2).
+const TABLES_PER_COMPONENT: u32 = 8;
 
 /// Engine-wide settings. Defaults suit a laptop running a few agents.
 #[derive(Debug, Clone)]
@@ -90,6 +107,8 @@ pub struct Hands {
     fd_share: usize,
     /// Calls that may run at once.
     concurrency: usize,
+    /// Components compiled so far ([`Hands::compiles`]).
+    compiles: std::sync::atomic::AtomicU64,
 }
 
 /// Why a call did not produce output.
@@ -197,14 +216,14 @@ impl Hands {
         let slots = config.max_concurrent_calls.max(1);
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(slots)
-            .total_core_instances(slots * 16)
-            .total_memories(slots * 4)
-            .total_tables(slots * 8)
+            .total_core_instances(slots * CORE_INSTANCES_PER_COMPONENT)
+            .total_memories(slots * MEMORIES_PER_COMPONENT)
+            .total_tables(slots * TABLES_PER_COMPONENT)
             .total_stacks(slots)
             .max_memory_size(grants::MAX_MEMORY_BYTES as usize)
-            .max_memories_per_component(4)
-            .max_core_instances_per_component(16)
-            .max_tables_per_component(8)
+            .max_memories_per_component(MEMORIES_PER_COMPONENT)
+            .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
+            .max_tables_per_component(TABLES_PER_COMPONENT)
             // Keep a little of each slot resident so reuse avoids page faults
             // while a freed slot still starts zeroed.
             .linear_memory_keep_resident(64 << 10)
@@ -244,6 +263,7 @@ impl Hands {
             offloader: exec::Offloader::default(),
             fd_share: budget::fd_share(budget::fd_limit(), slots),
             concurrency: slots as usize,
+            compiles: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -265,60 +285,51 @@ impl Hands {
         self.offloader.live()
     }
 
+    /// Components compiled by Cranelift since this host started; loads
+    /// served from memory or the compile cache do not count. For tests and
+    /// metrics: a refused component never adds to it.
+    pub fn compiles(&self) -> u64 {
+        self.compiles.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Load, check, link and describe a component.
     ///
     /// Components are kept by digest for the life of the host, so loading
-    /// the same bytes again is a lookup.
+    /// the same bytes again is a lookup. A component whose imports fall
+    /// outside [`caps::CAPABILITIES`] is refused from its bytes, before it
+    /// is compiled or cached.
     pub async fn load(&self, source: ToolSource<'_>) -> Result<Arc<LoadedTool>, LoadError> {
-        let (label, owned);
-        let bytes: &[u8] = match source {
-            ToolSource::Builtin(name) => {
-                let b = builtin::builtin(name).ok_or_else(|| LoadError::UnknownBuiltin {
-                    name: name.to_owned(),
-                    known: builtin::BUILTINS
-                        .iter()
-                        .map(|b| b.name)
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                })?;
-                label = name.to_owned();
-                b.wasm
-            }
-            ToolSource::File(path) => {
-                owned = std::fs::read(path).map_err(|cause| LoadError::Read {
-                    path: path.to_owned(),
-                    cause,
-                })?;
-                label = path.display().to_string();
-                &owned
-            }
-            ToolSource::Bytes { label: l, bytes } => {
-                label = l.to_owned();
-                bytes
-            }
-        };
-        // Built-ins are embedded: remember their digests instead of hashing
-        // megabytes on every load.
-        let digest = match source {
-            ToolSource::Builtin(name) => {
-                static DIGESTS: std::sync::OnceLock<
-                    std::sync::Mutex<std::collections::HashMap<String, String>>,
-                > = std::sync::OnceLock::new();
-                let map = DIGESTS.get_or_init(Default::default);
-                let known = map.lock().ok().and_then(|m| m.get(name).cloned());
-                match known {
-                    Some(d) => d,
-                    None => {
-                        let d = digest_of(bytes);
-                        if let Ok(mut m) = map.lock() {
-                            m.insert(name.to_owned(), d.clone());
-                        }
-                        d
-                    }
-                }
-            }
-            _ => digest_of(bytes),
-        };
+        self.load_read(read(source)?).await
+    }
+
+    /// [`Hands::load`] of the component whose digest is `digest`
+    /// (`sha256:<hex>`): the bytes are hashed and compared first, so a
+    /// component that is not the pinned one is refused before its imports
+    /// are read, and is never compiled or cached.
+    pub async fn load_pinned(
+        &self,
+        source: ToolSource<'_>,
+        digest: &str,
+    ) -> Result<Arc<LoadedTool>, PinnedLoadError> {
+        let read = read(source)?;
+        if read.digest != digest {
+            return Err(PinnedLoadError::Mismatch {
+                label: read.label,
+                expected: digest.to_owned(),
+                actual: read.digest,
+            });
+        }
+        Ok(self.load_read(read).await?)
+    }
+
+    /// Judge the imports → compile (or take from the cache) → link →
+    /// describe → cache: each step refuses before the next, dearer one runs.
+    async fn load_read(&self, read: Read<'_>) -> Result<Arc<LoadedTool>, LoadError> {
+        let Read {
+            label,
+            bytes,
+            digest,
+        } = read;
         if let Some(hit) = self
             .loaded
             .lock()
@@ -327,14 +338,23 @@ impl Hands {
         {
             return Ok(hit);
         }
-        let (compiled, cache_to) = component::compile(
+        let imports = component::imports_of(&label, &bytes)?;
+        let capabilities = component::judge_imports(&label, &imports)?;
+        let component::Compiled {
+            component: compiled,
+            cache_to,
+            fresh,
+        } = component::compile(
             &self.engine,
             self.cache_dir.as_deref(),
             &label,
-            bytes,
+            &bytes,
             &digest,
         )?;
-        let capabilities = component::check(&self.engine, &label, &compiled)?;
+        if fresh {
+            self.compiles
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let link_err = |e: wasmtime::Error| LoadError::Link {
             label: label.clone(),
             reason: format!("{e:#}"),
@@ -612,6 +632,65 @@ impl Hands {
         }
         result
     }
+}
+
+/// A component's bytes, read and hashed: the first step of every load.
+struct Read<'a> {
+    label: String,
+    bytes: std::borrow::Cow<'a, [u8]>,
+    digest: String,
+}
+
+/// Read a component's bytes and hash them.
+fn read<'a>(source: ToolSource<'a>) -> Result<Read<'a>, LoadError> {
+    let (label, bytes): (String, std::borrow::Cow<'a, [u8]>) = match source {
+        ToolSource::Builtin(name) => {
+            let b = builtin::builtin(name).ok_or_else(|| LoadError::UnknownBuiltin {
+                name: name.to_owned(),
+                known: builtin::BUILTINS
+                    .iter()
+                    .map(|b| b.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+            (name.to_owned(), b.wasm.into())
+        }
+        ToolSource::File(path) => {
+            let owned = std::fs::read(path).map_err(|cause| LoadError::Read {
+                path: path.to_owned(),
+                cause,
+            })?;
+            (path.display().to_string(), owned.into())
+        }
+        ToolSource::Bytes { label, bytes } => (label.to_owned(), bytes.into()),
+    };
+    // Built-ins are embedded: remember their digests instead of hashing
+    // megabytes on every load.
+    let digest = match source {
+        ToolSource::Builtin(name) => {
+            static DIGESTS: std::sync::OnceLock<
+                std::sync::Mutex<std::collections::HashMap<String, String>>,
+            > = std::sync::OnceLock::new();
+            let map = DIGESTS.get_or_init(Default::default);
+            let known = map.lock().ok().and_then(|m| m.get(name).cloned());
+            match known {
+                Some(d) => d,
+                None => {
+                    let d = digest_of(&bytes);
+                    if let Ok(mut m) = map.lock() {
+                        m.insert(name.to_owned(), d.clone());
+                    }
+                    d
+                }
+            }
+        }
+        _ => digest_of(&bytes),
+    };
+    Ok(Read {
+        label,
+        bytes,
+        digest,
+    })
 }
 
 fn tool_error(err: bindings::longhand::tool::types::ToolError) -> CallError {

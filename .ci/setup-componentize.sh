@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the real toolchains that turn Python and JavaScript into tool
+# components, for host/tests/all/componentize.rs (issue 18): componentize-py
+# (PyPI, pinned below) into a venv, and componentize-js (npm, pinned by
+# tools/componentize/package-lock.json) into a node_modules beside it. Both
+# go under target/componentize/ (ignored by git; `cargo clean` removes them,
+# and running this again puts them back).
+#
+# Idempotent. Needs python3 (3.10+) with venv and pip, node 18+ and npm.
+# Progress goes to stderr; stdout carries only the `export` lines for the
+# tests, so CI runs: eval "$(bash .ci/setup-componentize.sh)"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+COMPONENTIZE_PY_VERSION=0.25.1
+root=$PWD/target/componentize
+venv=$root/venv
+js=$root/js
+
+{
+    mkdir -p "$root"
+    if [ ! -x "$venv/bin/python" ]; then
+        # Debian's own python3 keeps venv (ensurepip) in a package of its own.
+        if ! python3 -m venv "$venv"; then
+            rm -rf "$venv"
+            apt-get update && apt-get install -y python3-venv
+            python3 -m venv "$venv"
+        fi
+    fi
+    if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('componentize-py') != '$COMPONENTIZE_PY_VERSION')" 2>/dev/null; then
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+            "componentize-py==$COMPONENTIZE_PY_VERSION"
+    fi
+    mkdir -p "$js"
+    if ! cmp -s tools/componentize/package-lock.json "$js/package-lock.json" \
+        || [ ! -d "$js/node_modules/@bytecodealliance/componentize-js" ]; then
+        cp tools/componentize/package.json tools/componentize/package-lock.json "$js/"
+        (cd "$js" && npm ci --no-audit --no-fund)
+    fi
+} >&2
+
+echo "export LONGHAND_COMPONENTIZE_PY=$venv/bin/componentize-py"
+echo "export LONGHAND_COMPONENTIZE_JS=$js/node_modules/.bin/componentize-js"
