@@ -37,7 +37,14 @@ js=$root/js
         cp tools/componentize/package.json tools/componentize/package-lock.json "$js/"
         (cd "$js" && npm ci --no-audit --no-fund)
     fi
+    # The SDKs from this checkout, as a tool project gets them from
+    # `pip install -r requirements.txt` / `npm install` (host/tests/all/author.rs).
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall ./sdk/python
+    mkdir -p "$js/node_modules/@longhand"
+    ln -sfn "$PWD/sdk/js" "$js/node_modules/@longhand/tool"
 } >&2
 
 echo "export LONGHAND_COMPONENTIZE_PY=$venv/bin/componentize-py"
 echo "export LONGHAND_COMPONENTIZE_JS=$js/node_modules/.bin/componentize-js"
+echo "export LONGHAND_PY_VENV=$venv"
+echo "export LONGHAND_JS_MODULES=$js/node_modules"

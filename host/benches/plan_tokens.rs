@@ -23,7 +23,7 @@ use anyhow::Result;
 use async_trait::async_trait;
 use longhand_host::brain::Runner;
 use longhand_host::brain::agent;
-use longhand_host::brain::config::AgentConfig;
+use longhand_host::brain::agent::config::AgentConfig;
 use longhand_host::brain::model::{
     Message, ModelError, ModelProvider, ModelRequest, ModelResponse, ToolCall, Usage,
 };

@@ -54,15 +54,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use async_trait::async_trait;
+use longhand_host::brain::agent::config::AgentConfig;
 use longhand_host::brain::agent::{self, Frozen};
-use longhand_host::brain::config::AgentConfig;
+use longhand_host::brain::core::state::SessionState;
+use longhand_host::brain::core::state::snapshot;
+use longhand_host::brain::model::script::ScriptProvider;
 use longhand_host::brain::model::{
     HttpConfig, Message, ModelError, ModelProvider, ModelRequest, ModelResponse, OpenAiProvider,
     StopReason, ToolCall, Usage,
 };
-use longhand_host::brain::script::ScriptProvider;
-use longhand_host::brain::snapshot;
-use longhand_host::brain::state::SessionState;
 use longhand_host::brain::{Runner, SNAPSHOT_EVERY, load_state};
 use longhand_host::hands::{Hands, HandsConfig};
 use longhand_host::session::{

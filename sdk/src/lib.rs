@@ -68,7 +68,8 @@
 //! What a tool may touch is decided by the operator, not the tool: files
 //! outside granted directories, hosts outside granted patterns and unnamed
 //! environment variables simply are not there. A component that imports
-//! `wasi:sockets` is refused at load time; std's `TcpStream` is not an option.
+//! `wasi:sockets` is linked with every operation denied (each attempt is in the
+//! receipt); std's `TcpStream` is not an option.
 //!
 //! [Longhand]: https://example.invalid/longhand
 #![deny(missing_docs)]

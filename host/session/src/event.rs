@@ -432,9 +432,9 @@ pub enum Event {
         through_seq: u64,
     },
     /// The session's plan: the operator's `plan.toml` (frozen with the
-    /// agent) or the planner's first valid answer. See `brain::plan`.
+    /// agent) or the planner's first valid answer. See `brain::work::plan`.
     PlanCreated {
-        /// The plan (a `brain::plan::Plan`), inline: it is bounded by the
+        /// The plan (a `brain::work::plan::Plan`), inline: it is bounded by the
         /// plan validator well below [`MAX_EVENT_JSON`].
         plan: serde_json::Value,
         /// `operator` or `planner`.
@@ -523,7 +523,7 @@ pub enum Event {
         /// The task in progress, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         task: Option<String>,
-        /// The handoff (JSON, `brain::handoff::Handoff`), blob.
+        /// The handoff (JSON, `brain::work::handoff::Handoff`), blob.
         handoff: BlobRef,
         /// The briefing the new context starts from (UTF-8 text, blob).
         briefing: BlobRef,
@@ -562,7 +562,7 @@ pub enum Event {
         call_id: Option<String>,
     },
     /// A tool call waits for a person's approval; the session pauses with
-    /// it. See `brain::approvals`.
+    /// it. See `brain::control::approvals`.
     ApprovalRequested {
         /// The request's id, unique in the session (`ap-<seq>`).
         request: String,

@@ -84,7 +84,7 @@ pub struct CommandCheckConfig {
     /// its end. Default 5 minutes.
     #[serde(
         default = "default_timeout",
-        with = "crate::brain::config::duration_text"
+        with = "crate::brain::agent::config::duration_text"
     )]
     pub timeout: Duration,
     /// Bytes kept of stdout and of stderr each. Default 64 KiB, at most

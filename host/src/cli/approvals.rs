@@ -1,11 +1,11 @@
 //! `longhand approvals | approve | deny`: the approval inbox across
-//! sessions, and a person's answers. See `brain::approvals`.
+//! sessions, and a person's answers. See `brain::control::approvals`.
 
 use std::io::Write;
 
 use super::term::{json_line, one_line};
 use super::{Outcome, usage};
-use crate::brain::approvals::{self, Answer, AnswerError};
+use crate::brain::control::approvals::{self, Answer, AnswerError};
 
 /// `longhand approvals` flags.
 #[derive(Debug, clap::Args)]
@@ -120,7 +120,7 @@ pub(super) fn approval(scope: &str, expires: Option<&str>) -> anyhow::Result<Ans
         Some(text) => {
             let d = humantime::parse_duration(text)
                 .map_err(|e| usage(format!("--expires `{text}`: {e} (e.g. 30m, 2h)")))?;
-            Some(crate::brain::runner_now_ms() + d.as_millis() as u64)
+            Some(crate::session::now_ms() + d.as_millis() as u64)
         }
     };
     Ok(Answer::Approve {

@@ -25,7 +25,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::brain::RunError;
-use crate::brain::config::ConfigError;
+use crate::brain::agent::config::ConfigError;
 use crate::hands::{CallError, GrantError, LoadError};
 use crate::session::{SessionStatus, StoreError};
 

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use super::Outcome;
 use super::term::{json_line, printable};
-use crate::brain::plan::PlanState;
+use crate::brain::work::plan::PlanState;
 use crate::session::SessionId;
 
 /// `longhand plan` flags.
@@ -64,7 +64,7 @@ pub fn plan_json(session: &SessionId, plan: &PlanState) -> serde_json::Value {
 async fn load(
     store: &dyn crate::session::Store,
     session: &SessionId,
-) -> anyhow::Result<crate::brain::state::SessionState> {
+) -> anyhow::Result<crate::brain::core::state::SessionState> {
     let state = crate::brain::load_state(store, session).await?;
     if state.last_seq == 0 {
         return Err(crate::session::StoreError::NotFound {

@@ -15,13 +15,13 @@ use super::env::{env, hands, open_store, owner, parse_session};
 use super::settings::data_dir;
 use super::term::{json_line, json_safe, one_line, printable};
 use super::{Outcome, usage};
-use crate::brain::agent::{self, Frozen};
 #[cfg(test)]
-use crate::brain::config::ModelConfig;
-use crate::brain::config::{AgentConfig, SessionLimits};
+use crate::brain::agent::config::ModelConfig;
+use crate::brain::agent::config::{AgentConfig, SessionLimits};
+use crate::brain::agent::{self, Frozen};
+use crate::brain::core::state::SessionState;
 use crate::brain::launch::{self, LaunchError, Launcher, ModelOverride, Services, Waking};
 use crate::brain::model::ModelFlag;
-use crate::brain::state::SessionState;
 use crate::brain::{RunEnd, Runner};
 use crate::hands::Hands;
 use crate::session::{BlobRef, Event, EventRecord, SessionId, SessionStatus, Store, StoreError};

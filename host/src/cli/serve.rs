@@ -30,8 +30,8 @@ use clap::{Args, FromArgMatches};
 use super::settings::data_dir;
 use super::{Outcome, exit, exit_code, message_of, usage};
 use crate::brain::RunError;
-use crate::brain::approvals::AnswerError;
-use crate::brain::config::SessionLimits;
+use crate::brain::agent::config::SessionLimits;
+use crate::brain::control::approvals::AnswerError;
 use crate::hands::Hands;
 use crate::serve::auth::TokenError;
 use crate::serve::{AnswerRequest, ApiError, Backend, StartRequest, Token};
@@ -336,7 +336,9 @@ impl Backend for CliBackend {
         }
         .map_err(api_error)?;
         let store = self.store.as_ref();
-        match crate::brain::approvals::answer(store, session, request, answer, &self.owner).await {
+        match crate::brain::control::approvals::answer(store, session, request, answer, &self.owner)
+            .await
+        {
             Ok(()) => Ok(super::approvals::root_of(store, session.as_str()).await),
             Err(e @ AnswerError::Unknown { .. }) => {
                 Err(ApiError::not_found("request_not_found", e.to_string()))

@@ -145,7 +145,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::brain::config::ToolConfig;
+    use crate::brain::agent::config::ToolConfig;
 
     #[derive(Debug, Parser)]
     struct Flags {

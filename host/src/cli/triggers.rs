@@ -15,7 +15,7 @@ use std::time::Duration;
 use clap::{Args, FromArgMatches};
 
 use super::{Outcome, usage};
-use crate::brain::config::AgentConfig;
+use crate::brain::agent::config::AgentConfig;
 use crate::hands::Hands;
 use crate::session::{Clock, SystemClock};
 use crate::triggers::{Decision, StateFile, When, decide, next_after};

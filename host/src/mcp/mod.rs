@@ -35,7 +35,7 @@ use serde_json::{Value, json};
 
 use crate::brain::RunError;
 use crate::brain::agent;
-use crate::brain::config::{AgentConfig, ApprovePolicy, ConfigError, approve_policy};
+use crate::brain::agent::config::{AgentConfig, ApprovePolicy, ConfigError, approve_policy};
 use crate::hands::{
     Effect, Grants, Hands, LoadError, LoadedTool, ToolSource, ToolSpec, bound, caps,
 };

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::backend::{AnswerRequest, StartRequest};
 use super::error::{ApiError, ApiResult};
-use crate::brain::state::SessionState;
+use crate::brain::core::state::SessionState;
 use crate::brain::{RunError, load_state};
 use crate::session::{BlobRef, ControlKind, SessionId, SessionStatus, SessionSummary};
 
@@ -567,7 +567,7 @@ async fn resumable(state: &AppState, id: &SessionId) -> ApiResult<SessionStatus>
 
 /// `GET /api/approvals`: every pending request, across sessions.
 pub async fn list_approvals(State(state): State<AppState>) -> ApiResult<Json<Value>> {
-    let pending = crate::brain::approvals::pending_everywhere(state.store.as_ref())
+    let pending = crate::brain::control::approvals::pending_everywhere(state.store.as_ref())
         .await
         .map_err(run_error)?;
     let mut out = Vec::with_capacity(pending.len());

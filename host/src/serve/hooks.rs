@@ -57,8 +57,8 @@ pub fn load(
     let mut warnings = Vec::new();
     for dir in dirs {
         for agent in agent_dirs(dir) {
-            let (config, _) =
-                crate::brain::config::AgentConfig::load(&agent).map_err(|e| e.to_string())?;
+            let (config, _) = crate::brain::agent::config::AgentConfig::load(&agent)
+                .map_err(|e| e.to_string())?;
             for t in &config.triggers {
                 let Ok(When::Webhook { secret_env }) = t.when() else {
                     continue;
@@ -103,7 +103,7 @@ pub fn load(
 
 /// `dir` itself when it holds an agent.toml, else its subdirectories that do.
 fn agent_dirs(dir: &Path) -> Vec<PathBuf> {
-    if dir.join(crate::brain::config::AGENT_FILE).is_file() {
+    if dir.join(crate::brain::agent::config::AGENT_FILE).is_file() {
         return vec![dir.to_owned()];
     }
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -111,7 +111,7 @@ fn agent_dirs(dir: &Path) -> Vec<PathBuf> {
         .flatten()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.join(crate::brain::config::AGENT_FILE).is_file())
+        .filter(|p| p.join(crate::brain::agent::config::AGENT_FILE).is_file())
         .collect();
     out.sort();
     out

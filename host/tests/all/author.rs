@@ -52,7 +52,9 @@ fn longhand(home: &Home, dir: &Path, args: &[&str]) -> Ended {
     // A first build compiles the toolchain's dependencies (the Rust
     // template's serde, schemars and wit-bindgen, in release): minutes on
     // two busy cores, not the seconds a `longhand` command gets.
-    Proc::spawn(cmd).with_limit(Duration::from_secs(1200)).finish()
+    Proc::spawn(cmd)
+        .with_limit(Duration::from_secs(1200))
+        .finish()
 }
 
 fn missing(what: &str) {

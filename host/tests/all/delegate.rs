@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use longhand_host::brain::Runner;
+use longhand_host::brain::agent::config::AgentConfig;
 use longhand_host::brain::agent::{bind, freeze};
-use longhand_host::brain::config::AgentConfig;
 use longhand_host::brain::model::{
     Message, ModelError, ModelProvider, ModelRequest, ModelResponse, ToolCall,
 };
@@ -97,7 +97,7 @@ struct Ran {
     results: std::collections::BTreeMap<String, (bool, String)>,
     children: Vec<(
         Vec<longhand_host::session::EventRecord>,
-        longhand_host::brain::state::SessionState,
+        longhand_host::brain::core::state::SessionState,
     )>,
 }
 

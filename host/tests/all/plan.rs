@@ -641,12 +641,12 @@ fn run_task_model(
 ) -> (
     longhand_host::brain::RunEnd,
     Vec<EventRecord>,
-    Vec<(String, longhand_host::brain::state::SessionState)>,
+    Vec<(String, longhand_host::brain::core::state::SessionState)>,
     usize,
 ) {
     use longhand_host::brain::Runner;
+    use longhand_host::brain::agent::config::AgentConfig;
     use longhand_host::brain::agent::{bind, freeze};
-    use longhand_host::brain::config::AgentConfig;
     use longhand_host::hands::{Hands, HandsConfig};
     use std::sync::Arc;
     let model = Arc::new(TaskModel {
@@ -979,8 +979,8 @@ fn the_checks_run_when_the_worker_spends_its_steps_without_a_claim() {
 
 #[test]
 fn a_planned_session_folds_the_same_through_a_snapshot_at_any_event() {
-    use longhand_host::brain::snapshot::{decode, encode};
-    use longhand_host::brain::state::SessionState;
+    use longhand_host::brain::core::state::SessionState;
+    use longhand_host::brain::core::state::snapshot::{decode, encode};
     // The crash test's run: a plan, a failed attempt, a handoff, a judge.
     let home = Home::new();
     let dir = TempDir::new().expect("tempdir");

@@ -615,8 +615,8 @@ impl longhand_host::brain::model::ModelProvider for ByStep {
 #[test]
 fn two_bad_handoffs_and_the_harness_writes_one_from_the_plan_in_process() {
     use longhand_host::brain::Runner;
+    use longhand_host::brain::agent::config::AgentConfig;
     use longhand_host::brain::agent::{bind, freeze};
-    use longhand_host::brain::config::AgentConfig;
     use longhand_host::hands::{Hands, HandsConfig};
     use std::sync::Arc;
     let home = Home::new();

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use longhand_host::brain::state::HistoryItem;
+use longhand_host::brain::core::state::HistoryItem;
 use longhand_host::session::{Event, EventRecord};
 use serde_json::{Value, json};
 use tempfile::TempDir;

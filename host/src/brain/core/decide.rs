@@ -47,7 +47,7 @@ use std::collections::BTreeMap;
 pub use super::state::Role;
 use super::state::approvals::ApprovalStatus;
 use super::state::{GaveUp, JUDGE, PLANNER, Refused, SessionState, StopAsked, WORKER};
-use crate::brain::config::{PlannerMode, SessionLimits};
+use crate::brain::agent::config::{PlannerMode, SessionLimits};
 use crate::brain::work::plan::{Check, TaskStatus};
 use crate::session::{PauseKind, PauseReason, SessionStatus};
 

@@ -507,3 +507,164 @@ mod tests {
         );
     }
 }
+
+/// Old logs wake through the runner (kept here, above the journal they
+/// test, so the journal imports nothing above it).
+#[cfg(test)]
+mod old_logs {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::Runner;
+    use crate::brain::agent::bind::bind;
+    use crate::brain::agent::config::AgentConfig;
+    use crate::brain::agent::freeze::freeze;
+    use crate::brain::model::script::ScriptProvider;
+    use crate::brain::model::{ModelResponse, StopReason, ToolCall, Usage};
+    use crate::hands::{Hands, HandsConfig};
+    use crate::session::{Durability, Event, SessionStatus, SqliteStore, Store};
+
+    fn answer(text: Option<&str>, calls: Vec<ToolCall>) -> ModelResponse {
+        ModelResponse {
+            text: text.map(str::to_owned),
+            stop_reason: if calls.is_empty() {
+                StopReason::EndTurn
+            } else {
+                StopReason::ToolUse
+            },
+            tool_calls: calls,
+            usage: Usage::default(),
+            reasoning: Vec::new(),
+        }
+    }
+
+    /// A log written before `model_responded.calls`, `model_failed.last`
+    /// and `calls_learned` existed, paused by an operator's `pause`, is
+    /// resumed, learns its answer's calls by appending `calls_learned`
+    /// (never by changing the state beside the log), runs them and goes on
+    /// to finish.
+    #[tokio::test]
+    async fn an_old_log_wakes_learns_its_calls_through_an_event_and_finishes() {
+        let dir = tempfile::TempDir::new().unwrap();
+        std::fs::write(
+            dir.path().join("agent.toml"),
+            "name = \"old\"\ninstructions = \"x\"\n[model]\nprovider = \"openai\"\n\
+             model = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+        )
+        .unwrap();
+        let (config, base) = AgentConfig::load(dir.path()).unwrap();
+        let hands = Hands::new(HandsConfig::default()).unwrap();
+        let frozen = freeze(&hands, &config, &base, |_| None).await.unwrap();
+        let agent = bind(&hands, frozen, |_| None).await.unwrap();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.unwrap());
+
+        let agent_json = serde_json::to_value(&agent.frozen).unwrap();
+        let created = Event::SessionCreated {
+            agent_name: "old".into(),
+            config_digest: super::digest_hex(agent_json.to_string().as_bytes()),
+            agent: agent_json,
+        };
+        let session = store.create("old", &created).await.unwrap();
+        let lease = store
+            .acquire_lease(&session, "old-writer", Duration::from_secs(30))
+            .await
+            .unwrap();
+        // The answer asks for a tool the agent does not have: refused as a
+        // call, so no tool host is needed.
+        let first = answer(
+            None,
+            vec![ToolCall {
+                id: "c1".into(),
+                name: "nope".into(),
+                arguments: "{}".into(),
+            }],
+        );
+        let response = serde_json::to_vec(&first).unwrap();
+        let blob = crate::session::BlobRef::of(&response);
+        let old = [
+            serde_json::json!({"type": "goal_set", "goal": "g"}),
+            serde_json::json!({"type": "model_requested", "step": 1, "role": "worker",
+                "provider": "p", "model": "m", "request": blob, "attempt": 1}),
+            serde_json::json!({"type": "model_failed", "step": 1, "attempt": 1,
+                "error": "HTTP 529", "retryable": true}),
+            serde_json::json!({"type": "model_responded", "step": 1, "response": blob,
+                "input_tokens": 1, "output_tokens": 1, "latency_ms": 1,
+                "stop_reason": "tool_use"}),
+            serde_json::json!({"type": "steered", "control": 1, "kind": "pause", "by": "ops"}),
+            serde_json::json!({"type": "paused",
+                "reason": {"kind": "user", "detail": "paused by ops"}}),
+        ];
+        let events: Vec<Event> = old
+            .into_iter()
+            .map(|e| serde_json::from_value(e).unwrap())
+            .collect();
+        store
+            .append_with(
+                &session,
+                &lease,
+                2,
+                &events,
+                vec![response],
+                Durability::Now,
+            )
+            .await
+            .unwrap();
+        store.release(&lease).await.unwrap();
+
+        // A script is a cassette: its first turn is the answer in the log.
+        let provider = Arc::new(ScriptProvider::new(vec![
+            first,
+            answer(Some("done"), Vec::new()),
+        ]));
+        let mut runner = Runner::wake(
+            store.clone(),
+            &hands,
+            agent,
+            provider,
+            session.clone(),
+            "me",
+        )
+        .await
+        .unwrap();
+        runner.resume(BTreeMap::new()).await.unwrap();
+        let end = runner.run().await.unwrap();
+        assert_eq!(end.status, SessionStatus::Finished, "{:?}", end.detail);
+        assert_eq!(end.detail.as_deref(), Some("done"));
+
+        let log: Vec<Event> = store
+            .read(&session, 1)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.event)
+            .collect();
+        let learned: Vec<&Event> = log
+            .iter()
+            .filter(|e| matches!(e, Event::CallsLearned { .. }))
+            .collect();
+        assert_eq!(
+            learned,
+            [&Event::CallsLearned {
+                step: 1,
+                calls: vec!["c1".into()]
+            }]
+        );
+        assert!(log.iter().any(
+            |e| matches!(e, Event::ToolFinished { call_id, ok: false, .. } if call_id == "c1")
+        ));
+        // The operator's pause was answered by the resume: no second pause.
+        assert_eq!(
+            log.iter()
+                .filter(|e| matches!(e, Event::Paused { .. }))
+                .count(),
+            1
+        );
+        // Folded again from the log alone, the state is the one the run
+        // ended with: nothing changed it beside the log.
+        let folded = crate::brain::core::state::snapshot::load_state(store.as_ref(), &session)
+            .await
+            .unwrap();
+        assert_eq!(&folded, runner.state());
+    }
+}

@@ -7,7 +7,7 @@
 //! produce one, built by the harness from what the log knows
 //! ([`Handoff::from_plan`]) so a run never stalls on it. The next context
 //! is rebuilt from the plan, this handoff and the memories — see
-//! `brain::briefing`.
+//! `brain::core::prompts`.
 
 use serde::{Deserialize, Serialize};
 

@@ -401,7 +401,7 @@ impl Ctx<'_> {
                                 role,
                                 &frozen.instructions,
                             );
-                            let skills = crate::brain::skills::catalogue(&frozen.skills);
+                            let skills = crate::brain::agent::skills::catalogue(&frozen.skills);
                             if matches!(role, Role::Worker | Role::Handoff) && !skills.is_empty() {
                                 system.push_str("\n\n");
                                 system.push_str(&skills);

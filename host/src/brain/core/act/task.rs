@@ -12,8 +12,8 @@
 
 use std::sync::Arc;
 
-use crate::brain::bind::PlanNames;
-use crate::brain::config::{DEFAULT_CONTEXT_WINDOW, ModelConfig};
+use crate::brain::agent::bind::PlanNames;
+use crate::brain::agent::config::{DEFAULT_CONTEXT_WINDOW, ModelConfig};
 use crate::brain::core::ctx::Ctx;
 use crate::brain::core::decide::{PlanPolicy, PlannerPurpose, Role};
 use crate::brain::core::prompts::{self, Catalogue, PlannerAsk, WorkerBriefing};
@@ -64,7 +64,7 @@ impl Ctx<'_> {
             .agent
             .frozen
             .prices
-            .get(&crate::brain::bind::price_key(model))?;
+            .get(&crate::brain::agent::frozen::price_key(model))?;
         Some(price.cost_micros(&crate::brain::pricing::UsageLike::from(usage)))
     }
 
@@ -88,7 +88,7 @@ impl Ctx<'_> {
                 .agent
                 .frozen
                 .prices
-                .contains_key(&crate::brain::bind::price_key(model))
+                .contains_key(&crate::brain::agent::frozen::price_key(model))
         {
             return None;
         }
