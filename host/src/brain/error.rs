@@ -172,6 +172,13 @@ pub enum LogError {
         /// Why.
         source: serde_json::Error,
     },
+    /// The agent frozen into `session_created` does not read as one this
+    /// version knows.
+    #[error(
+        "the agent frozen into this session does not read as one this version of Longhand \
+         knows ({0}); wake it with the version that started it"
+    )]
+    Agent(String),
     /// The log's events contradict each other (an event names what the
     /// log does not hold).
     #[error("{0}")]

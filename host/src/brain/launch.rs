@@ -22,7 +22,7 @@ use crate::brain::core::ctx::{BindChild, Child, Launch, Parent, Parts};
 use crate::brain::core::runner::Runner;
 use crate::brain::core::state::SessionState;
 use crate::brain::core::state::snapshot;
-use crate::brain::error::{RunError, inconsistent, json_error};
+use crate::brain::error::{LogError, RunError, inconsistent};
 use crate::brain::model::ModelProvider;
 use crate::hands::Hands;
 use crate::session::{SessionId, SessionStatus, Store};
@@ -58,10 +58,11 @@ impl Waking {
 
     /// The frozen agent recorded in the session's first event.
     pub fn frozen(&self) -> Result<Frozen, RunError> {
-        if self.state.agent.is_null() {
-            return Err(inconsistent("the log does not start with session_created"));
+        match (&self.state.agent, &self.state.agent_unreadable) {
+            (Some(agent), _) => Ok(agent.get().clone()),
+            (None, Some(why)) => Err(LogError::Agent(why.clone()).into()),
+            (None, None) => Err(inconsistent("the log does not start with session_created")),
         }
-        serde_json::from_value(self.state.agent.clone()).map_err(json_error("the frozen agent"))
     }
 }
 

@@ -29,8 +29,9 @@
 //! id, so a resumed worker asks the inbox only for newer controls and none
 //! is applied twice. A pause posted before an operator's `resume` is not
 //! applied after it: the person who resumed had the last word.
-//! `cancel --now` is the exception: it drops the step in flight from
-//! outside the loop, so `cancel_now` records the end itself.
+//! `cancel --now` drops the step in flight from outside the loop, so
+//! `cancel_now` also records what the drop left (calls started and never
+//! finished, in doubt); the end is still `decide`'s.
 
 use std::time::Duration;
 
@@ -196,7 +197,8 @@ impl Ctx<'_> {
     }
 
     /// `cancel --now`: the step in flight was dropped; record the calls it
-    /// left started as in doubt, then the end.
+    /// left started as in doubt, and the control. The end it causes is
+    /// `decide`'s (the runner asks it next).
     pub(in crate::brain) async fn cancel_now(&mut self, control: Control) -> Result<(), RunError> {
         if control.id <= self.journal.state.last_control || self.journal.state.is_terminal() {
             return Ok(());
@@ -215,17 +217,6 @@ impl Ctx<'_> {
             });
         }
         events.push(steered(&control));
-        events.push(Event::Failed {
-            error: format!(
-                "cancelled now by {}{}",
-                control.by,
-                control
-                    .text
-                    .as_ref()
-                    .map(|t| format!(": {t}"))
-                    .unwrap_or_default()
-            ),
-        });
         self.write(events).await?;
         let _ = self.store.settle_control(&self.lease, control.id).await;
         Ok(())

@@ -127,16 +127,14 @@ pub(in crate::brain) struct Ctx<'h> {
     pub(in crate::brain) context: crate::brain::core::act::context::ContextCache,
     /// Where children start.
     pub(in crate::brain) launch: &'static dyn Launch,
+    /// The roles whose model has no price, for `decide` (the prices are
+    /// frozen: a wake builds a new context).
+    unpriced: Vec<crate::brain::core::decide::UnpricedRole>,
 }
 
 impl<'h> Ctx<'h> {
-    /// The context of `session`, leased by `lease`, folded up to `state`.
-    pub(in crate::brain) fn new(
-        parts: Parts<'h>,
-        session: SessionId,
-        lease: Lease,
-        state: SessionState,
-    ) -> Self {
+    /// The context of the session `journal` writes, under its lease.
+    pub(in crate::brain) fn new(parts: Parts<'h>, journal: Journal) -> Self {
         let Parts {
             store,
             hands,
@@ -144,8 +142,9 @@ impl<'h> Ctx<'h> {
             kit,
             launch,
         } = parts;
-        let journal = Journal::new(store.clone(), session.clone(), lease.clone(), state);
-        Self {
+        let session = journal.session().clone();
+        let lease = journal.lease().clone();
+        let mut ctx = Self {
             store,
             hands,
             agent,
@@ -157,7 +156,10 @@ impl<'h> Ctx<'h> {
             journal,
             context: crate::brain::core::act::context::ContextCache::default(),
             launch,
-        }
+            unpriced: Vec::new(),
+        };
+        ctx.unpriced = ctx.unpriced_roles();
+        ctx
     }
 
     /// What this session lends a child it starts or wakes.
@@ -179,6 +181,7 @@ impl<'h> Ctx<'h> {
             limits: &self.agent.frozen.limits,
             has_check: self.agent.frozen.completion.is_some(),
             plan: self.plan_policy(),
+            unpriced: &self.unpriced,
         }
     }
 

@@ -10,13 +10,10 @@
 //! an operator, finish, the limits — and a new behaviour is a new row, not
 //! a guard in an executor. Executors record facts (an answer refused, a
 //! request given up on, an approval asked for, a control received); the
-//! rows read them back from the fold. Two rules are still kept beside the
-//! table, each for a reason: a money limit with no price for the asked
-//! role's model (`act::ask`, `unpriced_pause`) needs the frozen prices per
-//! role, which [`Policy`] does not carry yet; and `act::children` asks
-//! [`next`] itself (with the loop's own policy) while its pool of child
-//! runs is in flight, because those runs live in the executor, not in
-//! the loop.
+//! rows read them back from the fold. `act::children` asks [`next`] itself
+//! (with the loop's own policy) while its pool of child runs is in flight,
+//! because those runs live in the executor, not in the loop; the answer is
+//! still this table's.
 //!
 //! The order of the rows is the argument for crash safety: whatever a crash
 //! left half-done is finished before anything new starts, and whatever
@@ -41,6 +38,12 @@
 //!    finished when the check passed or there is none.
 //! 10. A limit reached pauses.
 //! 11. Otherwise the worker is asked for its next answer.
+//!
+//! Last, over every row: a role is never asked under a money limit when
+//! its model has no price (its spend could not be counted); the session
+//! pauses for a price instead ([`unpriced`]). `cancel --now`, which drops
+//! the step in flight from outside the loop, records what the drop left
+//! and the control; its end is row 2's.
 
 use std::collections::BTreeMap;
 
@@ -178,6 +181,20 @@ pub struct Policy<'a> {
     pub has_check: bool,
     /// A planned session's settings; `None` for a single loop.
     pub plan: Option<PlanPolicy>,
+    /// The roles whose model has no price.
+    pub unpriced: &'a [UnpricedRole],
+}
+
+/// A role whose model has no price: under a money limit it is not asked,
+/// since what it spends could not be counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnpricedRole {
+    /// The role.
+    pub role: Role,
+    /// Its model.
+    pub model: String,
+    /// The model's provider, as the price file's section names it.
+    pub provider: String,
 }
 
 /// The part of `[plan]` decisions read.
@@ -207,6 +224,44 @@ pub const MAX_HANDOFF_TRIES: u32 = 2;
 
 /// Decide the next action. Pure: same state, same action.
 pub fn next(state: &SessionState, policy: Policy<'_>) -> Action {
+    match by_rows(state, &policy) {
+        Action::Ask { role, .. } if let Some(reason) = unpriced(state, &policy, role) => {
+            Action::Pause(reason)
+        }
+        action => action,
+    }
+}
+
+/// The pause for asking `role` under a money limit when its model has no
+/// price: its answer's cost could not be counted, so the limit would not
+/// hold. `run` refuses such an agent at start; this holds the line for
+/// sessions started before that check, or whose limit a `--raise` put in
+/// place.
+fn unpriced(state: &SessionState, policy: &Policy<'_>, role: Role) -> Option<PauseReason> {
+    let max = limit(
+        &state.raised,
+        "max_cost_micros",
+        policy.limits.max_cost_micros,
+    );
+    let model = policy.unpriced.iter().find(|u| u.role == role)?;
+    if max == 0 {
+        return None;
+    }
+    Some(PauseReason {
+        kind: PauseKind::Limit,
+        limit: Some("max_cost_micros".to_owned()),
+        detail: format!(
+            "model `{}` (provider {}) has no price, so max_cost_micros = {max} cannot be \
+             counted; give it a price in prices.toml (`longhand resume` reads it for a model \
+             the session has none for), or resume with --raise max_cost_micros=0 to run \
+             without a money limit",
+            model.model, model.provider
+        ),
+    })
+}
+
+/// The table's rows, in order (see the module's documentation).
+fn by_rows(state: &SessionState, policy: &Policy<'_>) -> Action {
     match state.status {
         SessionStatus::Finished | SessionStatus::Failed | SessionStatus::Paused => {
             return Action::Stop(state.status);
@@ -495,6 +550,9 @@ fn steered(stop: &StopAsked) -> Action {
         _ => String::new(),
     };
     let who = &stop.by;
+    if stop.now {
+        return Action::Fail(format!("cancelled now by {who}{why}"));
+    }
     if stop.cancel {
         return Action::Fail(format!("cancelled by {who}{why}"));
     }
@@ -813,6 +871,7 @@ mod tests {
                 limits: &limits(),
                 has_check,
                 plan: None,
+                unpriced: &[],
             },
         )
     }
@@ -841,6 +900,7 @@ mod tests {
                     handoff_tokens: 10,
                     max_parallel: 1,
                 }),
+                unpriced: &[],
             },
         )
     }
@@ -1027,6 +1087,7 @@ mod tests {
             limits: &l,
             has_check: false,
             plan: None,
+            unpriced: &[],
         };
         let Action::Dispatch { calls, .. } = next(&log.state, policy) else {
             panic!("expected a dispatch");
@@ -1091,6 +1152,7 @@ mod tests {
             limits: &l,
             has_check: false,
             plan: None,
+            unpriced: &[],
         };
         log.answer(1, &["a"]);
         // The answer's calls still run although max_steps is reached.
@@ -1117,6 +1179,7 @@ mod tests {
             limits: &l,
             has_check: false,
             plan: None,
+            unpriced: &[],
         };
         log.answer(1, &["a", "b", "c"]);
         log.started(1, "a", "read-only").finished(1, "a", false);
@@ -1204,6 +1267,7 @@ mod tests {
                     limits: &limits(),
                     has_check: false,
                     plan: None,
+                    unpriced: &[],
                 }
             )
         );
@@ -1277,6 +1341,77 @@ mod tests {
         let mut log = Log::new();
         log.push(steer("send", Some("also check b")));
         assert_eq!(decide(&log, false), ask(1));
+    }
+
+    #[test]
+    fn a_cancel_now_fails_the_session_with_its_own_words_once_the_drop_is_recorded() {
+        let mut log = Log::new();
+        log.answer(1, &["a"]).started(1, "a", "writes");
+        // `cancel_now` records the call the drop left as in doubt, then
+        // the control; the end is this row's, even after a crash.
+        log.push(Event::ToolInDoubt {
+            step: 1,
+            call_id: "a".into(),
+            reason: "ended by cancel --now".into(),
+        });
+        log.push(steer("cancel_now", Some("wrong repo")));
+        let fail = Action::Fail("cancelled now by ops: wrong repo".into());
+        assert_eq!(decide(&log, false), fail);
+        log.push(resumed(ResumeCause::Crash));
+        assert_eq!(decide(&log, false), fail);
+    }
+
+    #[test]
+    fn a_role_whose_model_has_no_price_is_not_asked_under_a_money_limit() {
+        let unpriced = [UnpricedRole {
+            role: Role::Worker,
+            model: "m".into(),
+            provider: "p".into(),
+        }];
+        let capped = SessionLimits {
+            max_cost_micros: 1_000,
+            ..limits()
+        };
+        let with = |log: &Log, limits: &SessionLimits, unpriced: &[UnpricedRole]| {
+            next(
+                &log.state,
+                Policy {
+                    limits,
+                    has_check: false,
+                    plan: None,
+                    unpriced,
+                },
+            )
+        };
+        let mut log = Log::new();
+        let Action::Pause(reason) = with(&log, &capped, &unpriced) else {
+            panic!("expected a pause");
+        };
+        assert_eq!(reason.kind, PauseKind::Limit);
+        assert_eq!(reason.limit.as_deref(), Some("max_cost_micros"));
+        assert!(
+            reason
+                .detail
+                .contains("model `m` (provider p) has no price"),
+            "{reason:?}"
+        );
+        // No limit, or a priced model: asked.
+        assert_eq!(with(&log, &limits(), &unpriced), ask(1));
+        assert_eq!(with(&log, &capped, &[]), ask(1));
+        // Another role's model is unpriced: the worker is still asked.
+        let judge = [UnpricedRole {
+            role: Role::Judge,
+            ..unpriced[0].clone()
+        }];
+        assert_eq!(with(&log, &capped, &judge), ask(1));
+        // Resumed with the limit raised to 0: no money limit, asked.
+        log.push(Event::Paused { reason });
+        log.push(Event::Resumed {
+            raised: BTreeMap::from([("max_cost_micros".to_owned(), 0)]),
+            note: None,
+            cause: ResumeCause::Operator,
+        });
+        assert_eq!(with(&log, &capped, &unpriced), ask(1));
     }
 
     fn failed(step: u64, attempt: u32, retryable: bool, kind: &str, last: bool) -> Event {

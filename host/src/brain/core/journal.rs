@@ -17,9 +17,10 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::state::{SessionState, repeatable};
-use crate::brain::error::{LogError, RunError};
+use crate::brain::error::{LogError, RunError, inconsistent};
 use crate::session::{
     Appended, BlobRef, Durability, Event, EventRecord, Lease, SessionId, Store, StoreError,
 };
@@ -127,6 +128,40 @@ impl Journal {
             in_flight: VecDeque::new(),
             observer: None,
         }
+    }
+
+    /// Start a session: create its log with `created` (its
+    /// `session_created`), lease it for `owner` for `ttl`, and fold that
+    /// first event, so a new session's state too is only what its journal
+    /// wrote.
+    pub async fn create(
+        store: Arc<dyn Store>,
+        created: Event,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Self, RunError> {
+        let Event::SessionCreated { agent_name, .. } = &created else {
+            return Err(inconsistent("a session's log starts with session_created"));
+        };
+        let session = store.create(agent_name, &created).await?;
+        let lease = store.acquire_lease(&session, owner, ttl).await?;
+        let mut state = SessionState::default();
+        state.apply(&EventRecord {
+            seq: 1,
+            at_ms: now_ms(),
+            event: created,
+        });
+        Ok(Self::new(store, session, lease, state))
+    }
+
+    /// The session this journal writes.
+    pub fn session(&self) -> &SessionId {
+        &self.session
+    }
+
+    /// The lease its appends are fenced by.
+    pub fn lease(&self) -> &Lease {
+        &self.lease
     }
 
     /// Set the progress observer.

@@ -31,20 +31,22 @@
 //! does not know SQL, wasmtime or HTTP.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use super::ctx::RunEnd;
 use super::ctx::{Child, Ctx, Parts};
 use super::decide::{self, Action};
+pub(in crate::brain) use super::journal::{Journal, digest_hex};
 pub use super::journal::{Observer, SNAPSHOT_EVERY, durability_of};
-pub(in crate::brain) use super::journal::{digest_hex, now_ms};
 use super::state::SessionState;
 use crate::brain::control::lease::{self, Heartbeat};
 use crate::brain::error::json_error;
 /// Where the errors lived before `brain::error`; `bind.rs` still names them here.
 pub(in crate::brain) use crate::brain::error::{AgentError, RunError};
 use crate::brain::model::RetryPolicy;
-use crate::session::{Event, EventRecord, Lease, ResumeCause, SessionId, SessionStatus};
+use crate::session::inbox::Control;
+use crate::session::{Event, Lease, ResumeCause, SessionId, SessionStatus};
 
 pub use crate::brain::error::MAX_GOAL_BYTES;
 
@@ -79,17 +81,9 @@ impl<'h> Runner<'h> {
             agent: agent_json,
             config_digest,
         };
-        let session = parts.store.create(&frozen.name, &created).await?;
         let ttl = lease::ttl();
-        let lease = parts.store.acquire_lease(&session, owner, ttl).await?;
-        // The first event is the one just written: fold it without a read.
-        let mut state = SessionState::default();
-        state.apply(&EventRecord {
-            seq: 1,
-            at_ms: now_ms(),
-            event: created,
-        });
-        let mut runner = Self::new(parts, session, lease, ttl, state);
+        let journal = Journal::create(Arc::clone(&parts.store), created, owner, ttl).await?;
+        let mut runner = Self::new(parts, journal, ttl);
         runner
             .ctx
             .write(vec![Event::GoalSet {
@@ -109,7 +103,8 @@ impl<'h> Runner<'h> {
         state: SessionState,
     ) -> Self {
         let taken_from = lease.taken_from.clone();
-        let mut runner = Self::new(parts, session, lease, ttl, state);
+        let journal = Journal::new(Arc::clone(&parts.store), session, lease, state);
+        let mut runner = Self::new(parts, journal, ttl);
         // Every run ends finished, failed or paused; a session found
         // created or running was left by a worker that stopped mid-run.
         if matches!(
@@ -133,15 +128,9 @@ impl<'h> Runner<'h> {
         runner
     }
 
-    fn new(
-        parts: Parts<'h>,
-        session: SessionId,
-        lease: Lease,
-        lease_ttl: Duration,
-        state: SessionState,
-    ) -> Self {
+    fn new(parts: Parts<'h>, journal: Journal, lease_ttl: Duration) -> Self {
         Self {
-            ctx: Ctx::new(parts, session, lease, state),
+            ctx: Ctx::new(parts, journal),
             lease_ttl,
             recovered: None,
         }
@@ -265,10 +254,7 @@ impl<'h> Runner<'h> {
             ),
         };
         let end = match end {
-            Err(RunError::CancelNow(control)) => match self.ctx.cancel_now(*control).await {
-                Ok(()) => self.end(self.ctx.journal.state.status).await,
-                Err(e) => Err(e),
-            },
+            Err(RunError::CancelNow(control)) => self.cancelled_now(*control).await,
             other => other,
         };
         poller.stop();
@@ -340,6 +326,17 @@ impl<'h> Runner<'h> {
                 Action::FallbackHandoff => self.ctx.fallback_handoff().await?,
             }
         }
+    }
+
+    /// After `cancel --now` dropped the step in flight: record what the
+    /// drop left and the control, then do what `decide` makes of it (the
+    /// session fails; nothing, if it had ended or had seen the control).
+    async fn cancelled_now(&mut self, control: Control) -> Result<RunEnd, RunError> {
+        self.ctx.cancel_now(control).await?;
+        if let Action::Fail(error) = decide::next(&self.ctx.journal.state, self.ctx.policy()) {
+            self.ctx.write(vec![Event::Failed { error }]).await?;
+        }
+        self.end(self.ctx.journal.state.status).await
     }
 
     async fn end(&mut self, status: SessionStatus) -> Result<RunEnd, RunError> {

@@ -94,9 +94,6 @@ impl Ctx<'_> {
         } else {
             role
         };
-        if let Some(reason) = self.unpriced_pause(role) {
-            return self.write(vec![Event::Paused { reason }]).await;
-        }
         let built = self.build_request(base, step).await?;
         let mut sent = None;
         if role == Role::Handoff {

@@ -68,42 +68,23 @@ impl Ctx<'_> {
         Some(price.cost_micros(&crate::brain::pricing::UsageLike::from(usage)))
     }
 
-    /// The pause for asking `role` when a money limit is in force and its
-    /// model has no frozen price: its answer's cost could not be counted,
-    /// so the limit would not hold. `run` refuses such an agent at start;
-    /// this holds the line for sessions started before that check, or
-    /// whose limit a `--raise` put in place.
-    pub(in crate::brain) fn unpriced_pause(
-        &self,
-        role: Role,
-    ) -> Option<crate::session::PauseReason> {
-        let max = crate::brain::core::decide::limit(
-            &self.journal.state.raised,
-            "max_cost_micros",
-            self.agent.frozen.limits.max_cost_micros,
-        );
-        let model = self.model_config(role);
-        if max == 0
-            || self
-                .agent
-                .frozen
-                .prices
-                .contains_key(&crate::brain::agent::frozen::price_key(model))
-        {
-            return None;
-        }
-        Some(crate::session::PauseReason {
-            kind: crate::session::PauseKind::Limit,
-            limit: Some("max_cost_micros".to_owned()),
-            detail: format!(
-                "model `{}` (provider {}) has no price, so max_cost_micros = {max} cannot be \
-                 counted; give it a price in prices.toml (`longhand resume` reads it for a \
-                 model the session has none for), or resume with --raise max_cost_micros=0 to \
-                 run without a money limit",
-                model.model,
-                model.provider.as_str()
-            ),
-        })
+    /// The roles whose model has no frozen price (see
+    /// [`UnpricedRole`](crate::brain::core::decide::UnpricedRole)).
+    pub(in crate::brain) fn unpriced_roles(&self) -> Vec<crate::brain::core::decide::UnpricedRole> {
+        [Role::Worker, Role::Handoff, Role::Planner, Role::Judge]
+            .into_iter()
+            .filter_map(|role| {
+                let model = self.model_config(role);
+                let key = crate::brain::agent::frozen::price_key(model);
+                (!self.agent.frozen.prices.contains_key(&key)).then(|| {
+                    crate::brain::core::decide::UnpricedRole {
+                        role,
+                        model: model.model.clone(),
+                        provider: model.provider.as_str().to_owned(),
+                    }
+                })
+            })
+            .collect()
     }
 
     /// The model settings of `role`.

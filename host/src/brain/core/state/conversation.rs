@@ -148,9 +148,10 @@ impl SessionState {
                 by,
             } => {
                 self.last_control = self.last_control.max(*control);
-                if kind == "pause" || kind == "cancel" {
+                if kind == "pause" || kind == "cancel" || kind == "cancel_now" {
                     self.stop_asked = Some(StopAsked {
-                        cancel: kind == "cancel",
+                        cancel: kind != "pause",
+                        now: kind == "cancel_now",
                         by: by.clone(),
                         text: text.clone(),
                     });

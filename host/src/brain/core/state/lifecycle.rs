@@ -2,7 +2,7 @@
 //! context budget), the goal, pauses and resumes (raised limits, the
 //! breaker's reset), the end, snapshots, and the budget handed to children.
 
-use super::{DEFAULT_CONTEXT_TOKENS, SessionState};
+use super::{DEFAULT_CONTEXT_TOKENS, FrozenAgent, SessionState};
 use crate::brain::work::plan::TaskStatus;
 use crate::session::{Event, ResumeCause};
 
@@ -16,7 +16,10 @@ impl SessionState {
                 config_digest,
             } => {
                 self.agent_name = agent_name.clone();
-                self.agent = agent.clone();
+                (self.agent, self.agent_unreadable) = match FrozenAgent::read(agent) {
+                    Ok(frozen) => (Some(frozen), None),
+                    Err(e) => (None, Some(e.to_string())),
+                };
                 self.config_digest = config_digest.clone();
                 self.context_tokens = agent
                     .pointer("/limits/context_tokens")

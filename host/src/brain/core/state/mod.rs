@@ -22,10 +22,12 @@ pub mod snapshot;
 mod work;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 pub use self::roles::{HANDOFF_ROLE, JUDGE, PLANNER, Role, WORKER};
+use crate::brain::agent::frozen::Frozen;
 use crate::hands::Effect;
 use crate::session::{BlobRef, Event, EventRecord, PauseReason, SessionStatus};
 
@@ -217,6 +219,10 @@ pub enum Refused {
 pub struct StopAsked {
     /// `cancel` (the session ends, failed) rather than `pause`.
     pub cancel: bool,
+    /// `cancel --now`: the step in flight was dropped (what it left is
+    /// recorded before the control).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub now: bool,
     /// Who posted it.
     pub by: String,
     /// Their reason, if they gave one.
@@ -262,8 +268,14 @@ pub struct SessionState {
     pub last_seq: u64,
     /// Agent name.
     pub agent_name: String,
-    /// The frozen agent (see `agent::Frozen`).
-    pub agent: serde_json::Value,
+    /// The frozen agent of `session_created`, read once by the fold.
+    /// `None` before that event, or when its JSON does not read as an
+    /// agent this version knows (then `agent_unreadable` says why).
+    pub agent: Option<FrozenAgent>,
+    /// Why the agent of `session_created` does not read, if it does not (a
+    /// log written by a version whose agent this one cannot read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_unreadable: Option<String>,
     /// Digest of the frozen agent.
     pub config_digest: String,
     /// The goal.
@@ -395,6 +407,45 @@ pub struct CachedResult {
     pub result: BlobRef,
 }
 
+/// The frozen agent as the fold holds it: read from `session_created`
+/// once, then shared (a state's clone, a snapshot, the runner's binding)
+/// without another parse. Its serde form is the agent's own.
+#[derive(Debug, Clone)]
+pub struct FrozenAgent(Arc<Frozen>);
+
+impl FrozenAgent {
+    /// Read the agent of a `session_created` event.
+    pub fn read(value: &serde_json::Value) -> Result<Self, serde_json::Error> {
+        Frozen::deserialize(value).map(|frozen| Self(Arc::new(frozen)))
+    }
+
+    /// The agent.
+    pub fn get(&self) -> &Frozen {
+        &self.0
+    }
+}
+
+/// Two states hold the same agent when it encodes the same (the agent's
+/// types are compared nowhere else, so they need no equality of their own).
+impl PartialEq for FrozenAgent {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+            || serde_json::to_value(&*self.0).ok() == serde_json::to_value(&*other.0).ok()
+    }
+}
+
+impl Serialize for FrozenAgent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for FrozenAgent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Frozen::deserialize(deserializer).map(|frozen| Self(Arc::new(frozen)))
+    }
+}
+
 /// Read-only results kept for the cache.
 pub const MAX_CACHED: usize = 1024;
 
@@ -406,7 +457,8 @@ impl Default for SessionState {
         Self {
             last_seq: 0,
             agent_name: String::new(),
-            agent: serde_json::Value::Null,
+            agent: None,
+            agent_unreadable: None,
             config_digest: String::new(),
             goal: None,
             status: SessionStatus::Created,
@@ -615,6 +667,20 @@ mod tests {
             ),
             record(2, Event::GoalSet { goal: "g".into() }),
         ]
+    }
+
+    #[test]
+    fn an_agent_this_version_cannot_read_is_kept_as_why_not_a_guess() {
+        // `lead()`'s agent is `{}`: no name, model or limits.
+        let state = SessionState::fold(&lead());
+        assert!(state.agent.is_none());
+        let why = state.agent_unreadable.as_deref().unwrap();
+        assert!(why.contains("missing field"), "{why}");
+        assert_eq!(state.agent_name, "a");
+        // A snapshot keeps the reason.
+        let back: SessionState =
+            serde_json::from_value(serde_json::to_value(&state).unwrap()).unwrap();
+        assert_eq!(back, state);
     }
 
     #[test]

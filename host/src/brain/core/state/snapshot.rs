@@ -591,17 +591,21 @@ mod tests {
         serde_json::from_value(value).unwrap()
     }
 
-    /// A frozen agent with a context budget, as long as a real one.
+    /// A frozen agent with a context budget, as long as a real one (and
+    /// one the fold reads as an agent: the state holds it typed).
     fn agent(context_tokens: u64) -> Value {
+        let tool = |prefix: &str, bytes: &[u8]| {
+            json!({"prefix": prefix, "digest": BlobRef::of(bytes).digest,
+                   "config": {"component": prefix}})
+        };
         json!({
             "name": "snap",
             "instructions": "Work through the task one tool call at a time. ".repeat(30),
-            "model": {"provider": "script", "model": "m", "max_tokens": 4096},
-            "tools": [
-                {"label": "json", "digest": BlobRef::of(b"json").digest, "effect": "read-only"},
-                {"label": "fs", "digest": BlobRef::of(b"fs").digest, "effect": "writes"},
-            ],
+            "model": {"provider": "replay", "model": "m", "max_tokens": 4096},
+            "tools": [tool("json", b"json"), tool("fs", b"fs")],
             "limits": {"context_tokens": context_tokens, "max_steps": 100_000},
+            "completion": null,
+            "base_dir": "/srv/snap",
         })
     }
 
@@ -897,6 +901,8 @@ mod tests {
     #[tokio::test]
     async fn the_root_is_small_and_the_agent_goes_out_of_line() {
         let state = folded(300, 1_000_000);
+        let agent = state.agent.as_ref().expect("the fold reads the agent");
+        assert_eq!(agent.get().name, "snap");
         let encoded = encode(&state);
         let root: Root = serde_json::from_slice(encoded.blobs.last().unwrap()).unwrap();
         assert_eq!(BlobRef::of(encoded.blobs.last().unwrap()), encoded.root);
