@@ -66,7 +66,7 @@ try {
   check(true, "the session view says paused");
   const help = page.locator('#pause-help[data-kind="approval"]');
   await help.waitFor();
-  check((await help.textContent()).includes("approve or deny it below"), "the pause says what to do on the page");
+  check((await help.textContent()).includes("then approve or deny it"), "the pause says what to do on the page");
   check(await help.locator("button").count() === 1, "with a button");
   // The turn shows the waiting call, its arguments, without a click.
   await page.locator('#turns .call[data-outcome="waiting"] .args').filter({ hasText: "dm.hs" }).waitFor();

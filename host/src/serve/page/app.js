@@ -387,6 +387,7 @@ function plural(n, word) {
 
 function ms(n) {
   if (n === undefined || n === null) return "";
+  if (n === 0) return "0 ms";
   return n >= 10000 ? (n / 1000).toFixed(1) + " s" : n >= 100 ? Math.round(n) + " ms" : (+n).toFixed(n < 10 ? 2 : 1) + " ms";
 }
 
@@ -1082,19 +1083,31 @@ function drawPlan(plan, m) {
     (cols[d] = cols[d] || []).push(t);
   }
   const BW = 190, BH = 78, GX = 44, GY = 14, P = 6;
+  // An arrow that skips a column goes over the boxes, in a band on top.
+  const skips = plan.tasks.some((t) => (t.depends_on || []).some((d) => depth.has(d) && depth.get(t.id) - depth.get(d) > 1));
+  const PT = skips ? 30 : P;
   const pos = new Map();
-  cols.forEach((col, c) => col.forEach((t, r) => pos.set(t.id, { x: P + c * (BW + GX), y: P + r * (BH + GY) })));
+  cols.forEach((col, c) => col.forEach((t, r) => pos.set(t.id, { x: P + c * (BW + GX), y: PT + r * (BH + GY), col: c })));
   const W = P * 2 + cols.length * BW + (cols.length - 1) * GX;
-  const H = P * 2 + Math.max(...cols.map((c) => c.length)) * (BH + GY) - GY;
-  const root = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "chart plan", role: "img", "aria-label": plural(plan.tasks.length, "task") });
+  const H = PT + P + Math.max(...cols.map((c) => c.length)) * (BH + GY) - GY;
+  // Drawn at its own size; on a narrow screen its box scrolls sideways
+  // rather than shrinking the words past reading.
+  const root = svg("svg", { viewBox: "0 0 " + W + " " + H, width: W, height: H, class: "chart plan", role: "img", "aria-label": plural(plan.tasks.length, "task") });
   root.append(svg("defs", {}, svg("marker", { id: "arrowhead", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto" }, svg("path", { d: "M0 0 L8 4 L0 8 z", class: "arrowhead" }))));
   for (const t of plan.tasks) {
     const to = pos.get(t.id);
     for (const dep of t.depends_on || []) {
       const from = pos.get(dep);
       if (!from) continue;
-      const x1 = from.x + BW, y1 = from.y + BH / 2, x2 = to.x, y2 = to.y + BH / 2;
-      root.append(svg("path", { d: "M" + x1 + " " + y1 + " C" + (x1 + GX / 2) + " " + y1 + " " + (x2 - GX / 2) + " " + y2 + " " + x2 + " " + y2, class: "edge", "marker-end": "url(#arrowhead)", "data-from": dep, "data-to": t.id }));
+      let d;
+      if (to.col - from.col > 1) {
+        const x1 = from.x + BW / 2, y1 = from.y, x2 = to.x + BW / 2 - 12, y2 = to.y, top = 4 + (to.col - from.col) * 3;
+        d = "M" + x1 + " " + y1 + " C" + x1 + " " + top + " " + x2 + " " + top + " " + x2 + " " + y2;
+      } else {
+        const x1 = from.x + BW, y1 = from.y + BH / 2, x2 = to.x, y2 = to.y + BH / 2;
+        d = "M" + x1 + " " + y1 + " C" + (x1 + GX / 2) + " " + y1 + " " + (x2 - GX / 2) + " " + y2 + " " + x2 + " " + y2;
+      }
+      root.append(svg("path", { d, class: "edge", "marker-end": "url(#arrowhead)", "data-from": dep, "data-to": t.id }));
     }
   }
   for (const t of plan.tasks) {
