@@ -11,6 +11,7 @@
 //                      carried 1 MiB of arguments
 //   LONGHAND_AGENT     the hostile session's agent, under --agents
 //   LONGHAND_OUTSIDER  an agent outside --agents
+//   LONGHAND_LIMITED   a session paused at its step limit (1)
 //   CHROMIUM, PROFILE_DIR, SCREENSHOTS as for serve.mjs
 // Exits 0 when every step held, 1 with the reason otherwise.
 import { chromium } from "playwright-core";
@@ -193,6 +194,18 @@ try {
   await page.locator("#session-title").filter({ hasText: started }).waitFor();
   const s = await apiGet("/api/sessions/" + started);
   check(s.agent === "hostile" && s.goal === "Follow the script.", "New session started the chosen agent and opened it");
+
+  // ---- a pause says what to do, with the button that does it ----
+  await page.goto(url + "/#/s/" + process.env.LONGHAND_LIMITED);
+  const help = page.locator('#pause-help[data-kind="limit"]');
+  await help.waitFor();
+  const helpText = await help.textContent();
+  check(helpText.includes("The limit max_steps is reached (1). Raise it to go on"), "a limit's pause says what to do on the page: " + helpText);
+  check(await page.locator("#raise-value").inputValue() === "2", "and offers twice the limit");
+  check(!(await page.locator("#btn-resume").isDisabled()) && !(await page.locator("#send-button").isDisabled()), "Resume and Send are on while it is paused");
+  await help.locator('button[type="submit"]').click();
+  await page.locator('#session-status:not([data-status="paused"])').waitFor();
+  check(await help.isHidden(), "raised and resumed from the page");
 
   check(await page.evaluate(() => window.__pwned === undefined), "no model text ran as code");
   check(problems.length === 0, "no script error or CSP violation: " + problems.join("; "));

@@ -1332,6 +1332,24 @@ fn the_page_shows_turns_pictures_and_the_plan_and_starts_sessions_in_chromium() 
     let hostile = crate::support::session_of_json(&recorded.stdout[0]);
     let elsewhere = TempDir::new().expect("tempdir");
     plain_agent(elsewhere.path(), "outsider");
+    // A session paused at its step limit, for the pause's own buttons.
+    let limited_dir = TempDir::new().expect("tempdir");
+    let script = scripted_agent(
+        limited_dir.path(),
+        "limited",
+        "max_steps = 1",
+        &[
+            tool_turn(
+                "one step only",
+                vec![call("w1", "fs__write", json!({"path": "/w/a.txt", "content": "a"}))],
+                10,
+                1,
+            ),
+            text_turn("done", 10, 1),
+        ],
+    );
+    let (run, limited) = run_script(&home, limited_dir.path(), &script);
+    run.expect_code(3);
     let server = serve(
         &home,
         &["--no-worker", "--agents", agents.path().to_str().expect("utf-8")],
@@ -1352,6 +1370,7 @@ fn the_page_shows_turns_pictures_and_the_plan_and_starts_sessions_in_chromium() 
             std::fs::canonicalize(&hostile_dir).expect("canonical"),
         )
         .env("LONGHAND_OUTSIDER", elsewhere.path())
+        .env("LONGHAND_LIMITED", &limited)
         .env("CHROMIUM", &chromium)
         .env("PROFILE_DIR", profile.path().join("chromium"))
         .env(
@@ -1367,6 +1386,10 @@ fn the_page_shows_turns_pictures_and_the_plan_and_starts_sessions_in_chromium() 
         out.status.success() && stdout.contains("browser test passed"),
         "the browser test failed:\n{stdout}\n{stderr}"
     );
+    // The pause's button raised the limit and resumed the session.
+    let resumed = server.get(&format!("/api/sessions/{limited}")).json();
+    assert_eq!(resumed["limits"]["max_steps"], 2, "{resumed}");
+    assert_ne!(resumed["status"], "paused", "{resumed}");
     // The page's start is a real one: a third session, of the agent chosen.
     let list = server.get("/api/sessions?agent=hostile").json();
     assert_eq!(
