@@ -175,6 +175,13 @@ try {
   await row.waitFor();
   check(await page.locator("#status-filter").inputValue() === "finished", "the filter is kept in the address");
 
+  // Children under their parent, whatever order the page of the list
+  // came in (newest first puts a child above its parent).
+  const order = await page.evaluate(() => treeOrder([
+    { id: "s-4", parent: "s-1" }, { id: "s-3" }, { id: "s-2", parent: "s-1" }, { id: "s-1" }, { id: "s-0", parent: "s-9" },
+  ]).map(([s, d]) => s.id + ":" + d).join(" "));
+  check(order === "s-3:0 s-1:0 s-4:1 s-2:1 s-0:1", "children are listed under their parent: " + order);
+
   // ---- a new session from the page ----
   await page.goto(url + "/#/sessions");
   await page.locator("#new-session").click();

@@ -609,21 +609,19 @@ pub async fn list_agents(State(state): State<AppState>) -> ApiResult<Json<Value>
         for root in &roots {
             for dir in super::hooks::agent_dirs(root) {
                 let path = dir.to_string_lossy().into_owned();
-                out.push(
-                    match crate::brain::agent::config::AgentConfig::load(&dir) {
-                        Ok((config, _)) => json!({
-                            "path": path,
-                            "name": config.name,
-                            "goal": config.goal,
-                            "planned": config.plan.is_some(),
-                        }),
-                        Err(e) => json!({
-                            "path": path,
-                            "name": dir.file_name().map(|n| n.to_string_lossy().into_owned()),
-                            "problem": e.to_string(),
-                        }),
-                    },
-                );
+                out.push(match crate::brain::agent::config::AgentConfig::load(&dir) {
+                    Ok((config, _)) => json!({
+                        "path": path,
+                        "name": config.name,
+                        "goal": config.goal,
+                        "planned": config.plan.is_some(),
+                    }),
+                    Err(e) => json!({
+                        "path": path,
+                        "name": dir.file_name().map(|n| n.to_string_lossy().into_owned()),
+                        "problem": e.to_string(),
+                    }),
+                });
             }
         }
         out

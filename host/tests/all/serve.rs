@@ -1153,7 +1153,12 @@ fn planned_for_page(dir: &Path) -> std::path::PathBuf {
         text_turn("two done (not really)", 130, 5),
         tool_turn("Two, for real.", vec![write_call("w2", "two.txt")], 140, 10),
         text_turn("two done", 150, 5),
-        tool_turn("Writing three.", vec![write_call("w3", "three.txt")], 160, 10),
+        tool_turn(
+            "Writing three.",
+            vec![write_call("w3", "three.txt")],
+            160,
+            10,
+        ),
         text_turn("three done", 170, 5),
         text_turn("reviewed", 180, 5),
         tool_turn(
@@ -1219,7 +1224,11 @@ fn agents_are_listed_and_blob_previews_are_bounded() {
     run.expect_code(0);
     let server = serve(
         &home,
-        &["--no-worker", "--agents", agents.path().to_str().expect("utf-8")],
+        &[
+            "--no-worker",
+            "--agents",
+            agents.path().to_str().expect("utf-8"),
+        ],
     );
     // An agent that does not load stops `serve` at start (its triggers are
     // read); one broken since is listed with what is wrong.
@@ -1242,11 +1251,16 @@ fn agents_are_listed_and_blob_previews_are_bounded() {
         .iter()
         .find(|a| a["name"] == "broken")
         .unwrap_or_else(|| panic!("{listed}"));
-    assert!(broken["problem"].as_str().is_some_and(|p| !p.is_empty()), "{listed}");
+    assert!(
+        broken["problem"].as_str().is_some_and(|p| !p.is_empty()),
+        "{listed}"
+    );
     // Without the token, refused like every route.
     request(&server.addr, "GET", "/api/agents", &[], b"").expect_error(401, "unauthorized");
 
-    let events = server.get(&format!("/api/sessions/{session}/events")).json();
+    let events = server
+        .get(&format!("/api/sessions/{session}/events"))
+        .json();
     let started = events["events"]
         .as_array()
         .expect("events")
@@ -1259,7 +1273,12 @@ fn agents_are_listed_and_blob_previews_are_bounded() {
         "/api/sessions/{session}/previews?max=500&blobs={input},sha256:{}",
         "0".repeat(64)
     ));
-    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
     assert!(reply.body.len() < 2000, "{} bytes", reply.body.len());
     let previews = reply.json()["previews"].clone();
     let one = &previews[input];
@@ -1267,7 +1286,10 @@ fn agents_are_listed_and_blob_previews_are_bounded() {
     assert!(one["bytes"].as_u64().is_some_and(|b| b > 1 << 20), "{one}");
     assert_eq!(one["json"]["path"], "/w/big.txt");
     let content = one["json"]["content"].as_str().expect("content");
-    assert!(content.ends_with('…') && content.chars().count() < 600, "{content}");
+    assert!(
+        content.ends_with('…') && content.chars().count() < 600,
+        "{content}"
+    );
     assert_eq!(previews.as_object().map(|o| o.len()), Some(1), "{previews}");
     for bad in ["", "?blobs=", "?blobs=a&max=0", "?blobs=a&max=99999"] {
         server
@@ -1276,7 +1298,9 @@ fn agents_are_listed_and_blob_previews_are_bounded() {
     }
     let too_many = vec!["sha256:00"; 101].join(",");
     server
-        .get(&format!("/api/sessions/{session}/previews?blobs={too_many}"))
+        .get(&format!(
+            "/api/sessions/{session}/previews?blobs={too_many}"
+        ))
         .expect_error(400, "invalid_request");
 
     let one = server.get(&format!("/api/sessions/{session}")).json();
@@ -1341,7 +1365,11 @@ fn the_page_shows_turns_pictures_and_the_plan_and_starts_sessions_in_chromium() 
         &[
             tool_turn(
                 "one step only",
-                vec![call("w1", "fs__write", json!({"path": "/w/a.txt", "content": "a"}))],
+                vec![call(
+                    "w1",
+                    "fs__write",
+                    json!({"path": "/w/a.txt", "content": "a"}),
+                )],
                 10,
                 1,
             ),
@@ -1352,7 +1380,11 @@ fn the_page_shows_turns_pictures_and_the_plan_and_starts_sessions_in_chromium() 
     run.expect_code(3);
     let server = serve(
         &home,
-        &["--no-worker", "--agents", agents.path().to_str().expect("utf-8")],
+        &[
+            "--no-worker",
+            "--agents",
+            agents.path().to_str().expect("utf-8"),
+        ],
     );
     let profile = TempDir::new().expect("profile dir");
     let out = std::process::Command::new("node")
@@ -1392,11 +1424,7 @@ fn the_page_shows_turns_pictures_and_the_plan_and_starts_sessions_in_chromium() 
     assert_ne!(resumed["status"], "paused", "{resumed}");
     // The page's start is a real one: a third session, of the agent chosen.
     let list = server.get("/api/sessions?agent=hostile").json();
-    assert_eq!(
-        list["sessions"].as_array().map(Vec::len),
-        Some(2),
-        "{list}"
-    );
+    assert_eq!(list["sessions"].as_array().map(Vec::len), Some(2), "{list}");
 }
 
 /// Webhook triggers (issue 10): `POST /hooks/<name>` needs no API token

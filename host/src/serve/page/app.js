@@ -629,9 +629,12 @@ function openSession(id) {
     const r = p.json && typeof p.json === "object" ? p.json : null;
     const text = r ? r.text || "" : p.text || "";
     if (text.trim()) {
+      // The server ends a text it cut with "…"; a preview cut elsewhere
+      // (a long argument) leaves the words whole.
+      const textCut = p.cut && text.endsWith("\u2026");
       const lines = text.split("\n");
-      const long = lines.length > WORDS_LINES || p.cut;
-      const first = lines.slice(0, WORDS_LINES).join("\n") + (long ? "…" : "");
+      const long = lines.length > WORDS_LINES || textCut;
+      const first = lines.slice(0, WORDS_LINES).join("\n") + (lines.length > WORDS_LINES ? "…" : "");
       const box = el("div", { class: "said" });
       box.append(visible(first));
       t.words.append(box);
@@ -641,11 +644,11 @@ function openSession(id) {
         more.addEventListener("click", () => {
           open = !open;
           clear(box);
-          box.append(visible(open ? text + (p.cut ? "…" : "") : first));
+          box.append(visible(open ? text : first));
           setText(more, open ? "less" : "more");
         });
         t.words.append(more);
-        if (p.cut) t.words.append(el("span", { class: "note", text: " (" + p.bytes.toLocaleString("en") + " bytes in all: the raw event has it whole)" }));
+        if (textCut) t.words.append(el("span", { class: "note", text: " (" + p.bytes.toLocaleString("en") + " bytes in all: the raw event has it whole)" }));
       }
     }
     // Calls the answer made that never started (refused before running,
@@ -1041,6 +1044,14 @@ function drawTokens(m, s) {
     if (key === "cached" && !last.cached) continue;
     const d = pts.map((p, i) => (i ? "L" : "M") + x(i).toFixed(1) + " " + y(p[key]).toFixed(1)).join(" ");
     root.append(svg("path", { d, class: "series " + key, "data-series": key }));
+  }
+  // Cost on its own scale (right), where the answers were priced.
+  if (last.priced && last.cost > 0) {
+    const topCost = Math.max(last.cost, limits.max_cost_micros && limits.max_cost_micros <= last.cost * 4 ? limits.max_cost_micros : 0);
+    const yc = (v) => T + (1 - v / topCost) * (H - T - B);
+    root.append(svg("path", { d: pts.map((p, i) => (i ? "L" : "M") + x(i).toFixed(1) + " " + yc(p.cost).toFixed(1)).join(" "), class: "series cost", "data-series": "cost" }),
+      svg("text", { x: W - R, y: T + 8, "text-anchor": "end", class: "label", text: "$" + (topCost / 1e6).toFixed(4) }));
+    if (topCost > last.cost) root.append(svg("line", { x1: L, x2: W - R, y1: yc(topCost), y2: yc(topCost), class: "limit cost", "data-limit": "cost" }));
   }
   pts.forEach((p, i) => {
     const text = "answer " + (i + 1) + " (#" + p.seq + "): " + p.input.toLocaleString("en") + " in" + (p.cached ? " (" + p.cached.toLocaleString("en") + " cached)" : "") + ", " + p.output.toLocaleString("en") + " out" + (p.priced ? ", $" + (p.cost / 1e6).toFixed(4) : "") + " so far";
