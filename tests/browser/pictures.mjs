@@ -141,6 +141,7 @@ try {
   await page.locator('#turns .call[data-call="w1"] .args').waitFor();
   check(await page.locator('#turns .call[data-call="w1"] .args').isVisible(), "arguments are visible on a phone too");
   await shoot(page, "planned-phone");
+  if (shots) await page.screenshot({ path: `${shots}/planned-phone-top.png` });
   await page.setViewportSize({ width: 1280, height: 900 });
 
   // ---- hostile text stays text, and bounded ----
