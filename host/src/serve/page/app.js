@@ -799,7 +799,8 @@ function openSession(id) {
       case "steered": line(record, "warn", e.kind + " by " + e.by + (e.text ? ": " + short(e.text, 300) : "")); break;
       case "handoff": line(record, "task", "context handed off" + (e.task ? " in " + e.task : "") + " at " + e.context_tokens.toLocaleString("en") + " tokens, by the " + (e.by_model ? "model" : "harness")); break;
       case "child_started": {
-        const li = line(record, "task", "started " + e.agent + " as ");
+        const c = m.calls.get(e.call_id);
+        const li = line(record, "task", "started " + e.agent + " as ", c ? c.lines : null);
         li.querySelector(".what").append(el("a", { href: "#/s/" + e.child, class: "mono", text: e.child }));
         break;
       }
@@ -912,17 +913,41 @@ function openSession(id) {
     }
   };
 
+  const resized = () => draw();
+  window.addEventListener("resize", resized);
   refresh();
   follow();
   current = {
     view: "session",
     stop: () => {
+      window.removeEventListener("resize", resized);
       stopped = true;
       clearTimeout(refreshTimer);
       clearTimeout(drawTimer);
       if (abort) abort.abort();
     },
   };
+}
+
+// `text`'s first `lines` lines, and a "more" that shows the rest.
+function expandable(text, lines) {
+  const all = text.split("\n");
+  const out = document.createDocumentFragment();
+  if (all.length <= lines) {
+    out.append(visible(text));
+    return out;
+  }
+  const first = all.slice(0, lines).join("\n") + "…";
+  const box = el("span", { class: "expandable" }, first);
+  let open = false;
+  const more = el("button", { type: "button", class: "more quiet", text: "more" });
+  more.addEventListener("click", () => {
+    open = !open;
+    setText(box, open ? text : first);
+    setText(more, open ? "less" : "more");
+  });
+  out.append(box, " ", more);
+  return out;
 }
 
 function renderFacts(s) {
@@ -939,8 +964,9 @@ function renderFacts(s) {
   fact("tokens", s.spend.input_tokens.toLocaleString("en") + " in / " + s.spend.output_tokens.toLocaleString("en") + " out");
   fact("cost", cost(s.spend));
   if (s.parent) dl.append(el("dt", { text: "parent" }), el("dd", {}, el("a", { href: "#/s/" + s.parent, class: "mono", text: s.parent })));
-  fact("summary", s.summary);
-  fact("error", s.error);
+  for (const [k, v] of [["summary", s.summary], ["error", s.error]]) {
+    if (v) dl.append(el("dt", { text: k }), el("dd", {}, expandable(String(v), 3)));
+  }
   const kids = Object.values(s.children || {});
   if (kids.length) {
     const dd = el("dd");
@@ -969,6 +995,12 @@ function info(node, text) {
   node.append(visible(text));
 }
 
+// The width a chart's box gives it (600 while it is not laid out).
+function drawWidth(box) {
+  const w = box.clientWidth - 10;
+  return w > 0 ? Math.max(280, Math.min(1000, w)) : 600;
+}
+
 // The waterfall: one bar per model call and per tool call, on one time
 // axis from the first to the last of them.
 function drawWaterfall(m) {
@@ -983,7 +1015,9 @@ function drawWaterfall(m) {
   const t0 = bars[0].start;
   const now = Date.now();
   const t1 = Math.max(t0 + 1, ...bars.map((b) => b.end === null ? Math.min(now, b.start + 60000) : b.end));
-  const W = 600, row = 14, top = 4, left = 150, H = top + bars.length * row + 22;
+  // Drawn at the width it is shown at, so its words stay readable on a
+  // phone; redrawn when the window changes.
+  const W = drawWidth(box), row = 14, top = 4, left = Math.min(150, Math.round(W * 0.32)), H = top + bars.length * row + 22;
   const x = (t) => left + ((t - t0) / (t1 - t0)) * (W - left - 8);
   const root = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "chart", role: "img", "aria-label": "durations of " + bars.length + " calls" });
   bars.forEach((b, i) => {
@@ -994,7 +1028,7 @@ function drawWaterfall(m) {
       svg("title", { text: b.text }),
       // The whole row answers a pointer or a tap, not only a thin bar.
       svg("rect", { x: 0, y, width: W, height: row, class: "hit" }),
-      svg("text", { x: left - 6, y: y + row - 4, "text-anchor": "end", class: "label", text: short(b.label, 22) }),
+      svg("text", { x: left - 6, y: y + row - 4, "text-anchor": "end", class: "label", text: short(b.label, Math.floor(left / 6.5)) }),
       svg("rect", { x: x(b.start).toFixed(1), y: y + 2, width: w.toFixed(1), height: row - 4, rx: 2, class: "span" }));
     const tell = () => info($("wf-info"), b.text);
     g.addEventListener("pointerenter", tell);
@@ -1028,7 +1062,7 @@ function drawTokens(m, s) {
     if (lim <= top * 4) { top = Math.max(top, lim); lines.push([key, name + " limit " + lim.toLocaleString("en"), lim]); }
     else lines.push([key, name + " limit " + lim.toLocaleString("en") + " (" + (100 * last[key] / lim).toFixed(1) + "% used)", null]);
   }
-  const W = 600, H = 170, L = 56, R = 10, T = 10, B = 24;
+  const W = drawWidth(box), H = 170, L = 56, R = 10, T = 10, B = 24;
   const x = (i) => L + (pts.length === 1 ? (W - L - R) : (i / (pts.length - 1)) * (W - L - R));
   const y = (v) => T + (1 - v / top) * (H - T - B);
   const root = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "chart", role: "img", "aria-label": "tokens over the session" });
