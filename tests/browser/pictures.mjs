@@ -202,6 +202,16 @@ try {
   await page.locator("#session-title").filter({ hasText: started }).waitFor();
   const s = await apiGet("/api/sessions/" + started);
   check(s.agent === "hostile" && s.goal === "Follow the script.", "New session started the chosen agent and opened it");
+  // The form and the list fit a phone too.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(url + "/#/sessions");
+  await page.locator("#sessions tbody tr").first().waitFor();
+  await page.locator("#new-session").click();
+  await page.locator(`#new-agent option[value="${agentPath}"]`).waitFor({ state: "attached" });
+  const formWidth = await page.evaluate(() => document.documentElement.scrollWidth);
+  check(formWidth <= 390, `the list and the form fit a phone (${formWidth}px)`);
+  await shoot(page, "new-session-phone");
+  await page.setViewportSize({ width: 1280, height: 900 });
 
   // ---- a pause says what to do, with the button that does it ----
   await page.goto(url + "/#/s/" + process.env.LONGHAND_LIMITED);
