@@ -266,7 +266,7 @@ function sessionRow(s, depth) {
     el("td", { "data-label": "Goal", class: "goal", text: short(s.goal || "", 120) }),
     el("td", { "data-label": "Status" }, statusBadge(s.status)),
     el("td", { "data-label": "Step", text: String(s.spend.steps) }),
-    el("td", { "data-label": "Tokens", text: s.spend.input_tokens + " / " + s.spend.output_tokens }),
+    el("td", { "data-label": "Tokens", text: s.spend.input_tokens.toLocaleString("en") + " / " + s.spend.output_tokens.toLocaleString("en") }),
     el("td", { "data-label": "Cost", text: cost(s.spend) }),
     el("td", { "data-label": "Updated", text: when(s.updated_ms) }));
   if (s.parent) row.classList.add("child");
@@ -285,6 +285,8 @@ async function openNewSession() {
   const goal = $("new-goal");
   const say = $("new-error");
   say.hidden = true;
+  $("new-path").value = "";
+  $("new-priority").value = "0";
   clear(select);
   let agents = [];
   try {
