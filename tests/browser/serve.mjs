@@ -54,14 +54,23 @@ try {
   check(await page.evaluate(() => localStorage.getItem("longhand.token")) === token, "the token is kept");
   check((await row.getAttribute("data-status")) === "paused", "the list shows the session paused");
   check((await row.locator("td").nth(1).textContent()) === "approving", "the list shows its agent");
-  check(/^\$\d/.test(await row.locator("td").nth(5).textContent()), "the list shows its spend");
+  check(/^\$\d/.test(await row.locator("td").nth(6).textContent()), "the list shows its spend");
 
   // Hostile model text is shown as text, never run: the script's first
   // answer says `<img src=x onerror=…>`.
   await row.click();
+  // The raw events, one click away under the turns.
+  await page.locator("#raw-events summary").click();
   await page.locator('#timeline li[data-type="approval_requested"]').waitFor();
   await page.locator('#session-status[data-status="paused"]').waitFor();
   check(true, "the session view says paused");
+  const help = page.locator('#pause-help[data-kind="approval"]');
+  await help.waitFor();
+  check((await help.textContent()).includes("then approve or deny it"), "the pause says what to do on the page");
+  check(await help.locator("button").count() === 1, "with a button");
+  // The turn shows the waiting call, its arguments, without a click.
+  await page.locator('#turns .call[data-outcome="waiting"] .args').filter({ hasText: "dm.hs" }).waitFor();
+  check(true, "the waiting call's arguments are shown in its turn");
   check(await page.locator("#session-live").isVisible(), "the timeline is live");
   const firstCard = page.locator(`#session-approvals .approval[data-request="${firstRequest}"]`);
   await firstCard.waitFor();

@@ -356,6 +356,10 @@ impl Backend for CliBackend {
             .await
             .map_err(api_error)
     }
+
+    fn agent_roots(&self) -> Vec<PathBuf> {
+        self.roots.clone()
+    }
 }
 
 #[cfg(test)]

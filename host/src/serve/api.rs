@@ -207,6 +207,7 @@ fn session_json(summary: &SessionSummary, state: &SessionState, detail: bool) ->
         "updated_ms": summary.updated_ms,
         "last_seq": summary.last_seq,
         "parent": state.parent,
+        "goal": state.goal.as_deref().map(|g| cut_chars(g, LIST_GOAL_CHARS)),
         "awaiting_worker": state.awaiting_worker,
         "spend": {
             "steps": state.steps,
@@ -228,11 +229,39 @@ fn session_json(summary: &SessionSummary, state: &SessionState, detail: bool) ->
             ("children", json!(state.children)),
             ("pending_approvals", json!(pending)),
             ("has_plan", json!(state.plan.is_some())),
+            ("limits", limits_json(state)),
         ] {
             object.insert(key.to_owned(), field);
         }
     }
     value
+}
+
+/// A goal in the session list is cut to this many characters (the
+/// session's own view has it whole).
+pub const LIST_GOAL_CHARS: usize = 200;
+
+/// The first `n` characters of `text`, with `…` when it was longer.
+fn cut_chars(text: &str, n: usize) -> String {
+    match text.char_indices().nth(n) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// The limits in force: the frozen agent's, with the raises on top;
+/// `null` when the agent is unreadable.
+fn limits_json(state: &SessionState) -> Value {
+    let Some(agent) = &state.agent else {
+        return Value::Null;
+    };
+    let mut limits = serde_json::to_value(&agent.get().limits).unwrap_or(Value::Null);
+    if let Some(object) = limits.as_object_mut() {
+        for (name, value) in &state.raised {
+            object.insert(name.clone(), json!(value));
+        }
+    }
+    limits
 }
 
 /// `GET /api/sessions?status=&agent=&limit=&cursor=`: newest first;
@@ -401,6 +430,205 @@ pub async fn get_blob(
         bytes,
     )
         .into_response())
+}
+
+/// `GET /api/sessions/{id}/previews`: at most this many blobs at once.
+pub const PREVIEW_BLOBS: usize = 100;
+/// A preview's characters: default and most.
+pub const PREVIEW_CHARS: (u64, u64) = (2000, 16 * 1024);
+
+/// Nesting a preview keeps; deeper values are a `…`.
+const PREVIEW_DEPTH: usize = 32;
+
+/// The length in characters of every string and key in `value`.
+fn text_lengths(value: &Value, depth: usize, out: &mut Vec<usize>) {
+    if depth > PREVIEW_DEPTH {
+        return;
+    }
+    match value {
+        Value::String(text) => out.push(text.chars().count()),
+        Value::Array(items) => items.iter().for_each(|v| text_lengths(v, depth + 1, out)),
+        Value::Object(map) => {
+            for (key, v) in map {
+                out.push(key.chars().count());
+                text_lengths(v, depth + 1, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The longest a text may stay so that all of them fit `budget` together:
+/// the short ones whole, the long ones sharing what is left equally (a
+/// path beside a 1 MiB `content` is kept whole, whatever the key order).
+fn fair_cap(mut lengths: Vec<usize>, budget: usize) -> usize {
+    lengths.sort_unstable();
+    let mut left = budget;
+    let n = lengths.len();
+    for (i, len) in lengths.iter().enumerate() {
+        let share = left / (n - i);
+        if *len > share {
+            return share;
+        }
+        left -= len;
+    }
+    usize::MAX
+}
+
+/// `value` with every string and key cut to `cap` characters (a cut one
+/// ends with `…`), and at most `room / 4` values and fields in all:
+/// those past it are left out, with a marker saying how many; nothing
+/// deeper than [`PREVIEW_DEPTH`]. Sets `cut` when anything was left out.
+fn shrink(value: &Value, cap: usize, room: &mut usize, depth: usize, cut: &mut bool) -> Value {
+    const ITEM: usize = 4;
+    fn text(t: &str, cap: usize, cut: &mut bool) -> String {
+        match t.char_indices().nth(cap) {
+            Some(_) => {
+                *cut = true;
+                cut_chars(t, cap)
+            }
+            None => t.to_owned(),
+        }
+    }
+    if depth > PREVIEW_DEPTH {
+        *cut = true;
+        return Value::String("…".into());
+    }
+    *room = room.saturating_sub(ITEM);
+    match value {
+        Value::String(t) => Value::String(text(t, cap, cut)),
+        Value::Array(items) => {
+            let mut out = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                if *room == 0 {
+                    *cut = true;
+                    out.push(Value::String(format!("… {} more", items.len() - i)));
+                    break;
+                }
+                out.push(shrink(item, cap, room, depth + 1, cut));
+            }
+            Value::Array(out)
+        }
+        Value::Object(map) => {
+            let mut out = serde_json::Map::new();
+            for (i, (key, item)) in map.iter().enumerate() {
+                if *room == 0 {
+                    *cut = true;
+                    out.insert("…".into(), json!(format!("{} more", map.len() - i)));
+                    break;
+                }
+                let key = text(key, cap, cut);
+                out.insert(key, shrink(item, cap, room, depth + 1, cut));
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
+    }
+}
+
+/// A blob's preview: its size, and its JSON shrunk to `max` characters of
+/// text (`json`), or, when it is not JSON, its first `max` characters as
+/// text, invalid UTF-8 replaced (`text`).
+fn preview(bytes: &[u8], max: usize) -> Value {
+    let mut cut = false;
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(value) => {
+            let mut lengths = Vec::new();
+            text_lengths(&value, 0, &mut lengths);
+            let cap = fair_cap(lengths, max);
+            let mut room = max;
+            let json = shrink(&value, cap, &mut room, 0, &mut cut);
+            json!({"bytes": bytes.len(), "cut": cut, "json": json})
+        }
+        Err(_) => {
+            // Enough bytes for `max` characters of any width, then cut.
+            let head = &bytes[..bytes.len().min(max.saturating_mul(4))];
+            let lossy = String::from_utf8_lossy(head);
+            let text = cut_chars(&lossy, max);
+            let cut = text.len() < lossy.len() || head.len() < bytes.len();
+            json!({"bytes": bytes.len(), "cut": cut, "text": text})
+        }
+    }
+}
+
+/// `GET /api/sessions/{id}/previews?blobs=D1,D2&max=`: short views of
+/// blobs this session's log refers to, by digest, for a page that shows a
+/// turn's words and arguments without downloading them whole. Each is
+/// `{"bytes", "cut", "json"}` (the blob's JSON with at most `max`
+/// characters of text, cuts ending in `…`) or `{"bytes", "cut", "text"}`;
+/// a digest the log does not name is left out. At most
+/// [`PREVIEW_BLOBS`] digests; `max` defaults to 2000 characters, at most
+/// 16 Ki. The whole blob stays at `…/blobs/{digest}`.
+pub async fn previews(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> ApiResult<Json<Value>> {
+    let id = session_id(&id)?;
+    let params = query(raw)?;
+    let (default, most) = PREVIEW_CHARS;
+    let max = number(&params, "max", default, 1, most)? as usize;
+    let wanted: Vec<&str> = params
+        .get("blobs")
+        .map(|b| b.split(',').filter(|d| !d.is_empty()).collect())
+        .unwrap_or_default();
+    if wanted.is_empty() || wanted.len() > PREVIEW_BLOBS {
+        return Err(ApiError::invalid(format!(
+            "`blobs` must name 1 to {PREVIEW_BLOBS} digests, comma-separated"
+        )));
+    }
+    summary(&state, &id).await?;
+    let records = state.store.read(&id, 1).await?;
+    let mut refs = Vec::new();
+    for record in &records {
+        let value = serde_json::to_value(&record.event).map_err(ApiError::internal)?;
+        blob_refs(&value, &mut refs);
+    }
+    let mut out = serde_json::Map::new();
+    for digest in wanted {
+        if out.contains_key(digest) {
+            continue;
+        }
+        let Some(blob) = refs.iter().find(|r| r.digest == digest) else {
+            continue;
+        };
+        let bytes = state.store.get_blob(blob).await?;
+        out.insert(digest.to_owned(), preview(&bytes, max));
+    }
+    Ok(Json(json!({"previews": out})))
+}
+
+/// `GET /api/agents`: the agents `POST /api/sessions` may start — each
+/// agent directory under the server's `--agents` directories, with its
+/// name, goal and whether it is planned; one whose file does not load is
+/// listed with `problem` (what loading it said) so the page can say why.
+pub async fn list_agents(State(state): State<AppState>) -> ApiResult<Json<Value>> {
+    let roots = state.backend.agent_roots();
+    let found = tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        for root in &roots {
+            for dir in super::hooks::agent_dirs(root) {
+                let path = dir.to_string_lossy().into_owned();
+                out.push(match crate::brain::agent::config::AgentConfig::load(&dir) {
+                    Ok((config, _)) => json!({
+                        "path": path,
+                        "name": config.name,
+                        "goal": config.goal,
+                        "planned": config.plan.is_some(),
+                    }),
+                    Err(e) => json!({
+                        "path": path,
+                        "name": dir.file_name().map(|n| n.to_string_lossy().into_owned()),
+                        "problem": e.to_string(),
+                    }),
+                });
+            }
+        }
+        out
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    Ok(Json(json!({"agents": found})))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -765,6 +993,45 @@ mod tests {
         assert_eq!(number(&q, "absent", 7, 1, 10).unwrap(), 7);
         assert!(query(Some("a=%zz".into())).is_err());
         assert!(query(Some("a=%ff".into())).is_err());
+    }
+
+    #[test]
+    fn previews_are_bounded_and_say_so() {
+        let big = "x".repeat(1 << 20);
+        let v = preview(
+            json!({"path": "/w/a", "content": big, "n": [1, 2, 3]})
+                .to_string()
+                .as_bytes(),
+            100,
+        );
+        assert_eq!(v["cut"], true);
+        let shown = v["json"].to_string();
+        assert!(shown.len() < 300, "{shown}");
+        assert!(v["json"]["content"].as_str().unwrap().ends_with('…'));
+        assert_eq!(v["json"]["path"], "/w/a");
+        let small = preview(br#"{"a":"b"}"#, 100);
+        assert_eq!(small["cut"], false);
+        assert_eq!(small["json"]["a"], "b");
+        let many = preview(json!(vec![1; 10_000]).to_string().as_bytes(), 40);
+        assert!(many["json"].as_array().unwrap().len() < 20);
+        // Short texts stay whole beside a long one, whatever the order.
+        let mixed = preview(
+            json!({"a": "x".repeat(5000), "b": "short", "c": "y".repeat(5000)})
+                .to_string()
+                .as_bytes(),
+            1000,
+        );
+        assert_eq!(mixed["json"]["b"], "short");
+        let a = mixed["json"]["a"].as_str().unwrap().chars().count();
+        let c = mixed["json"]["c"].as_str().unwrap().chars().count();
+        assert!(a == c && a > 400 && a < 500, "{a} {c}");
+        assert_eq!(fair_cap(vec![1, 2, 100], 50), 47);
+        assert_eq!(fair_cap(vec![1, 2], 50), usize::MAX);
+        let text = preview("héllo\u{1b}[31m world".as_bytes(), 3);
+        assert_eq!(text["text"], "hél…");
+        assert_eq!(text["cut"], true);
+        assert_eq!(cut_chars("abc", 3), "abc");
+        assert_eq!(cut_chars("abcd", 3), "abc…");
     }
 
     #[test]

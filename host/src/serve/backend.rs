@@ -79,4 +79,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The plan as `longhand plan --json` prints it.
     async fn plan(&self, session: &SessionId) -> Result<serde_json::Value, ApiError>;
+
+    /// The directories whose agents [`start`](Self::start) may start
+    /// (`serve --agents`), for `GET /api/agents`. Default none: a backend
+    /// that starts no agent lists none.
+    fn agent_roots(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
 }

@@ -102,7 +102,7 @@ pub fn load(
 }
 
 /// `dir` itself when it holds an agent.toml, else its subdirectories that do.
-fn agent_dirs(dir: &Path) -> Vec<PathBuf> {
+pub(super) fn agent_dirs(dir: &Path) -> Vec<PathBuf> {
     if dir.join(crate::brain::agent::config::AGENT_FILE).is_file() {
         return vec![dir.to_owned()];
     }

@@ -164,6 +164,8 @@ fn api_routes() -> Routes {
         .get("/api/sessions/{id}/events/stream", sse::stream)
         .get("/api/sessions/{id}/plan", api::get_plan)
         .get("/api/sessions/{id}/blobs/{digest}", api::get_blob)
+        .get("/api/sessions/{id}/previews", api::previews)
+        .get("/api/agents", api::list_agents)
         .post("/api/sessions/{id}/pause", api::pause)
         .post("/api/sessions/{id}/cancel", api::cancel)
         .post("/api/sessions/{id}/send", api::send)
@@ -194,6 +196,7 @@ pub fn app(config: Config) -> Router {
         .route("/", get(page::index))
         .route("/app.js", get(page::script))
         .route("/app.css", get(page::style))
+        .route("/favicon.svg", get(page::icon))
         // Signed with the trigger's own secret, not the API token.
         .route("/hooks/{name}", post(hooks::fire))
         .merge(api)

@@ -1,4 +1,4 @@
-//! The web page: three files embedded in the binary (no CDN, no build
+//! The web page: four files embedded in the binary (no CDN, no build
 //! step). They hold no data: the page asks the API for everything with the
 //! token the operator gives it, and puts what it gets into the document as
 //! text only (`textContent`, never `innerHTML`), since event text is model
@@ -22,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 const INDEX: &str = include_str!("page/index.html");
 const SCRIPT_SOURCE: &str = include_str!("page/app.js");
 const STYLE: &str = include_str!("page/app.css");
+const ICON: &str = include_str!("page/favicon.svg");
 
 /// Where the script's source holds the hidden-character table.
 pub const RULE_SLOT: &str = "/*HIDDEN_RANGES*/";
@@ -63,6 +64,12 @@ pub async fn script() -> Response {
 /// `GET /app.css`.
 pub async fn style() -> Response {
     asset("text/css; charset=utf-8", STYLE)
+}
+
+/// `GET /favicon.svg`: from this server, as the CSP's `img-src 'self'`
+/// allows (a `data:` icon would need the policy widened).
+pub async fn icon() -> Response {
+    asset("image/svg+xml", ICON)
 }
 
 #[cfg(test)]

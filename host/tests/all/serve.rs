@@ -1121,6 +1121,312 @@ fn the_page_follows_a_session_live_and_approves_in_chromium() {
     );
 }
 
+/// Issue 19's agent for the page: a plan of four tasks, five
+/// dependencies, a failed first attempt (a claim before the work) and a
+/// judge.
+fn planned_for_page(dir: &Path) -> std::path::PathBuf {
+    let task = |id: &str, deps: &[&str]| {
+        format!(
+            "[[tasks]]\nid = \"{id}\"\ntitle = \"make {id}.txt\"\ndepends_on = {deps}\n\
+             [[tasks.done_when]]\nkind = \"tool\"\ntool = \"fs__stat\"\n\
+             input = {{ path = \"/w/{id}.txt\" }}\nexpect = \".kind == \\\"file\\\"\"\n\n",
+            deps = json!(deps)
+        )
+    };
+    let mut plan = task("one", &[]);
+    plan.push_str(&task("two", &["one"]));
+    plan.push_str(&task("three", &["one", "two"]));
+    plan.push_str(
+        "[[tasks]]\nid = \"four\"\ntitle = \"review\"\ndepends_on = [\"two\", \"three\"]\n\
+         [[tasks.done_when]]\nkind = \"judge\"\nrubric = \"the files exist\"\n",
+    );
+    let write_call = |id: &str, file: &str| {
+        call(
+            id,
+            "fs__write",
+            json!({"path": format!("/w/{file}"), "content": file}),
+        )
+    };
+    let responses = [
+        tool_turn("Writing one.", vec![write_call("w1", "one.txt")], 100, 10),
+        text_turn("one done", 120, 5),
+        text_turn("two done (not really)", 130, 5),
+        tool_turn("Two, for real.", vec![write_call("w2", "two.txt")], 140, 10),
+        text_turn("two done", 150, 5),
+        tool_turn(
+            "Writing three.",
+            vec![write_call("w3", "three.txt")],
+            160,
+            10,
+        ),
+        text_turn("three done", 170, 5),
+        text_turn("reviewed", 180, 5),
+        tool_turn(
+            "judge looks",
+            vec![call("j1", "fs__stat", json!({"path": "/w/two.txt"}))],
+            190,
+            5,
+        ),
+        text_turn(
+            r#"{"pass": true, "reasons": ["the files exist"], "missing": []}"#,
+            200,
+            5,
+        ),
+    ];
+    let script = scripted_agent(dir, "planned", "max_steps = 100", &responses);
+    let toml = dir.join("agent.toml");
+    let mut text = std::fs::read_to_string(&toml).expect("agent.toml");
+    text.push_str("\n[plan]\nfile = \"plan.toml\"\n");
+    std::fs::write(&toml, text).expect("write agent.toml");
+    std::fs::write(dir.join("plan.toml"), plan).expect("write plan.toml");
+    script
+}
+
+/// Issue 19's hostile agent: its first answer's words carry markup, a
+/// terminal escape and a bidi override over five lines, and its call
+/// writes 1 MiB; then it finishes.
+fn hostile_for_page(dir: &Path) -> std::path::PathBuf {
+    let words = "Reading <img src=x onerror=window.__pwned=1> \u{1b}[31mred\u{1b}[0m and \u{202e}desrever\n\
+                 line two\nline three\nline four\nline five";
+    let big = format!("{}<script>window.__pwned=2</script>", "A".repeat(1 << 20));
+    scripted_agent(
+        dir,
+        "hostile",
+        "max_steps = 20",
+        &[
+            tool_turn(
+                words,
+                vec![call(
+                    "big",
+                    "fs__write",
+                    json!({"path": "/w/big.txt", "content": big}),
+                )],
+                1000,
+                50,
+            ),
+            text_turn("done <b>bold</b>", 1100, 20),
+        ],
+    )
+}
+
+/// Issue 19: `GET /api/agents` lists the agents under `--agents` (and
+/// none without it); `GET …/previews` gives bounded views of a session's
+/// blobs — a 1 MiB argument as a few thousand characters, cut with `…`,
+/// the blob's size said — and nothing of a blob the session does not
+/// name; the session's view says its limits and the list its goal.
+#[test]
+fn agents_are_listed_and_blob_previews_are_bounded() {
+    let home = Home::new();
+    let agents = TempDir::new().expect("tempdir");
+    let dir = agents.path().join("hostile");
+    let script = hostile_for_page(&dir);
+    let (run, session) = run_script(&home, &dir, &script);
+    run.expect_code(0);
+    let server = serve(
+        &home,
+        &[
+            "--no-worker",
+            "--agents",
+            agents.path().to_str().expect("utf-8"),
+        ],
+    );
+    // An agent that does not load stops `serve` at start (its triggers are
+    // read); one broken since is listed with what is wrong.
+    std::fs::create_dir_all(agents.path().join("broken")).expect("mkdir");
+    std::fs::write(agents.path().join("broken/agent.toml"), "name = ").expect("write");
+    let listed = server.get("/api/agents");
+    assert_eq!(listed.status, 200);
+    let listed = listed.json();
+    let list = listed["agents"].as_array().expect("agents");
+    assert_eq!(list.len(), 2, "{listed}");
+    let hostile = list
+        .iter()
+        .find(|a| a["name"] == "hostile")
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(hostile["goal"], "Follow the script.");
+    assert_eq!(hostile["planned"], false);
+    let real = std::fs::canonicalize(&dir).expect("canonical");
+    assert_eq!(hostile["path"], real.to_str().expect("utf-8"));
+    let broken = list
+        .iter()
+        .find(|a| a["name"] == "broken")
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(
+        broken["problem"].as_str().is_some_and(|p| !p.is_empty()),
+        "{listed}"
+    );
+    // Without the token, refused like every route.
+    request(&server.addr, "GET", "/api/agents", &[], b"").expect_error(401, "unauthorized");
+
+    let events = server
+        .get(&format!("/api/sessions/{session}/events"))
+        .json();
+    let started = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["type"] == "tool_started")
+        .expect("a tool_started")
+        .clone();
+    let input = started["input"]["digest"].as_str().expect("digest");
+    let reply = server.get(&format!(
+        "/api/sessions/{session}/previews?max=500&blobs={input},sha256:{}",
+        "0".repeat(64)
+    ));
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert!(reply.body.len() < 2000, "{} bytes", reply.body.len());
+    let previews = reply.json()["previews"].clone();
+    let one = &previews[input];
+    assert_eq!(one["cut"], true, "{one}");
+    assert!(one["bytes"].as_u64().is_some_and(|b| b > 1 << 20), "{one}");
+    assert_eq!(one["json"]["path"], "/w/big.txt");
+    let content = one["json"]["content"].as_str().expect("content");
+    assert!(
+        content.ends_with('…') && content.chars().count() < 600,
+        "{content}"
+    );
+    assert_eq!(previews.as_object().map(|o| o.len()), Some(1), "{previews}");
+    for bad in ["", "?blobs=", "?blobs=a&max=0", "?blobs=a&max=99999"] {
+        server
+            .get(&format!("/api/sessions/{session}/previews{bad}"))
+            .expect_error(400, "invalid_request");
+    }
+    let too_many = vec!["sha256:00"; 101].join(",");
+    server
+        .get(&format!(
+            "/api/sessions/{session}/previews?blobs={too_many}"
+        ))
+        .expect_error(400, "invalid_request");
+
+    let one = server.get(&format!("/api/sessions/{session}")).json();
+    assert_eq!(one["limits"]["max_steps"], 20, "{one}");
+    let list = server.get("/api/sessions").json();
+    assert_eq!(list["sessions"][0]["goal"], "Follow the script.", "{list}");
+
+    let bare = Home::new();
+    let server = serve(&bare, &["--no-worker"]);
+    assert_eq!(server.get("/api/agents").json(), json!({"agents": []}));
+}
+
+/// Issue 19 in Chromium: a planned session and a hostile one, finished,
+/// seen without a click — turns with words and arguments, the waterfall,
+/// the token chart, the plan as a graph — on a laptop and a phone; a
+/// session started from the page's form, and one refused. The script is
+/// tests/browser/pictures.mjs.
+#[test]
+fn the_page_shows_turns_pictures_and_the_plan_and_starts_sessions_in_chromium() {
+    let (root, chromium) = match browser() {
+        Ok(found) => found,
+        Err(missing) if std::env::var("LONGHAND_REQUIRE_EXTERNAL").as_deref() == Ok("1") => {
+            panic!("LONGHAND_REQUIRE_EXTERNAL=1 and the browser test cannot run: {missing}")
+        }
+        Err(missing) => {
+            eprintln!("skipped the browser test: {missing}; set it up with .ci/setup-browser.sh");
+            return;
+        }
+    };
+    let home = Home::new();
+    let agents = TempDir::new().expect("tempdir");
+    let planned_dir = agents.path().join("planned");
+    let script = planned_for_page(&planned_dir);
+    let (run, planned) = run_script(&home, &planned_dir, &script);
+    run.expect_code(0);
+    let hostile_dir = agents.path().join("hostile");
+    let script = hostile_for_page(&hostile_dir);
+    // Recorded as the cassette its file names, so the page can start it
+    // again, offline, as it is.
+    let recorded = home.run(&[
+        "run",
+        hostile_dir.to_str().expect("utf-8"),
+        "--script",
+        script.to_str().expect("utf-8"),
+        "--record",
+        hostile_dir
+            .join("unused-cassette.json")
+            .to_str()
+            .expect("utf-8"),
+        "--json",
+    ]);
+    recorded.expect_code(0);
+    let hostile = crate::support::session_of_json(&recorded.stdout[0]);
+    let elsewhere = TempDir::new().expect("tempdir");
+    plain_agent(elsewhere.path(), "outsider");
+    // A session paused at its step limit, for the pause's own buttons.
+    let limited_dir = TempDir::new().expect("tempdir");
+    let script = scripted_agent(
+        limited_dir.path(),
+        "limited",
+        "max_steps = 1",
+        &[
+            tool_turn(
+                "one step only",
+                vec![call(
+                    "w1",
+                    "fs__write",
+                    json!({"path": "/w/a.txt", "content": "a"}),
+                )],
+                10,
+                1,
+            ),
+            text_turn("done", 10, 1),
+        ],
+    );
+    let (run, limited) = run_script(&home, limited_dir.path(), &script);
+    run.expect_code(3);
+    let server = serve(
+        &home,
+        &[
+            "--no-worker",
+            "--agents",
+            agents.path().to_str().expect("utf-8"),
+        ],
+    );
+    let profile = TempDir::new().expect("profile dir");
+    let out = std::process::Command::new("node")
+        .arg(root.join("pictures.mjs"))
+        .current_dir(&root)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", profile.path())
+        .env("LONGHAND_URL", format!("http://{}", server.addr))
+        .env("LONGHAND_TOKEN", &server.token)
+        .env("LONGHAND_PLANNED", &planned)
+        .env("LONGHAND_HOSTILE", &hostile)
+        .env(
+            "LONGHAND_AGENT",
+            std::fs::canonicalize(&hostile_dir).expect("canonical"),
+        )
+        .env("LONGHAND_OUTSIDER", elsewhere.path())
+        .env("LONGHAND_LIMITED", &limited)
+        .env("CHROMIUM", &chromium)
+        .env("PROFILE_DIR", profile.path().join("chromium"))
+        .env(
+            "SCREENSHOTS",
+            std::env::var_os("LONGHAND_SCREENSHOTS").unwrap_or_default(),
+        )
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stdout}");
+    assert!(
+        out.status.success() && stdout.contains("browser test passed"),
+        "the browser test failed:\n{stdout}\n{stderr}"
+    );
+    // The pause's button raised the limit and resumed the session.
+    let resumed = server.get(&format!("/api/sessions/{limited}")).json();
+    assert_eq!(resumed["limits"]["max_steps"], 2, "{resumed}");
+    assert_ne!(resumed["status"], "paused", "{resumed}");
+    // The page's start is a real one: a third session, of the agent chosen.
+    let list = server.get("/api/sessions?agent=hostile").json();
+    assert_eq!(list["sessions"].as_array().map(Vec::len), Some(2), "{list}");
+}
+
 /// Webhook triggers (issue 10): `POST /hooks/<name>` needs no API token
 /// but its own HMAC signature, fresh and used once; an accepted one starts
 /// a session whose goal carries the body fenced as outside data, run by
