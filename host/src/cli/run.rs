@@ -841,7 +841,10 @@ async fn render(store: &dyn Store, r: &EventRecord) -> String {
             task,
             status,
             attempts,
-        } => format!("task {task} {status} after {attempts} attempt(s)"),
+        } => format!(
+            "task {task} {status} after {attempts} attempt{}",
+            if *attempts == 1 { "" } else { "s" }
+        ),
         Event::Handoff {
             task,
             context_tokens,
