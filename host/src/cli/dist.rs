@@ -114,7 +114,11 @@ pub async fn publish(
         one_line(&tool.info().version),
         tool.digest(),
         bytes.len(),
-        if key.is_some() { ", signed" } else { ", unsigned" }
+        if key.is_some() {
+            ", signed"
+        } else {
+            ", unsigned"
+        }
     );
     println!("{digest}");
     Ok(Outcome::Done)
@@ -386,9 +390,12 @@ pub fn installed() -> anyhow::Result<Vec<Record>> {
 /// `tool upgrade NAME [--approve]`.
 pub async fn upgrade(name: &str, approve: bool) -> anyhow::Result<Outcome> {
     let store = store()?;
-    let old = store
-        .record(name)?
-        .ok_or_else(|| usage(format!("nothing is installed as `{}`", crate::hands::bound::name(name))))?;
+    let old = store.record(name)?.ok_or_else(|| {
+        usage(format!(
+            "nothing is installed as `{}`",
+            crate::hands::bound::name(name)
+        ))
+    })?;
     if old.trust == Trust::Pinned {
         return Err(usage(format!(
             "`{name}` was installed pinned to {}; install the new version with `longhand tool \
@@ -491,15 +498,16 @@ pub fn verify(all: bool) -> anyhow::Result<Outcome> {
             continue;
         }
         checked += 1;
-        let result = store.verified(record).map_err(|e| e.to_string()).and_then(|_| {
-            match locked {
+        let result = store
+            .verified(record)
+            .map_err(|e| e.to_string())
+            .and_then(|_| match locked {
                 Some(l) if l.digest != record.digest => Err(format!(
                     "{FILE_NAME} pins {}, but {} is installed",
                     l.digest, record.digest
                 )),
                 _ => Ok(()),
-            }
-        });
+            });
         match result {
             Ok(()) => println!("ok     {} {}", record.name, record.digest),
             Err(why) => {
@@ -515,7 +523,10 @@ pub fn verify(all: bool) -> anyhow::Result<Outcome> {
                 && builtin::builtin(&entry.component).is_none()
                 && !records.iter().any(|r| r.name == entry.component)
             {
-                println!("FAILED {}: in {FILE_NAME} but not installed", entry.component);
+                println!(
+                    "FAILED {}: in {FILE_NAME} but not installed",
+                    entry.component
+                );
                 failed.push(entry.component.clone());
             }
         }
@@ -588,7 +599,10 @@ pub async fn lock(agent: &Path, locked: bool) -> anyhow::Result<Outcome> {
     let hands = hands()?;
     let mut entries = Vec::new();
     for tool in &config.tools {
-        if entries.iter().any(|e: &Locked| e.component == tool.component) {
+        if entries
+            .iter()
+            .any(|e: &Locked| e.component == tool.component)
+        {
             continue;
         }
         entries.push(locked_entry(&hands, &store, &tool.component, &base).await?);
@@ -636,7 +650,11 @@ pub async fn lock(agent: &Path, locked: bool) -> anyhow::Result<Outcome> {
         ))
         .into());
     }
-    println!("{} is up to date ({} tools)", path.display(), new.tools.len());
+    println!(
+        "{} is up to date ({} tools)",
+        path.display(),
+        new.tools.len()
+    );
     Ok(Outcome::Done)
 }
 

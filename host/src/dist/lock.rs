@@ -203,6 +203,11 @@ mod tests {
             ["greet: no longer in the agent file"]
         );
         std::fs::write(&path, "version = 7\n").unwrap();
-        assert!(Lock::read(&path).unwrap_err().to_string().contains("version 7"));
+        assert!(
+            Lock::read(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("version 7")
+        );
     }
 }

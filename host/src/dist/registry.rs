@@ -373,7 +373,12 @@ async fn manifest(
             shown(&media_type, 256)
         )));
     }
-    let body = read_bounded(response, MAX_MANIFEST_BYTES, &format!("the manifest of {r}")).await?;
+    let body = read_bounded(
+        response,
+        MAX_MANIFEST_BYTES,
+        &format!("the manifest of {r}"),
+    )
+    .await?;
     let digest = digest_of(&body);
     if let Some(pin) = &r.digest
         && *pin != digest
@@ -390,9 +395,8 @@ async fn manifest(
             shown(&claimed, 128)
         )));
     }
-    let malformed = |why: String| {
-        DistError::Refused(format!("{r}: the manifest is malformed: {why}; refused"))
-    };
+    let malformed =
+        |why: String| DistError::Refused(format!("{r}: the manifest is malformed: {why}; refused"));
     let manifest: OciImageManifest =
         serde_json::from_slice(&body).map_err(|e| malformed(e.to_string()))?;
     if manifest.schema_version != 2 {
@@ -406,7 +410,9 @@ async fn manifest(
         .as_deref()
         .is_some_and(|m| m != MANIFEST_MEDIA_TYPE)
     {
-        return Err(malformed("its mediaType is not an OCI image manifest".to_owned()));
+        return Err(malformed(
+            "its mediaType is not an OCI image manifest".to_owned(),
+        ));
     }
     if manifest.config.media_type != CONFIG_MEDIA_TYPE {
         return Err(DistError::Refused(format!(
@@ -428,7 +434,9 @@ async fn manifest(
         )));
     }
     if !is_digest(&layer.digest) {
-        return Err(malformed("the layer digest is not sha256:<64 hex digits>".to_owned()));
+        return Err(malformed(
+            "the layer digest is not sha256:<64 hex digits>".to_owned(),
+        ));
     }
     if layer.urls.as_ref().is_some_and(|u| !u.is_empty()) {
         return Err(malformed(
@@ -499,5 +507,10 @@ pub async fn download(url: &str) -> Result<Vec<u8>, DistError> {
     if !response.status().is_success() {
         return Err(error_answer(response, url).await);
     }
-    read_bounded(response, MAX_COMPONENT_BYTES, &format!("the component at {url}")).await
+    read_bounded(
+        response,
+        MAX_COMPONENT_BYTES,
+        &format!("the component at {url}"),
+    )
+    .await
 }

@@ -131,6 +131,9 @@ mod tests {
         assert_eq!(diff.more, ["host b.example", "import fs"]);
         assert_eq!(diff.less, ["host a.example"]);
         assert_eq!(diff.lines()[0], "+ host b.example");
-        assert_eq!(old.lines(), ["import http", "dir /w (ro)", "host a.example"]);
+        assert_eq!(
+            old.lines(),
+            ["import http", "dir /w (ro)", "host a.example"]
+        );
     }
 }

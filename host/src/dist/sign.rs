@@ -37,7 +37,10 @@ pub enum Signature {
 pub fn signer_of(pk: &PublicKey) -> String {
     let bytes = pk.to_bytes();
     // The first byte is wasmsign2's key-type tag (Ed25519).
-    format!("ed25519:{}", hex::encode(bytes.get(1..).unwrap_or_default()))
+    format!(
+        "ed25519:{}",
+        hex::encode(bytes.get(1..).unwrap_or_default())
+    )
 }
 
 /// Write a new key pair: the secret key to `secret` (mode 0600, refused
@@ -85,7 +88,8 @@ fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), DistError> {
 }
 
 fn read_key_file(path: &Path) -> Result<Vec<u8>, DistError> {
-    let meta = std::fs::metadata(path).map_err(DistError::io(format!("reading {}", path.display())))?;
+    let meta =
+        std::fs::metadata(path).map_err(DistError::io(format!("reading {}", path.display())))?;
     if meta.len() > MAX_KEY_FILE_BYTES {
         return Err(DistError::Usage(format!(
             "{} is {} bytes; a key file is under {MAX_KEY_FILE_BYTES}",
@@ -102,8 +106,8 @@ pub fn read_secret(path: &Path) -> Result<SecretKey, DistError> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let meta =
-            std::fs::metadata(path).map_err(DistError::io(format!("reading {}", path.display())))?;
+        let meta = std::fs::metadata(path)
+            .map_err(DistError::io(format!("reading {}", path.display())))?;
         if meta.permissions().mode() & 0o077 != 0 {
             return Err(DistError::Usage(format!(
                 "{} may be read by others (mode {:o}); `chmod 600` it first",
@@ -135,8 +139,9 @@ pub fn read_public(path: &Path) -> Result<PublicKey, DistError> {
 /// `bytes` with an embedded signature by `key` (any earlier signature is
 /// replaced). The digest of the result is what gets published.
 pub fn sign(bytes: &[u8], key: &SecretKey) -> Result<Vec<u8>, DistError> {
-    let module = wasmsign2::Module::deserialize(&mut Cursor::new(bytes))
-        .map_err(|e| DistError::Usage(format!("cannot sign it: not a WebAssembly component ({e})")))?;
+    let module = wasmsign2::Module::deserialize(&mut Cursor::new(bytes)).map_err(|e| {
+        DistError::Usage(format!("cannot sign it: not a WebAssembly component ({e})"))
+    })?;
     let signed = key
         .sign(module, None)
         .map_err(|e| DistError::Usage(format!("signing failed: {e}")))?;
@@ -228,7 +233,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let secret = dir.path().join("key");
         let (signer, public) = keygen(&secret).unwrap();
-        assert!(signer.starts_with("ed25519:") && signer.len() == 8 + 64, "{signer}");
+        assert!(
+            signer.starts_with("ed25519:") && signer.len() == 8 + 64,
+            "{signer}"
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

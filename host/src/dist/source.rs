@@ -105,7 +105,9 @@ impl OciRef {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b))
         {
-            return Err(bad("the registry host is empty or holds characters a host cannot"));
+            return Err(bad(
+                "the registry host is empty or holds characters a host cannot",
+            ));
         }
         // The tag follows the last `:` after the last `/`.
         let last = path.rsplit('/').next().unwrap_or(path);
@@ -122,7 +124,10 @@ impl OciRef {
                     && part.bytes().all(|b| {
                         b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b)
                     })
-                    && part.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+                    && part
+                        .bytes()
+                        .next()
+                        .is_some_and(|b| b.is_ascii_alphanumeric())
             });
         if !repo_ok {
             return Err(bad(
@@ -132,12 +137,17 @@ impl OciRef {
         if let Some(tag) = &tag {
             let tag_ok = !tag.is_empty()
                 && tag.len() <= 128
-                && tag.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
+                && tag
+                    .bytes()
+                    .next()
+                    .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
                 && tag
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
             if !tag_ok {
-                return Err(bad("the tag must be 1-128 of letters, digits, `.`, `_`, `-`"));
+                return Err(bad(
+                    "the tag must be 1-128 of letters, digits, `.`, `_`, `-`",
+                ));
             }
         }
         let tag = match (tag, &digest) {
@@ -230,7 +240,11 @@ mod tests {
         let bare = OciRef::parse("[::1]:5000/greet").unwrap();
         assert_eq!(bare.tag.as_deref(), Some("latest"));
         assert!(bare.is_loopback());
-        assert!(!OciRef::parse("localhost.evil.com/a:b").unwrap().is_loopback());
+        assert!(
+            !OciRef::parse("localhost.evil.com/a:b")
+                .unwrap()
+                .is_loopback()
+        );
     }
 
     #[test]

@@ -174,7 +174,8 @@ impl Store {
             return Ok(());
         }
         let dir = path.parent().unwrap_or(&self.root).to_owned();
-        std::fs::create_dir_all(&dir).map_err(DistError::io(format!("creating {}", dir.display())))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(DistError::io(format!("creating {}", dir.display())))?;
         write_atomic(&path, bytes)
     }
 
@@ -187,8 +188,8 @@ impl Store {
             )));
         }
         let path = self.blob_path(digest);
-        let file =
-            std::fs::File::open(&path).map_err(DistError::io(format!("reading {}", path.display())))?;
+        let file = std::fs::File::open(&path)
+            .map_err(DistError::io(format!("reading {}", path.display())))?;
         let mut bytes = Vec::new();
         file.take(MAX_COMPONENT_BYTES + 1)
             .read_to_end(&mut bytes)
@@ -271,7 +272,8 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<(), DistError> {
     let text = serde_json::to_vec_pretty(value)
         .map_err(|e| DistError::Usage(format!("encoding {}: {e}", path.display())))?;
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(DistError::io(format!("creating {}", dir.display())))?;
+        std::fs::create_dir_all(dir)
+            .map_err(DistError::io(format!("creating {}", dir.display())))?;
     }
     write_atomic(path, &text)
 }
@@ -279,10 +281,7 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<(), DistError> {
 /// Write `bytes` to a temporary file beside `path`, sync, rename.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DistError> {
     use std::io::Write;
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("entry");
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("entry");
     let tmp = path.with_file_name(format!(".tmp-{}-{name}", std::process::id()));
     let write = || -> std::io::Result<()> {
         let mut file = std::fs::File::create(&tmp)?;

@@ -135,9 +135,7 @@ fn free_port() -> u16 {
 /// A plain GET to the registry; `None` when nothing answers.
 fn get(port: u16, path: &str) -> Option<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(
         stream,
         "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
@@ -243,7 +241,11 @@ fn greet_components() -> &'static (PathBuf, PathBuf) {
         );
         assert_ne!(text, asks_more, "the template's export! changed shape");
         std::fs::write(&lib, asks_more).unwrap();
-        let built = author(home.path(), &out.join("greet"), &["tool", "build", "--json"]);
+        let built = author(
+            home.path(),
+            &out.join("greet"),
+            &["tool", "build", "--json"],
+        );
         built.expect_code(0);
         let report: Value = serde_json::from_str(built.stdout.last().unwrap()).unwrap();
         let v2 = std::fs::read(report["component"].as_str().unwrap()).unwrap();
@@ -265,7 +267,8 @@ fn key(dir: &Path, homes: &[&Home]) -> PathBuf {
         .expect_code(0);
     let public = dir.join("signing.key.pub");
     for home in homes {
-        home.run(&["trust", "add", path_str(&public)]).expect_code(0);
+        home.run(&["trust", "add", path_str(&public)])
+            .expect_code(0);
     }
     secret
 }
@@ -287,7 +290,14 @@ fn publish(home: &Home, component: &Path, target: &str, sign: Option<&Path>) -> 
 }
 
 fn greet(home: &Home, name: &str) -> Ended {
-    home.run(&["tool", "call", name, "greet", "--input", r#"{"name":"Ada"}"#])
+    home.run(&[
+        "tool",
+        "call",
+        name,
+        "greet",
+        "--input",
+        r#"{"name":"Ada"}"#,
+    ])
 }
 
 fn expect_greeting(out: &Ended) {
@@ -392,7 +402,12 @@ fn a_signed_tool_goes_publish_install_call_and_runs_in_an_agent_by_name() {
     let digest = installed[0]["digest"].as_str().unwrap().to_owned();
     assert_eq!(installed[0]["source"], source);
     assert_eq!(installed[0]["manifest_digest"], manifest);
-    assert!(installed[0]["signer"].as_str().unwrap().starts_with("ed25519:"));
+    assert!(
+        installed[0]["signer"]
+            .as_str()
+            .unwrap()
+            .starts_with("ed25519:")
+    );
     let hex = digest.trim_start_matches("sha256:");
     let cached = support::files_under(&home.path().join("cache/components"));
     assert!(
@@ -422,12 +437,20 @@ fn a_signed_tool_goes_publish_install_call_and_runs_in_an_agent_by_name() {
     expect_greeting(&greet(&home, "greet"));
     let again = home.run(&["tool", "install", &source]);
     again.expect_code(0);
-    assert!(again.stderr.contains("using the copy installed"), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("using the copy installed"),
+        "{}",
+        again.stderr
+    );
     // A fresh home cannot: nothing there, nowhere to fetch it from.
     let fresh = Home::new();
     let out = fresh.run(&["tool", "install", &source, "--allow-unsigned"]);
     assert_ne!(out.code, Some(0));
-    assert!(out.stderr.contains(&format!("127.0.0.1:{}", registry.port)), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!("127.0.0.1:{}", registry.port)),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -443,7 +466,11 @@ fn unsigned_and_untrusted_components_are_refused_unless_allowed_or_pinned() {
     let home = Home::new();
     let out = home.run(&["tool", "install", &unsigned]);
     out.expect_code(3);
-    assert!(out.stderr.contains("is not signed; refused"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("is not signed; refused"),
+        "{}",
+        out.stderr
+    );
     assert!(out.stderr.contains("--allow-unsigned"), "{}", out.stderr);
     assert!(listed(&home).is_empty());
     assert_ne!(greet(&home, "greet").code, Some(0));
@@ -455,12 +482,20 @@ fn unsigned_and_untrusted_components_are_refused_unless_allowed_or_pinned() {
     publish(&author_home, v1, &signed, Some(&secret));
     let out = home.run(&["tool", "install", &signed]);
     out.expect_code(3);
-    assert!(out.stderr.contains("by no key in the trust store"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("by no key in the trust store"),
+        "{}",
+        out.stderr
+    );
 
     // Allowed explicitly, or pinned by digest: installed, and said so.
     let out = home.run(&["tool", "install", &unsigned, "--allow-unsigned"]);
     out.expect_code(0);
-    assert!(out.stdout_text().contains("unsigned (allowed"), "{}", out.stdout_text());
+    assert!(
+        out.stdout_text().contains("unsigned (allowed"),
+        "{}",
+        out.stdout_text()
+    );
     expect_greeting(&greet(&home, "greet"));
     let digest = sha256(&std::fs::read(v1).unwrap());
     let pinned = Home::new();
@@ -468,13 +503,26 @@ fn unsigned_and_untrusted_components_are_refused_unless_allowed_or_pinned() {
     let out = pinned.run(&["tool", "install", &unsigned, "--digest", &wrong]);
     out.expect_code(3);
     assert!(out.stderr.contains("not the pinned"), "{}", out.stderr);
-    let out = pinned.run(&["tool", "install", &unsigned, "--digest", &digest, "--name", "hi"]);
+    let out = pinned.run(&[
+        "tool", "install", &unsigned, "--digest", &digest, "--name", "hi",
+    ]);
     out.expect_code(0);
     expect_greeting(&greet(&pinned, "hi"));
     // A built-in's name is never taken.
-    let out = pinned.run(&["tool", "install", &unsigned, "--allow-unsigned", "--name", "fs"]);
+    let out = pinned.run(&[
+        "tool",
+        "install",
+        &unsigned,
+        "--allow-unsigned",
+        "--name",
+        "fs",
+    ]);
     out.expect_code(2);
-    assert!(out.stderr.contains("name of a built-in tool"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("name of a built-in tool"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -498,7 +546,11 @@ fn a_tampered_blob_in_the_registry_is_refused() {
     let home = Home::new();
     let out = home.run(&["tool", "install", &source, "--allow-unsigned"]);
     out.expect_code(3);
-    assert!(out.stderr.contains("served changed bytes"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("served changed bytes"),
+        "{}",
+        out.stderr
+    );
     assert!(listed(&home).is_empty());
 }
 
@@ -515,6 +567,8 @@ fn a_moved_tag_fails_lock_locked_and_a_bigger_upgrade_is_held_until_approved() {
     let source = registry.url("greet:latest");
     let first = publish(&author_home, v1, &source, Some(&secret));
     home.run(&["tool", "install", &source]).expect_code(0);
+    // The digest of the signed bytes, as published and installed.
+    let v1_digest = listed(&home)[0]["digest"].as_str().unwrap().to_owned();
 
     let agent = TempDir::new().unwrap();
     let script = greet_agent(agent.path(), "greet");
@@ -523,7 +577,10 @@ fn a_moved_tag_fails_lock_locked_and_a_bigger_upgrade_is_held_until_approved() {
     out.expect_code(0);
     let lock = std::fs::read_to_string(agent.path().join("longhand.lock")).unwrap();
     assert!(lock.contains(&first), "{lock}");
-    assert!(lock.contains(&source) && lock.contains("signer = \"ed25519:"), "{lock}");
+    assert!(
+        lock.contains(&source) && lock.contains("signer = \"ed25519:"),
+        "{lock}"
+    );
     home.run(&["tool", "lock", dir, "--locked"]).expect_code(0);
 
     // The tag moves to v2, which asks for one more host.
@@ -547,7 +604,6 @@ fn a_moved_tag_fails_lock_locked_and_a_bigger_upgrade_is_held_until_approved() {
         out.stdout_text()
     );
     assert!(out.stderr.contains("held"), "{}", out.stderr);
-    let v1_digest = sha256(&std::fs::read(v1).unwrap());
     assert_eq!(listed(&home)[0]["digest"], v1_digest, "nothing changed");
 
     let out = home.run(&["tool", "upgrade", "greet", "--approve"]);
@@ -558,18 +614,13 @@ fn a_moved_tag_fails_lock_locked_and_a_bigger_upgrade_is_held_until_approved() {
     expect_greeting(&greet(&home, "greet"));
 
     // The lock still pins v1: `run` refuses v2 before compiling it.
-    let (run, _) = {
-        let out = home.run(&[
-            "run",
-            dir,
-            "--script",
-            path_str(&script),
-            "--json",
-        ]);
-        (out, ())
-    };
+    let run = home.run(&["run", dir, "--script", path_str(&script), "--json"]);
     run.expect_code(2);
-    assert!(run.stderr.contains(&format!("pinned to {v1_digest}")), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("pinned to {v1_digest}")),
+        "{}",
+        run.stderr
+    );
     // Locked again, it runs.
     home.run(&["tool", "lock", dir]).expect_code(0);
     let (run, _) = support::run_script(&home, agent.path(), &script);
@@ -614,7 +665,11 @@ fn an_installed_copy_changed_on_disk_or_untrusted_since_is_refused_at_every_load
     }
     let out = greet(&home, "greet");
     out.expect_code(3);
-    assert!(out.stderr.contains("no longer in the trust store"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no longer in the trust store"),
+        "{}",
+        out.stderr
+    );
     for (p, b) in &saved {
         std::fs::write(p, b).unwrap();
     }
@@ -634,7 +689,11 @@ fn an_installed_copy_changed_on_disk_or_untrusted_since_is_refused_at_every_load
     assert!(out.stderr.contains("changed on disk"), "{}", out.stderr);
     let out = home.run(&["tool", "verify", "--all"]);
     out.expect_code(3);
-    assert!(out.stdout_text().contains("FAILED greet"), "{}", out.stdout_text());
+    assert!(
+        out.stdout_text().contains("FAILED greet"),
+        "{}",
+        out.stdout_text()
+    );
 }
 
 #[test]
@@ -750,7 +809,12 @@ fn hostile_registry_answers_are_bounded_and_refused_with_what_was_wrong() {
     let cases: Vec<(Vec<u8>, &str)> = vec![
         // 8 MiB without a Content-Length: cut while reading.
         (
-            response("200 OK", &[("Content-Type", OCI.to_owned())], &vec![b' '; 8 << 20], false),
+            response(
+                "200 OK",
+                &[("Content-Type", OCI.to_owned())],
+                &vec![b' '; 8 << 20],
+                false,
+            ),
             "over the 65536-byte limit",
         ),
         // A declared 1 GiB: refused before reading.
@@ -786,7 +850,10 @@ fn hostile_registry_answers_are_bounded_and_refused_with_what_was_wrong() {
             response(
                 "200 OK",
                 &[("Content-Type", OCI.to_owned())],
-                &manifest_with("application/vnd.oci.image.config.v1+json", wasm_layer.clone()),
+                &manifest_with(
+                    "application/vnd.oci.image.config.v1+json",
+                    wasm_layer.clone(),
+                ),
                 true,
             ),
             "it is not a wasm artifact",
@@ -804,7 +871,12 @@ fn hostile_registry_answers_are_bounded_and_refused_with_what_was_wrong() {
             "the layer has media type `application/vnd.oci.image.layer.v1.tar`",
         ),
         (
-            response("200 OK", &[("Content-Type", OCI.to_owned())], b"{\"schemaVersion\": 2, \"lay", true),
+            response(
+                "200 OK",
+                &[("Content-Type", OCI.to_owned())],
+                b"{\"schemaVersion\": 2, \"lay",
+                true,
+            ),
             "the manifest is malformed",
         ),
     ];
@@ -813,7 +885,11 @@ fn hostile_registry_answers_are_bounded_and_refused_with_what_was_wrong() {
         let out = install(server.port);
         out.expect_code(3);
         assert!(out.stderr.contains(says), "want `{says}`: {}", out.stderr);
-        assert!(out.stderr.len() < 4096, "{} bytes of error", out.stderr.len());
+        assert!(
+            out.stderr.len() < 4096,
+            "{} bytes of error",
+            out.stderr.len()
+        );
     }
 
     // A redirect to another host (here another port, so another origin) is
@@ -821,7 +897,12 @@ fn hostile_registry_answers_are_bounded_and_refused_with_what_was_wrong() {
     let elsewhere = Hostile::start(|_| response("200 OK", &[], b"", true));
     let target = format!("http://127.0.0.1:{}/v2/evil/manifests/v1", elsewhere.port);
     let redirecting = Hostile::start(move |_| {
-        response("307 Temporary Redirect", &[("Location", target.clone())], b"", true)
+        response(
+            "307 Temporary Redirect",
+            &[("Location", target.clone())],
+            b"",
+            true,
+        )
     });
     let out = install(redirecting.port);
     out.expect_code(3);
@@ -839,7 +920,14 @@ fn publish_install_call(lang_args: &[&str], link: Option<(&str, PathBuf)>) {
     };
     let outside = TempDir::new().unwrap();
     let author_home = TempDir::new().unwrap();
-    let bytes = new_and_build(author_home.path(), outside.path(), "hello", lang_args, link, |_| {});
+    let bytes = new_and_build(
+        author_home.path(),
+        outside.path(),
+        "hello",
+        lang_args,
+        link,
+        |_| {},
+    );
     let component = outside.path().join("hello.wasm");
     std::fs::write(&component, &bytes).unwrap();
     let keys = TempDir::new().unwrap();
@@ -870,9 +958,10 @@ fn a_javascript_tool_is_published_and_installed() {
         .map(PathBuf::from)
         .filter(|m| m.join("esbuild/package.json").is_file())
     {
-        Some(modules) => {
-            publish_install_call(&["--lang", "js", "--engine", "quickjs"], Some(("node_modules", modules)))
-        }
+        Some(modules) => publish_install_call(
+            &["--lang", "js", "--engine", "quickjs"],
+            Some(("node_modules", modules)),
+        ),
         None => missing(
             "node_modules with componentize-qjs and esbuild (LONGHAND_JS_MODULES)",
             "run `eval \"$(bash .ci/setup-componentize.sh)\"`",

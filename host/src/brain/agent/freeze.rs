@@ -385,7 +385,8 @@ async fn plan_names(
 ) -> Result<PlanNames, RunError> {
     let mut names = BTreeSet::new();
     for ft in tools {
-        let loaded = load_component(hands, &ft.config.component, base_dir, Some(&ft.digest)).await?;
+        let loaded =
+            load_component(hands, &ft.config.component, base_dir, Some(&ft.digest)).await?;
         for spec in &loaded.info().tools {
             if ft
                 .config
