@@ -362,7 +362,7 @@ pub async fn install(
     store.install(&record, &fetched.bytes)?;
     println!("installed {name} from {}", one_line(&record.source));
     print_record(&record);
-    super::tool::print_description(&tool);
+    super::describe::print_description(&tool);
     Ok(Outcome::Done)
 }
 

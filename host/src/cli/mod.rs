@@ -8,6 +8,7 @@
 mod approvals;
 mod author;
 mod control;
+mod describe;
 mod dist;
 mod env;
 mod mcp;

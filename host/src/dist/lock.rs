@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::DistError;
+use super::error::DistError;
 use super::review::Asks;
 
 /// The lock's file name, beside the agent file.

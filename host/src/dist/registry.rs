@@ -29,7 +29,9 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference, RegistryOperation};
 use serde_json::json;
 
-use super::{DistError, OciRef, is_digest, shown};
+use super::error::{DistError, shown};
+use super::names::is_digest;
+use super::source::OciRef;
 use crate::hands::digest_of;
 
 /// The manifest media type of a published tool.

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use wasmsign2::{KeyPair, PublicKey, SecretKey};
 
-use super::DistError;
+use super::error::DistError;
 
 /// Largest key file read, in bytes (a PEM key is under 200).
 const MAX_KEY_FILE_BYTES: u64 = 16 << 10;

@@ -5,7 +5,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use super::{DistError, is_digest};
+use super::error::DistError;
+use super::names::is_digest;
 
 /// A parsed install source.
 #[derive(Debug, Clone, PartialEq, Eq)]

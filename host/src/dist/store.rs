@@ -18,10 +18,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::error::DistError;
+use super::names::{is_digest, is_tool_name};
 use super::registry::MAX_COMPONENT_BYTES;
 use super::review::Asks;
 use super::sign::{self, Signature, TrustStore};
-use super::{DistError, is_digest, is_tool_name};
 use crate::hands::{Installed, InstalledBytes, digest_of};
 
 /// Largest record read, in bytes.
@@ -184,7 +185,7 @@ impl Store {
         if !is_digest(digest) {
             return Err(DistError::Refused(format!(
                 "`{}` is not a digest",
-                super::shown(digest, 128)
+                super::error::shown(digest, 128)
             )));
         }
         let path = self.blob_path(digest);

@@ -913,7 +913,7 @@ fn hostile_registry_answers_are_bounded_and_refused_with_what_was_wrong() {
 }
 
 /// Python and JavaScript tools from `tool new`, published signed and
-/// installed on a fresh home, then called by name.
+/// installed on a fresh home, then called by name and run in an agent.
 fn publish_install_call(lang_args: &[&str], link: Option<(&str, PathBuf)>) {
     let Some(registry) = Registry::start() else {
         return;
@@ -937,6 +937,15 @@ fn publish_install_call(lang_args: &[&str], link: Option<(&str, PathBuf)>) {
     publish(&Home::new(), &component, &source, Some(&secret));
     home.run(&["tool", "install", &source]).expect_code(0);
     expect_greeting(&greet(&home, "hello"));
+    // An agent names it and runs offline.
+    let agent = TempDir::new().unwrap();
+    let script = greet_agent(agent.path(), "hello");
+    let (run, session) = support::run_script(&home, agent.path(), &script);
+    run.expect_code(0);
+    assert_eq!(
+        greeting_in_log(&home, &session),
+        json!({"greeting": "Hello, Ada!"})
+    );
 }
 
 #[test]

@@ -43,7 +43,7 @@
 //!   limits refused, attempts counted across resumes.
 //! - [`dist`]: `tool publish` to a real OCI registry, `tool install` on a
 //!   fresh home, signatures, the lock, held upgrades, a hostile registry.
-//! - [`layout`]: no import cycle among the files of `cli/`, `hands/` and
+//! - [`layout`]: no import cycle among the files of `cli/`, `dist/`, `hands/` and
 //!   `session/`; the ground-floor crates do not depend on the host.
 
 mod support;
