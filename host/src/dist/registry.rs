@@ -51,6 +51,9 @@ pub const MAX_COMPONENT_BYTES: u64 = 128 << 20;
 const MAX_ERROR_BODY_BYTES: u64 = 4 << 10;
 /// Redirects followed within one origin.
 pub const MAX_REDIRECTS: usize = 5;
+/// Longest one request of a pull may take, body included: 10 minutes (128
+/// MiB at ~220 KB/s).
+pub const PULL_TIMEOUT_SECS: u64 = 600;
 
 /// What [`pull`] fetched, every digest checked.
 #[derive(Debug, Clone)]
@@ -210,6 +213,9 @@ fn pull_client() -> Result<reqwest::Client, DistError> {
         .redirect(policy)
         .connect_timeout(Duration::from_secs(10))
         .read_timeout(Duration::from_secs(60))
+        // A whole request, body included: a server dribbling bytes under
+        // the read timeout is cut here.
+        .timeout(Duration::from_secs(PULL_TIMEOUT_SECS))
         .build()
         .map_err(|e| DistError::Remote(format!("building the HTTP client: {e}")))
 }
