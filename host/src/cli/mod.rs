@@ -416,6 +416,33 @@ mod tests {
     }
 
     #[test]
+    fn distribution_refusals_are_denials_and_bad_input_is_usage() {
+        assert_eq!(code_of(DistError::Refused("held".into())), exit::DENIED);
+        assert_eq!(code_of(DistError::Usage("bad source".into())), exit::USAGE);
+        assert_eq!(
+            code_of(DistError::Remote("unreachable".into())),
+            exit::INTERNAL
+        );
+        let mismatch = PinnedLoadError::Mismatch {
+            label: "greet".into(),
+            expected: "sha256:0".into(),
+            actual: "sha256:1".into(),
+        };
+        assert_eq!(code_of(mismatch), exit::DENIED);
+        // A pinned load that failed for another reason keeps that reason's code.
+        let unknown = PinnedLoadError::Load(LoadError::UnknownBuiltin {
+            name: "x".into(),
+            known: "fs".into(),
+        });
+        assert_eq!(code_of(unknown), exit::USAGE);
+        let changed = LoadError::Installed {
+            name: "greet".into(),
+            reason: "changed on disk".into(),
+        };
+        assert_eq!(code_of(changed), exit::DENIED);
+    }
+
+    #[test]
     fn a_cause_already_quoted_is_printed_once() {
         #[derive(Debug, thiserror::Error)]
         #[error("session store: {0}")]
