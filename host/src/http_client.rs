@@ -26,6 +26,14 @@ pub struct ClientError(String);
 /// (Mozilla) roots, as in the tool host (one crypto stack in the binary, no
 /// system state read); HTTP/1.1 only; `User-Agent: longhand/<version>`.
 pub fn client() -> Result<reqwest::Client, ClientError> {
+    builder()?
+        .build()
+        .map_err(|e| ClientError(format!("building HTTP client: {e}")))
+}
+
+/// [`client`]'s settings, for a caller that adds its own (the registry
+/// client of `dist/` sets a redirect policy and bounds).
+pub fn builder() -> Result<reqwest::ClientBuilder, ClientError> {
     let roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.into(),
     };
@@ -37,9 +45,7 @@ pub fn client() -> Result<reqwest::Client, ClientError> {
     .with_root_certificates(roots)
     .with_no_client_auth();
     tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    reqwest::Client::builder()
+    Ok(reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
-        .user_agent(concat!("longhand/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| ClientError(format!("building HTTP client: {e}")))
+        .user_agent(concat!("longhand/", env!("CARGO_PKG_VERSION"))))
 }

@@ -9,6 +9,8 @@
 //! - [`brain`]: the stateless agent loop and its model providers;
 //! - [`checks`]: what the harness runs to decide work is done;
 //! - [`memory`]: the memory bank, what outlives a session;
+//! - [`dist`]: distribution and trust: publishing, installing, signing and
+//!   locking tool components;
 //! - [`cli`]: the `longhand` command line;
 //! - [`serve`]: the HTTP API and the web page (`longhand serve`).
 //!
@@ -20,6 +22,7 @@
 pub mod brain;
 pub mod checks;
 pub mod cli;
+pub mod dist;
 pub mod http_client;
 pub mod mcp;
 pub mod memory;

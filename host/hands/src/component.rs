@@ -156,7 +156,8 @@ impl std::fmt::Debug for LoadedTool {
 pub enum LoadError {
     /// No built-in tool has this name.
     #[error(
-        "no built-in tool named `{}` (built-ins: {known}); to load a file give a path ending in .wasm",
+        "no built-in or installed tool named `{}` (built-ins: {known}; `longhand tool list` \
+         shows what is installed); to load a file give a path ending in .wasm",
         bound::name(.name)
     )]
     UnknownBuiltin {
@@ -164,6 +165,20 @@ pub enum LoadError {
         name: String,
         /// The built-in names.
         known: String,
+    },
+    /// A tool installed under this name no longer verifies (its bytes
+    /// changed since it was installed, its signer is no longer trusted, its
+    /// record cannot be read). The operator reinstalls or re-trusts it.
+    #[error(
+        "installed tool `{}` was refused: {}",
+        bound::name(.name),
+        shown_reason(.reason)
+    )]
+    Installed {
+        /// The name it was installed under.
+        name: String,
+        /// Why, and what to do.
+        reason: String,
     },
     /// The file could not be read.
     #[error("cannot read {}: {cause}", shown_path(.path))]

@@ -109,6 +109,34 @@ pub struct Hands {
     concurrency: usize,
     /// Components compiled so far ([`Hands::compiles`]).
     compiles: std::sync::atomic::AtomicU64,
+    /// Where a name that is not a built-in is looked up
+    /// ([`Hands::with_installed`]). Default `None`: only built-ins have names.
+    installed: Option<Arc<dyn Installed>>,
+}
+
+/// Components installed under a name (`longhand tool install`): what a
+/// name that is not a built-in means. The host that installs tools
+/// implements it; the hands only ask it for bytes, and hash them again.
+///
+/// An implementation verifies what it hands out every time it is asked
+/// (the bytes against the digest it recorded, a signature against the
+/// operator's trust store), so a copy changed on disk since it was
+/// installed is refused at every load, not only at install.
+pub trait Installed: Send + Sync {
+    /// The verified bytes of the tool installed as `name`; `Ok(None)` when
+    /// none is; `Err` (why, and what to do) when one is but it no longer
+    /// verifies.
+    fn resolve(&self, name: &str) -> Result<Option<InstalledBytes>, String>;
+}
+
+/// An installed component's bytes, as [`Installed::resolve`] hands them out.
+#[derive(Debug, Clone)]
+pub struct InstalledBytes {
+    /// The component.
+    pub bytes: Vec<u8>,
+    /// `sha256:<hex>` the installer recorded; the hands hash the bytes
+    /// again and refuse them if it differs.
+    pub digest: String,
 }
 
 /// Why a call did not produce output.
@@ -196,7 +224,9 @@ pub struct CallOutcome {
 /// Where a component comes from.
 #[derive(Debug, Clone, Copy)]
 pub enum ToolSource<'a> {
-    /// A tool built into the binary, by name (`fs`, `http`, `json`).
+    /// A tool built into the binary, by name (`fs`, `http`, `json`), or,
+    /// when no built-in has the name and the host was given an
+    /// [`Installed`] ([`Hands::with_installed`]), one installed under it.
     Builtin(&'a str),
     /// A `.wasm` file.
     File(&'a Path),
@@ -264,7 +294,17 @@ impl Hands {
             fd_share: budget::fd_share(budget::fd_limit(), slots),
             concurrency: slots as usize,
             compiles: std::sync::atomic::AtomicU64::new(0),
+            installed: None,
         })
+    }
+
+    /// Resolve names that are not built-ins through `installed`: after
+    /// this, [`ToolSource::Builtin`] names a built-in or, failing that, an
+    /// installed tool. Built-in names come first, so an installed tool can
+    /// never stand in for one (the installer refuses such names anyway).
+    pub fn with_installed(mut self, installed: Arc<dyn Installed>) -> Self {
+        self.installed = Some(installed);
+        self
     }
 
     /// Calls that may run at once ([`HandsConfig::max_concurrent_calls`]).
@@ -299,7 +339,8 @@ impl Hands {
     /// outside [`caps::CAPABILITIES`] is refused from its bytes, before it
     /// is compiled or cached.
     pub async fn load(&self, source: ToolSource<'_>) -> Result<Arc<LoadedTool>, LoadError> {
-        self.load_read(read(source)?).await
+        self.load_read(read(source, self.installed.as_deref())?)
+            .await
     }
 
     /// [`Hands::load`] of the component whose digest is `digest`
@@ -311,7 +352,7 @@ impl Hands {
         source: ToolSource<'_>,
         digest: &str,
     ) -> Result<Arc<LoadedTool>, PinnedLoadError> {
-        let read = read(source)?;
+        let read = read(source, self.installed.as_deref())?;
         if read.digest != digest {
             return Err(PinnedLoadError::Mismatch {
                 label: read.label,
@@ -641,8 +682,41 @@ struct Read<'a> {
     digest: String,
 }
 
-/// Read a component's bytes and hash them.
-fn read<'a>(source: ToolSource<'a>) -> Result<Read<'a>, LoadError> {
+/// Read a component's bytes and hash them. A name that is no built-in is
+/// looked up in `installed`, and its bytes hashed here again.
+fn read<'a>(
+    source: ToolSource<'a>,
+    installed: Option<&dyn Installed>,
+) -> Result<Read<'a>, LoadError> {
+    if let ToolSource::Builtin(name) = source
+        && builtin::builtin(name).is_none()
+        && let Some(installed) = installed
+    {
+        let found = installed
+            .resolve(name)
+            .map_err(|reason| LoadError::Installed {
+                name: name.to_owned(),
+                reason,
+            })?;
+        if let Some(found) = found {
+            let digest = digest_of(&found.bytes);
+            if digest != found.digest {
+                return Err(LoadError::Installed {
+                    name: name.to_owned(),
+                    reason: format!(
+                        "its bytes are {digest}, but it was installed as {}; \
+                         reinstall it (`longhand tool install`)",
+                        found.digest
+                    ),
+                });
+            }
+            return Ok(Read {
+                label: name.to_owned(),
+                bytes: found.bytes.into(),
+                digest,
+            });
+        }
+    }
     let (label, bytes): (String, std::borrow::Cow<'a, [u8]>) = match source {
         ToolSource::Builtin(name) => {
             let b = builtin::builtin(name).ok_or_else(|| LoadError::UnknownBuiltin {

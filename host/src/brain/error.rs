@@ -158,6 +158,15 @@ pub enum AgentError {
         /// The digest found now.
         now: String,
     },
+    /// The component is not the one its `digest` (or `longhand.lock`) pins.
+    /// Refused before it was compiled or cached.
+    #[error("tool {}: {reason}", shown(.component))]
+    Pinned {
+        /// The component as configured.
+        component: String,
+        /// The pinned and the found digest, and what to do.
+        reason: String,
+    },
 }
 
 /// What in a session's log this version cannot read or write.

@@ -48,9 +48,28 @@ pub(super) async fn open_url(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     Ok(Arc::new(store))
 }
 
-/// The tool host, with the CLI's engine settings.
+/// The tool host, with the CLI's engine settings, resolving installed
+/// tools by name ([`install_store`]).
 pub(super) fn hands() -> anyhow::Result<Hands> {
-    Hands::new(hands_config()).context("cannot start the tool host")
+    with_installed(Hands::new(hands_config()).context("cannot start the tool host")?)
+}
+
+/// `hands`, resolving names that are not built-ins in the install store.
+pub(super) fn with_installed(hands: Hands) -> anyhow::Result<Hands> {
+    Ok(match install_store() {
+        Some(store) => hands.with_installed(Arc::new(store)),
+        None => hands,
+    })
+}
+
+/// The install store (`DATA_DIR/tools`) and the trust store it verifies
+/// signatures against (`DATA_DIR/trust`); `None` without a data directory.
+pub(super) fn install_store() -> Option<crate::dist::store::Store> {
+    let dir = data_dir()?;
+    Some(crate::dist::store::Store::new(
+        dir.join("tools"),
+        crate::dist::sign::TrustStore::new(dir.join("trust")),
+    ))
 }
 
 /// The name this process writes under (leases, approvals): host and pid.

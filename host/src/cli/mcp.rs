@@ -96,11 +96,13 @@ pub async fn mcp(args: McpArgs) -> anyhow::Result<Outcome> {
     if args.max_concurrent == 0 {
         return Err(usage("--max-concurrent must be at least 1"));
     }
-    let hands = Hands::new(HandsConfig {
-        cache_dir: cache_dir().map(|d| d.join("components")),
-        max_concurrent_calls: args.max_concurrent,
-    })
-    .context("cannot start the tool host")?;
+    let hands = super::env::with_installed(
+        Hands::new(HandsConfig {
+            cache_dir: cache_dir().map(|d| d.join("components")),
+            max_concurrent_calls: args.max_concurrent,
+        })
+        .context("cannot start the tool host")?,
+    )?;
     let lookup = |name: &str| std::env::var(name).ok();
     let toolbox = match (&args.agent, &args.tool) {
         (Some(dir), _) => {

@@ -8,6 +8,8 @@
 mod approvals;
 mod author;
 mod control;
+mod describe;
+mod dist;
 mod env;
 mod mcp;
 mod memory;
@@ -26,7 +28,8 @@ use clap::{Parser, Subcommand};
 
 use crate::brain::RunError;
 use crate::brain::agent::config::ConfigError;
-use crate::hands::{CallError, GrantError, LoadError};
+use crate::dist::DistError;
+use crate::hands::{CallError, GrantError, LoadError, PinnedLoadError};
 use crate::session::{SessionStatus, StoreError};
 
 /// Exit codes, documented in README.md's table. [`exit_code`] is the only
@@ -41,8 +44,9 @@ pub mod exit {
     /// does not exist (a session id); nothing ran.
     pub const USAGE: u8 = 2;
     /// A capability was denied or a limit was hit (including a component
-    /// refused for its imports); the session paused; another worker holds
-    /// the session's lease.
+    /// refused for its imports, its digest pin or its signature, a hostile
+    /// registry answer, an upgrade held for review); the session paused;
+    /// another worker holds the session's lease.
     pub const DENIED: u8 = 3;
     /// The session store or log is broken, or something failed that no
     /// input explains: a corrupt database or checksum chain, an I/O error,
@@ -117,9 +121,22 @@ fn code_of_cause(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
             exit::OK
         });
     }
+    if let Some(e) = cause.downcast_ref::<PinnedLoadError>() {
+        return match e {
+            PinnedLoadError::Mismatch { .. } => Some(exit::DENIED),
+            PinnedLoadError::Load(e) => code_of_cause(e),
+        };
+    }
+    if let Some(e) = cause.downcast_ref::<DistError>() {
+        return Some(match e {
+            DistError::Usage(_) => exit::USAGE,
+            DistError::Refused(_) => exit::DENIED,
+            DistError::Remote(_) | DistError::Io { .. } => exit::INTERNAL,
+        });
+    }
     if let Some(e) = cause.downcast_ref::<LoadError>() {
         return Some(match e {
-            LoadError::Unsupported { .. } => exit::DENIED,
+            LoadError::Unsupported { .. } | LoadError::Installed { .. } => exit::DENIED,
             LoadError::UnknownBuiltin { .. }
             | LoadError::Read { .. }
             | LoadError::NotComponent { .. }
@@ -203,6 +220,9 @@ enum Command {
     /// List, search, show and forget memory bank entries.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
+    /// Trust publishers' signing keys (`trust add KEY.pub`).
+    #[command(subcommand)]
+    Trust(dist::TrustCommand),
     /// Serve sandboxed tools to MCP clients over stdio or Streamable HTTP.
     Mcp(mcp::McpArgs),
     /// Serve the HTTP API and the web page (and run runnable sessions).
@@ -247,6 +267,7 @@ pub fn main() -> ExitCode {
                 Command::Deny(args) => approvals::deny(args).await,
                 Command::Worker(args) => worker::worker(args).await,
                 Command::Memory(cmd) => memory::run(cmd),
+                Command::Trust(cmd) => dist::trust(cmd),
                 Command::Mcp(args) => mcp::mcp(args).await,
                 Command::Serve(args) => serve::serve(args).await,
                 Command::Triggers(args) => triggers::triggers(args).await,
@@ -392,6 +413,33 @@ mod tests {
         // What no row names is not mistaken for a usage error or a denial.
         assert_eq!(code_of(anyhow::anyhow!("surprise")), exit::INTERNAL);
         assert_eq!(code_of(std::io::Error::other("eio")), exit::INTERNAL);
+    }
+
+    #[test]
+    fn distribution_refusals_are_denials_and_bad_input_is_usage() {
+        assert_eq!(code_of(DistError::Refused("held".into())), exit::DENIED);
+        assert_eq!(code_of(DistError::Usage("bad source".into())), exit::USAGE);
+        assert_eq!(
+            code_of(DistError::Remote("unreachable".into())),
+            exit::INTERNAL
+        );
+        let mismatch = PinnedLoadError::Mismatch {
+            label: "greet".into(),
+            expected: "sha256:0".into(),
+            actual: "sha256:1".into(),
+        };
+        assert_eq!(code_of(mismatch), exit::DENIED);
+        // A pinned load that failed for another reason keeps that reason's code.
+        let unknown = PinnedLoadError::Load(LoadError::UnknownBuiltin {
+            name: "x".into(),
+            known: "fs".into(),
+        });
+        assert_eq!(code_of(unknown), exit::USAGE);
+        let changed = LoadError::Installed {
+            name: "greet".into(),
+            reason: "changed on disk".into(),
+        };
+        assert_eq!(code_of(changed), exit::DENIED);
     }
 
     #[test]

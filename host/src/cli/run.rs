@@ -180,7 +180,9 @@ pub(super) async fn start<'h>(
     hands: &'h Hands,
     owner: &str,
 ) -> anyhow::Result<Started<'h>> {
-    let (config, base) = AgentConfig::load(&args.agent)?;
+    let (mut config, base) = AgentConfig::load(&args.agent)?;
+    // `longhand.lock` beside the agent file pins every tool's digest.
+    super::dist::apply_lock(&mut config, &base)?;
     let goal = args
         .goal
         .clone()

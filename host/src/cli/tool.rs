@@ -1,4 +1,6 @@
-//! `longhand tool list | describe | call | new | build`.
+//! `longhand tool list | describe | call | new | build`, and the
+//! distribution commands (`publish | install | keygen | lock | upgrade |
+//! verify`), which [`dist`](super::dist) runs.
 //!
 //! Everything a component says (its `describe` text, error messages,
 //! output, the resources it reached for) is foreign text: it is printed
@@ -9,6 +11,7 @@ use std::path::Path;
 
 use serde_json::json;
 
+use super::describe::{first_line, print_description};
 use super::env::hands;
 use super::settings::GrantFlags;
 use super::term::{json_line, json_pretty, one_line};
@@ -17,7 +20,8 @@ use crate::hands::{Hands, LoadedTool, Receipt, ToolSource, bound, builtin};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ToolCommand {
-    /// List the built-in tool components and their tools.
+    /// List the built-in and installed tool components and their tools
+    /// (installed ones with their source, digest and signer).
     List {
         /// One JSON object per component.
         #[arg(long)]
@@ -25,7 +29,8 @@ pub enum ToolCommand {
     },
     /// Show what a component offers and asks for.
     Describe {
-        /// A built-in name (see `longhand tool list`) or a path to a .wasm component.
+        /// A built-in or installed name (see `longhand tool list`) or a path
+        /// to a .wasm component.
         component: String,
         /// Print the description as JSON.
         #[arg(long)]
@@ -33,7 +38,7 @@ pub enum ToolCommand {
     },
     /// Call one tool in a fresh sandboxed instance.
     Call {
-        /// A built-in name or a path to a .wasm component.
+        /// A built-in or installed name, or a path to a .wasm component.
         component: String,
         /// The tool to call (see `describe`).
         tool: String,
@@ -75,6 +80,69 @@ pub enum ToolCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Push a component to an OCI registry as a CNCF wasm artifact and
+    /// print the manifest digest. Plain HTTP only to loopback registries.
+    Publish {
+        /// The .wasm component.
+        component: std::path::PathBuf,
+        /// Where: oci://HOST[:PORT]/REPO:TAG.
+        target: String,
+        /// Embed an Ed25519 signature made with this secret key (from
+        /// `longhand tool keygen`) before pushing.
+        #[arg(long, value_name = "KEYFILE")]
+        sign: Option<std::path::PathBuf>,
+    },
+    /// Fetch a component, check every digest, its signature and imports,
+    /// precompile it, show what it asks for, and install it under a name.
+    Install {
+        /// A path, an https:// URL (needs --digest or a trusted signature)
+        /// or oci://HOST[:PORT]/REPO:TAG[@sha256:…].
+        source: String,
+        /// The name to install it under (default: the repository's last
+        /// part, or the file's stem).
+        #[arg(long)]
+        name: Option<String>,
+        /// Refuse anything but the component with this digest (sha256:…);
+        /// an unsigned component pinned so is accepted.
+        #[arg(long, value_name = "DIGEST")]
+        digest: Option<String>,
+        /// Accept a component no trusted key signed.
+        #[arg(long)]
+        allow_unsigned: bool,
+    },
+    /// Write a new signing key pair: KEYFILE (secret, mode 0600) and
+    /// KEYFILE.pub (default: keys/signing.key in the data directory).
+    Keygen {
+        /// Where to write the secret key.
+        keyfile: Option<std::path::PathBuf>,
+    },
+    /// Write longhand.lock beside the agent file: each tool's source,
+    /// digests, signer, imports and requests.
+    Lock {
+        /// The agent file (or its directory).
+        agent: std::path::PathBuf,
+        /// Write nothing; fail, naming what changed, if the lock would
+        /// change or a locked tag has moved.
+        #[arg(long)]
+        locked: bool,
+    },
+    /// Fetch the newest version of an installed tool from its source and
+    /// show what it asks for beyond the installed one; a version that asks
+    /// for more is held until --approve.
+    Upgrade {
+        /// The installed name.
+        name: String,
+        /// Install the held version even though it asks for more.
+        #[arg(long)]
+        approve: bool,
+    },
+    /// Re-hash installed components against their install records and
+    /// ./longhand.lock, and check their signatures again.
+    Verify {
+        /// Every installed tool, whatever the lock here names.
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 pub async fn run(cmd: ToolCommand) -> anyhow::Result<Outcome> {
@@ -113,18 +181,38 @@ pub async fn run(cmd: ToolCommand) -> anyhow::Result<Outcome> {
             }
             Ok(Outcome::Done)
         }
+        ToolCommand::Publish {
+            component,
+            target,
+            sign,
+        } => super::dist::publish(&component, &target, sign.as_deref()).await,
+        ToolCommand::Install {
+            source,
+            name,
+            digest,
+            allow_unsigned,
+        } => {
+            super::dist::install(&source, name.as_deref(), digest.as_deref(), allow_unsigned).await
+        }
+        ToolCommand::Keygen { keyfile } => super::dist::keygen(keyfile),
+        ToolCommand::Lock { agent, locked } => super::dist::lock(&agent, locked).await,
+        ToolCommand::Upgrade { name, approve } => super::dist::upgrade(&name, approve).await,
+        ToolCommand::Verify { all } => super::dist::verify(all),
     }
 }
 
 /// A name with a path separator or a `.wasm` suffix is a file; anything else
-/// is a built-in.
-async fn load(hands: &Hands, component: &str) -> anyhow::Result<std::sync::Arc<LoadedTool>> {
-    let source = if component.ends_with(".wasm") || component.contains('/') {
+/// is a built-in or an installed tool.
+fn source_of(component: &str) -> ToolSource<'_> {
+    if component.ends_with(".wasm") || component.contains('/') {
         ToolSource::File(Path::new(component))
     } else {
         ToolSource::Builtin(component)
-    };
-    Ok(hands.load(source).await?)
+    }
+}
+
+async fn load(hands: &Hands, component: &str) -> anyhow::Result<std::sync::Arc<LoadedTool>> {
+    Ok(hands.load(source_of(component)).await?)
 }
 
 async fn list(json: bool) -> anyhow::Result<Outcome> {
@@ -156,6 +244,38 @@ async fn list(json: bool) -> anyhow::Result<Outcome> {
             )?;
         }
     }
+    // Installed tools from their records: listing neither loads nor
+    // compiles them (`tool verify` checks their bytes).
+    for r in super::dist::installed()? {
+        let signer = r.signer.clone().unwrap_or_else(|| match r.trust {
+            crate::dist::store::Trust::Pinned => "unsigned (pinned)".to_owned(),
+            _ => "unsigned".to_owned(),
+        });
+        if json {
+            let line = json!({
+                "name": r.name,
+                "digest": r.digest,
+                "version": r.version,
+                "source": r.source,
+                "manifest_digest": r.manifest_digest,
+                "signer": r.signer,
+                "trust": r.trust,
+                "tools": r.tools,
+            });
+            writeln!(out, "{}", json_line(&line))?;
+        } else {
+            writeln!(
+                out,
+                "{:<6} {:<8} installed from {}  [{}]\n       digest {}  signer {}",
+                r.name,
+                one_line(&r.version),
+                one_line(&r.source),
+                one_line(&r.tools.join(", ")),
+                r.digest,
+                one_line(&signer)
+            )?;
+        }
+    }
     Ok(Outcome::Done)
 }
 
@@ -173,92 +293,8 @@ async fn describe(component: &str, json: bool) -> anyhow::Result<Outcome> {
         println!("{}", json_pretty(&value));
         return Ok(Outcome::Done);
     }
-    // One line per item: a guest's newline must not print a line of its
-    // own (a forged `digest:` or `asks for` line).
-    println!(
-        "{} {} — {}",
-        one_line(&info.name),
-        one_line(&info.version),
-        one_line(first_line(&info.description))
-    );
-    if info.description.trim_end().contains('\n') {
-        for line in info.description.trim_end().lines().skip(1) {
-            println!("    {}", one_line(line));
-        }
-    }
-    println!("digest:  {}", tool.digest());
-    println!("imports: {}", tool.capabilities().join(", "));
-    let req = &info.requests;
-    println!("asks for (nothing is granted unless you grant it):");
-    if req.dirs.is_empty() && req.hosts.is_empty() && req.env.is_empty() && req.secrets.is_empty() {
-        println!("  nothing");
-    }
-    for d in &req.dirs {
-        let access = match d.access {
-            crate::hands::Access::ReadOnly => "ro",
-            crate::hands::Access::ReadWrite => "rw",
-        };
-        println!(
-            "  dir    {} ({access}): {}",
-            one_line(&d.guest_path),
-            one_line(&d.why)
-        );
-    }
-    for h in &req.hosts {
-        println!("  host   {}", one_line(h));
-    }
-    for e in &req.env {
-        println!("  env    {}", one_line(e));
-    }
-    for s in &req.secrets {
-        println!("  secret {}", one_line(s));
-    }
-    println!("tools:");
-    for t in &info.tools {
-        println!(
-            "  {} ({:?}): {}",
-            one_line(&t.name),
-            t.effect,
-            one_line(first_line(&t.description))
-        );
-        if let Some(props) = t.input_schema.get("properties").and_then(|p| p.as_object()) {
-            let required: Vec<&str> = t
-                .input_schema
-                .get("required")
-                .and_then(|r| r.as_array())
-                .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
-                .unwrap_or_default();
-            for (name, schema) in props {
-                let ty = schema
-                    .get("type")
-                    .map(|t| match t {
-                        serde_json::Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    })
-                    .unwrap_or_else(|| "any".to_owned());
-                let req = if required.contains(&name.as_str()) {
-                    ", required"
-                } else {
-                    ""
-                };
-                let desc = schema
-                    .get("description")
-                    .and_then(|d| d.as_str())
-                    .unwrap_or("");
-                println!(
-                    "      {} ({}{req}) {}",
-                    one_line(name),
-                    one_line(&ty),
-                    one_line(first_line(desc))
-                );
-            }
-        }
-    }
+    print_description(&tool);
     Ok(Outcome::Done)
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or("")
 }
 
 /// The `--input` JSON. Every failure here is the operator's input: a file
@@ -290,7 +326,12 @@ async fn call(
     let input = read_input(input)?;
     let grants = flags.resolve()?;
     let hands = hands()?;
-    let tool = load(&hands, component).await?;
+    // A pinned digest is compared before anything is read from the
+    // component: the wrong one is never compiled or cached.
+    let tool = match &flags.digest {
+        Some(pin) => hands.load_pinned(source_of(component), pin).await?,
+        None => load(&hands, component).await?,
+    };
     if tool.tool(tool_name).is_none() {
         let names: Vec<&str> = tool.info().tools.iter().map(|t| t.name.as_str()).collect();
         return Err(usage(format!(

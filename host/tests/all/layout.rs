@@ -36,6 +36,7 @@ use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 const FOLDERS: &[(&str, &str)] = &[
     ("src/brain", "crate::brain"),
     ("src/cli", "crate::cli"),
+    ("src/dist", "crate::dist"),
     ("hands/src", "crate"),
     ("session/src", "crate"),
 ];

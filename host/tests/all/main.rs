@@ -41,7 +41,9 @@
 //! - [`turns`]: notes never break call/result pairing (strict model server,
 //!   every wire format), pause/cancel during a model call, unpriced money
 //!   limits refused, attempts counted across resumes.
-//! - [`layout`]: no import cycle among the files of `cli/`, `hands/` and
+//! - [`dist`]: `tool publish` to a real OCI registry, `tool install` on a
+//!   fresh home, signatures, the lock, held upgrades, a hostile registry.
+//! - [`layout`]: no import cycle among the files of `cli/`, `dist/`, `hands/` and
 //!   `session/`; the ground-floor crates do not depend on the host.
 
 mod support;
@@ -58,6 +60,7 @@ mod control;
 mod crash;
 mod defects;
 mod delegate;
+mod dist;
 mod escapes;
 mod example;
 mod exit_codes;

@@ -20,7 +20,7 @@ fn long_component_and_tool_names_are_cut_in_errors() {
     out.expect_code(2);
     assert!(out.stderr.len() < ERROR_BOUND, "{} bytes", out.stderr.len());
     assert!(
-        out.stderr.contains("no built-in tool named"),
+        out.stderr.contains("no built-in or installed tool named"),
         "{}",
         &out.stderr[..200]
     );

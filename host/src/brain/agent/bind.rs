@@ -14,7 +14,7 @@ use super::config::NAME_SEPARATOR;
 use super::frozen::Frozen;
 use crate::brain::error::{AgentError, RunError};
 use crate::brain::model::ToolDef;
-use crate::hands::{Grants, Hands, LoadedTool, ToolSource, ToolSpec};
+use crate::hands::{Grants, Hands, LoadedTool, PinnedLoadError, ToolSource, ToolSpec};
 
 /// A tool the model can call, bound to its component and grants.
 #[derive(Clone)]
@@ -67,6 +67,32 @@ impl BoundAgent {
     }
 }
 
+/// Load `component` (a path relative to `base`, or a name), pinned to
+/// `digest` when one is given: a component that is not the pinned one is
+/// refused from its hash, before its imports are read, and is never
+/// compiled or cached.
+pub(super) async fn load_component(
+    hands: &Hands,
+    component: &str,
+    base: &Path,
+    digest: Option<&str>,
+) -> Result<Arc<LoadedTool>, AgentError> {
+    let mut owned = PathBuf::new();
+    let source = source_of(component, base, &mut owned);
+    let Some(pin) = digest else {
+        return Ok(hands.load(source).await?);
+    };
+    hands.load_pinned(source, pin).await.map_err(|e| match e {
+        PinnedLoadError::Load(e) => AgentError::Load(e),
+        mismatch @ PinnedLoadError::Mismatch { .. } => AgentError::Pinned {
+            component: component.to_owned(),
+            reason: mismatch.to_string(),
+        },
+    })
+}
+
+/// A name (no `/`, no `.wasm`) is a built-in or an installed tool (the
+/// hands resolve it, built-ins first); anything else is a file.
 pub(super) fn source_of<'a>(
     component: &'a str,
     base: &Path,
@@ -140,23 +166,21 @@ pub async fn bind(
     let mut tools = BTreeMap::new();
     let mut defs = Vec::new();
     for (index, ft) in frozen.tools.iter().enumerate() {
+        // The frozen digest is the pin: a changed binary is refused from
+        // its hash, never compiled.
         let mut owned = PathBuf::new();
+        let source = source_of(&ft.config.component, &frozen.base_dir, &mut owned);
         let loaded = hands
-            .load(source_of(
-                &ft.config.component,
-                &frozen.base_dir,
-                &mut owned,
-            ))
+            .load_pinned(source, &ft.digest)
             .await
-            .map_err(AgentError::Load)?;
-        if loaded.digest() != ft.digest {
-            return Err(AgentError::Changed {
-                component: ft.config.component.clone(),
-                was: ft.digest.clone(),
-                now: loaded.digest().to_owned(),
-            }
-            .into());
-        }
+            .map_err(|e| match e {
+                PinnedLoadError::Load(e) => AgentError::Load(e),
+                PinnedLoadError::Mismatch { actual, .. } => AgentError::Changed {
+                    component: ft.config.component.clone(),
+                    was: ft.digest.clone(),
+                    now: actual,
+                },
+            })?;
         // Pinned directories are used as frozen, not resolved again: a
         // directory replaced since is refused call by call, naming it.
         let mut config = ft.config.clone();

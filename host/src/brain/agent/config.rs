@@ -428,7 +428,8 @@ impl SessionLimits {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolConfig {
-    /// A built-in name (`fs`, `http`, `json`) or a path to a `.wasm`.
+    /// A built-in name (`fs`, `http`, `json`), the name of a tool
+    /// installed with `longhand tool install`, or a path to a `.wasm`.
     pub component: String,
     /// Pin the component's digest (`sha256:…`). Default: not pinned; the
     /// digest seen at session start is frozen into the session either way.

@@ -9,9 +9,9 @@
 //! this returns.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::bind::{PlanNames, prefix_of, source_of};
+use super::bind::{PlanNames, load_component, prefix_of};
 use super::config::{AgentConfig, NAME_SEPARATOR, RUN_PLACEHOLDER, ToolConfig};
 use super::frozen::{Frozen, FrozenChild, FrozenPlan, FrozenTool};
 use super::skills::{AgentView, Skill};
@@ -91,11 +91,8 @@ async fn freeze_tools(
         let mut tool = tool.clone();
         create_run_dirs(&mut tool, base_dir, run_dir)?;
         let tool = &tool;
-        let mut owned = PathBuf::new();
-        let loaded = hands
-            .load(source_of(&tool.component, base_dir, &mut owned))
-            .await
-            .map_err(AgentError::Load)?;
+        let loaded =
+            load_component(hands, &tool.component, base_dir, tool.digest.as_deref()).await?;
         // `only` is a list of promises about the component; a name it does
         // not offer is a typo (or a tool since renamed) that would otherwise
         // silently shrink the agent's tools.
@@ -388,11 +385,8 @@ async fn plan_names(
 ) -> Result<PlanNames, RunError> {
     let mut names = BTreeSet::new();
     for ft in tools {
-        let mut owned = PathBuf::new();
-        let loaded = hands
-            .load(source_of(&ft.config.component, base_dir, &mut owned))
-            .await
-            .map_err(AgentError::Load)?;
+        let loaded =
+            load_component(hands, &ft.config.component, base_dir, Some(&ft.digest)).await?;
         for spec in &loaded.info().tools {
             if ft
                 .config
