@@ -263,9 +263,8 @@ impl<'h> Ctx<'h> {
             task: task.to_owned(),
             text: crate::brain::core::prompts::cut(
                 &format!(
-                    "{task}: {status} in the child session {child} after {} attempt{}{}",
+                    "{task}: {status} in the child session {child} after {} attempt(s){}",
                     record.attempts,
-                    if record.attempts == 1 { "" } else { "s" },
                     end.detail
                         .map(|d| format!(". {}", crate::brain::core::prompts::cut(&d, 600)))
                         .unwrap_or_default()

@@ -380,9 +380,8 @@ impl Ctx<'_> {
             .unwrap_or_default();
         let status = if done { "done" } else { "failed" };
         let mut text = format!(
-            "{task_id} ({title}): {status} after {} attempt{}",
-            record.attempts,
-            if record.attempts == 1 { "" } else { "s" }
+            "{task_id} ({title}): {status} after {} attempt(s)",
+            record.attempts
         );
         if !checks.is_empty() {
             text.push_str(&format!("; checks: {}", checks.join(", ")));
