@@ -33,8 +33,13 @@ class ApiError extends Error {
   }
 }
 
+/** The Authorization header, when a token is kept. */
+function authHeaders() {
+  return token() ? { Authorization: "Bearer " + token() } : {};
+}
+
 async function api(method, path, body) {
-  const headers = { Authorization: "Bearer " + token() };
+  const headers = authHeaders();
   const init = { method, headers, cache: "no-store" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
@@ -177,7 +182,8 @@ function route() {
   current.stop();
   current = { view: null, stop: () => {} };
   showError(null);
-  if (!token()) return showLogin();
+  // No token kept: ask anyway. A server started with --no-auth answers; one
+  // that wants a token says 401, and the API call shows the login.
   const hash = location.hash || "#/sessions";
   let m;
   if ((m = /^#\/s\/(s-[0-9A-Za-z]+)$/.exec(hash))) return openSession(m[1]);
@@ -823,7 +829,7 @@ function openSession(id) {
     while (!stopped) {
       abort = new AbortController();
       try {
-        const headers = { Authorization: "Bearer " + token() };
+        const headers = authHeaders();
         if (lastSeq > 0) headers["Last-Event-ID"] = String(lastSeq);
         const res = await fetch(path + "/events/stream", { headers, signal: abort.signal, cache: "no-store" });
         if (res.status === 401) return showLogin("The token was refused; paste the current one.");
