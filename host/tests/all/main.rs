@@ -41,6 +41,9 @@
 //! - [`turns`]: notes never break call/result pairing (strict model server,
 //!   every wire format), pause/cancel during a model call, unpriced money
 //!   limits refused, attempts counted across resumes.
+//! - [`record`]: `tool call --record` keeps a call and its HTTP exchanges
+//!   without the secret; `tool test` replays it offline, and fails with a
+//!   diff when a request or the output differs.
 //! - [`layout`]: no import cycle among the files of `cli/`, `hands/` and
 //!   `session/`; the ground-floor crates do not depend on the host.
 
@@ -75,6 +78,7 @@ mod memory;
 mod plan;
 mod printed;
 mod providers;
+mod record;
 mod roles;
 mod script;
 mod serve;
