@@ -269,7 +269,14 @@ async fn hands_call(hands: &Hands, s: &Subject, n: usize) -> Result<(Duration, u
     let label = "bench";
     let tool = match &s.source {
         Source::Builtin(name) => hands.load(ToolSource::Builtin(name)).await?,
-        Source::File(_) => hands.load(ToolSource::Bytes { label, bytes: &bytes }).await?,
+        Source::File(_) => {
+            hands
+                .load(ToolSource::Bytes {
+                    label,
+                    bytes: &bytes,
+                })
+                .await?
+        }
     };
     let grants = Grants::default();
     let check = hands.call(&tool, &grants, s.tool, &s.input).await;
@@ -469,7 +476,11 @@ struct Row {
 
 fn main() -> Result<()> {
     let quick = std::env::var("LONGHAND_BENCH_QUICK").is_ok_and(|v| v == "1");
-    let (n_call, n_bare, n_proc) = if quick { (300, 100, 15) } else { (3000, 500, 60) };
+    let (n_call, n_bare, n_proc) = if quick {
+        (300, 100, 15)
+    } else {
+        (3000, 500, 60)
+    };
     let work = work_dir();
     let home = work.join("home");
     std::fs::create_dir_all(&home)?;

@@ -495,7 +495,15 @@ impl Hands {
             ..Receipt::default()
         };
         let result = self
-            .call_inner(tool, grants, name, input, &input_text, &mut receipt, options)
+            .call_inner(
+                tool,
+                grants,
+                name,
+                input,
+                &input_text,
+                &mut receipt,
+                options,
+            )
             .await;
         receipt.wall_us = started.elapsed().as_micros() as u64;
         CallOutcome { result, receipt }

@@ -291,10 +291,9 @@ impl Tape {
         let (parts, body) = req.into_parts();
         let body = self.take_body(body, &policy).await?;
         let secrets_added = match (parts.uri.host(), port_of(&parts.uri)) {
-            (Some(host), Some(port)) if !self.lock().replay => policy.secrets_for(
-                host.trim_start_matches('[').trim_end_matches(']'),
-                port,
-            ),
+            (Some(host), Some(port)) if !self.lock().replay => {
+                policy.secrets_for(host.trim_start_matches('[').trim_end_matches(']'), port)
+            }
             _ => Vec::new(),
         };
         let request = TapeRequest {

@@ -156,8 +156,14 @@ fn new_build_call(lang: &str, extra: &[&str], link: Option<(&str, PathBuf)>) {
     failed.expect_code(1);
     let stdout = failed.stdout_text();
     assert!(stdout.contains("FAIL  greet-ada"), "{stdout}");
-    assert!(stdout.contains("-     \"greeting\": \"Hi, Ada!\""), "{stdout}");
-    assert!(stdout.contains("+     \"greeting\": \"Hello, Ada!\""), "{stdout}");
+    assert!(
+        stdout.contains("-     \"greeting\": \"Hi, Ada!\""),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("+     \"greeting\": \"Hello, Ada!\""),
+        "{stdout}"
+    );
     assert!(stdout.contains("1 passed, 1 failed"), "{stdout}");
 }
 

@@ -162,13 +162,7 @@ fn record(home: &Home, server: &Echo, secret: &str, fixture: &Path, path: &str) 
 
 /// `longhand tool test DIR --component http`.
 fn test(home: &Home, dir: &Path) -> Ended {
-    home.run(&[
-        "tool",
-        "test",
-        dir.to_str().unwrap(),
-        "--component",
-        "http",
-    ])
+    home.run(&["tool", "test", dir.to_str().unwrap(), "--component", "http"])
 }
 
 /// A project dir with one fixture recorded against a live server, then
@@ -232,7 +226,10 @@ fn a_recording_keeps_input_exchange_and_output_but_no_secret() {
     assert_eq!(f["http"].as_array().unwrap().len(), 1, "{f:#}");
     assert_eq!(exchange["request"]["method"], "GET");
     assert_eq!(exchange["request"]["url"], server.url("/hello?x=1"));
-    assert_eq!(exchange["request"]["secrets_added"], json!(["LH_REC_TOKEN"]));
+    assert_eq!(
+        exchange["request"]["secrets_added"],
+        json!(["LH_REC_TOKEN"])
+    );
     assert_eq!(exchange["response"]["status"], 200);
     // The echo came back redacted, in the header and the body, and so
     // did the output the tool made of it.
@@ -242,7 +239,10 @@ fn a_recording_keeps_input_exchange_and_output_but_no_secret() {
         "{headers:?}"
     );
     let body: Value = serde_json::from_str(exchange["response"]["body"].as_str().unwrap()).unwrap();
-    assert_eq!(body, json!({"path": "/hello?x=1", "auth": "Bearer [REDACTED]"}));
+    assert_eq!(
+        body,
+        json!({"path": "/hello?x=1", "auth": "Bearer [REDACTED]"})
+    );
     assert_eq!(f["output"]["status"], 200);
     assert!(
         f["output"]["body"]
@@ -288,7 +288,10 @@ fn a_request_that_differs_from_the_recording_fails_with_a_diff() {
         "{stdout}"
     );
     assert!(stdout.contains(&format!("- url {other}")), "{stdout}");
-    assert!(stdout.contains(&format!("+ url {recorded_url}")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("+ url {recorded_url}")),
+        "{stdout}"
+    );
     assert!(stdout.contains("- header x-expected: 1"), "{stdout}");
     assert!(stdout.contains("0 passed, 1 failed"), "{stdout}");
 }

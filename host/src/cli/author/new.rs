@@ -219,7 +219,11 @@ fn write_all(
     ];
     all.extend(files.iter().map(|(path, text)| (*path, fill(text, vars))));
     all.extend(WIT.iter().map(|(path, text)| (*path, (*text).to_owned())));
-    all.extend(FIXTURES.iter().map(|(path, text)| (*path, (*text).to_owned())));
+    all.extend(
+        FIXTURES
+            .iter()
+            .map(|(path, text)| (*path, (*text).to_owned())),
+    );
     for (path, text) in &all {
         let target = staging.join(path);
         if let Some(dir) = target.parent() {

@@ -223,7 +223,9 @@ impl Recording {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("cannot create {}", parent.display()))?;
         }
-        let staging = self.path.with_extension(format!("json.{}.tmp", std::process::id()));
+        let staging = self
+            .path
+            .with_extension(format!("json.{}.tmp", std::process::id()));
         std::fs::write(&staging, text)
             .with_context(|| format!("cannot write {}", staging.display()))?;
         std::fs::rename(&staging, &self.path).with_context(|| {
@@ -319,11 +321,7 @@ pub(crate) async fn test(
 }
 
 /// Replay one fixture: what differs from it, nothing when it passes.
-async fn run_fixture(
-    hands: &Hands,
-    tool: &LoadedTool,
-    path: &Path,
-) -> anyhow::Result<Vec<String>> {
+async fn run_fixture(hands: &Hands, tool: &LoadedTool, path: &Path) -> anyhow::Result<Vec<String>> {
     let size = std::fs::metadata(path)
         .with_context(|| format!("cannot read {}", path.display()))?
         .len();
@@ -407,7 +405,10 @@ fn diff_json(want: &Value, got: &Value) -> Vec<String> {
     if w.len() > MAX_DIFF_LINES || g.len() > MAX_DIFF_LINES {
         let at = w.iter().zip(&g).take_while(|(a, b)| a == b).count();
         return vec![
-            format!("  (too long to diff whole; first difference at line {})", at + 1),
+            format!(
+                "  (too long to diff whole; first difference at line {})",
+                at + 1
+            ),
             format!("- {}", w.get(at).unwrap_or(&"(end)")),
             format!("+ {}", g.get(at).unwrap_or(&"(end)")),
         ];
