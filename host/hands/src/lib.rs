@@ -487,23 +487,13 @@ impl Hands {
         options: CallOptions,
     ) -> CallOutcome {
         let started = Instant::now();
-        let input_text = input.to_string();
         let mut receipt = Receipt {
             component_digest: tool.digest.clone(),
             tool: name.to_owned(),
-            input_bytes: input_text.len() as u64,
             ..Receipt::default()
         };
         let result = self
-            .call_inner(
-                tool,
-                grants,
-                name,
-                input,
-                &input_text,
-                &mut receipt,
-                options,
-            )
+            .call_inner(tool, grants, name, input, &mut receipt, options)
             .await;
         receipt.wall_us = started.elapsed().as_micros() as u64;
         CallOutcome { result, receipt }
@@ -515,10 +505,11 @@ impl Hands {
         grants: &Grants,
         name: &str,
         input: &serde_json::Value,
-        input_text: &str,
         receipt: &mut Receipt,
         options: CallOptions,
     ) -> Result<serde_json::Value, CallError> {
+        let input_text = input.to_string();
+        receipt.input_bytes = input_text.len() as u64;
         if let Some(expected) = &grants.component_digest
             && expected != &tool.digest
         {
@@ -580,7 +571,7 @@ impl Hands {
         // the component, its input), so that it can move to a thread of its
         // own if it runs long; it hands the seat back for the receipt.
         let pre = tool.pre.clone();
-        let (tool_name, input_owned) = (name.to_owned(), input_text.to_owned());
+        let (tool_name, input_owned) = (name.to_owned(), input_text);
         let deadline = watch.deadline;
         let guest = async move {
             let run = exec::within(deadline, async {

@@ -21,12 +21,15 @@ use tempfile::TempDir;
 
 use crate::support::{Ended, Home, run};
 
+/// One request's headers, lowercase names.
+type Headers = Vec<(String, String)>;
+
 /// A loopback HTTP/1.1 server that answers every request with 200 and a
 /// JSON body naming its path and echoing its `authorization` header (in
 /// the body and in `x-echo-auth`), as a careless real server might.
 struct Echo {
     port: u16,
-    seen: Arc<Mutex<Vec<Vec<(String, String)>>>>,
+    seen: Arc<Mutex<Vec<Headers>>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -66,7 +69,7 @@ impl Echo {
     }
 
     /// Each request's headers, lowercase names.
-    fn requests(&self) -> Vec<Vec<(String, String)>> {
+    fn requests(&self) -> Vec<Headers> {
         self.seen.lock().unwrap().clone()
     }
 }
@@ -82,7 +85,7 @@ impl Drop for Echo {
     }
 }
 
-fn answer(stream: TcpStream) -> Option<Vec<(String, String)>> {
+fn answer(stream: TcpStream) -> Option<Headers> {
     let mut reader = BufReader::new(stream.try_clone().ok()?);
     let mut first = String::new();
     reader.read_line(&mut first).ok()?;
