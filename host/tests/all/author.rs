@@ -19,13 +19,13 @@ use tempfile::TempDir;
 
 use crate::support::{BIN, Ended, Home, Proc};
 
-fn repo_sdk() -> PathBuf {
+pub(crate) fn repo_sdk() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk")
 }
 
 /// `longhand <args>` in `dir`, with what a toolchain needs from the
 /// environment (PATH, HOME, rustup's and cargo's homes) and nothing else.
-fn longhand(home: &Home, dir: &Path, args: &[&str]) -> Ended {
+pub(crate) fn longhand(home: &Home, dir: &Path, args: &[&str]) -> Ended {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .current_dir(dir)
@@ -57,7 +57,7 @@ fn longhand(home: &Home, dir: &Path, args: &[&str]) -> Ended {
         .finish()
 }
 
-fn missing(what: &str) {
+pub(crate) fn missing(what: &str) {
     let how = "run `eval \"$(bash .ci/setup-componentize.sh)\"` to install it";
     if std::env::var("LONGHAND_REQUIRE_EXTERNAL").as_deref() == Ok("1") {
         panic!("{what} is missing and LONGHAND_REQUIRE_EXTERNAL=1: {how}");

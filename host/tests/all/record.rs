@@ -5,8 +5,10 @@
 //! output that differs — each with a diff that says what.
 //!
 //! The tool is the built-in `http` (its `get` makes one request and returns
-//! status, headers and body), so no guest is built here; the template's
-//! `greet` fixtures are replayed per language in [`crate::author`].
+//! status, headers and body), so no guest is built for most tests; one
+//! builds a Python tool that fetches through `longhand_tool.http` (skipped
+//! without componentize-py, as in [`crate::author`]), where the template's
+//! `greet` fixtures are also replayed per language.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -411,4 +413,107 @@ fn what_cannot_be_recorded_or_tested_is_refused_saying_what_to_do() {
     let out = home.run(&["tool", "test", dir.path().to_str().unwrap()]);
     assert_ne!(out.code, Some(0));
     assert!(out.stderr.contains("longhand-tool.toml"), "{}", out.stderr);
+}
+
+/// A Python tool that fetches through `longhand_tool.http` (wasi:http; CPython's
+/// sockets are denied), recorded with a secret and replayed offline.
+#[test]
+fn a_python_tool_fetching_through_the_sdk_records_and_replays() {
+    let venv = match std::env::var_os("LONGHAND_PY_VENV").map(PathBuf::from) {
+        Some(v) if v.join("bin/componentize-py").is_file() => v,
+        _ => {
+            return crate::author::missing(
+                "a venv with componentize-py and the Python SDK (LONGHAND_PY_VENV)",
+            );
+        }
+    };
+    let home = Home::new();
+    let outside = TempDir::new().unwrap();
+    let sdk = crate::author::repo_sdk();
+    crate::author::longhand(
+        &home,
+        outside.path(),
+        &[
+            "tool",
+            "new",
+            "fetcher",
+            "--lang",
+            "python",
+            "--sdk",
+            sdk.to_str().unwrap(),
+        ],
+    )
+    .expect_code(0);
+    let project = outside.path().join("fetcher");
+    std::os::unix::fs::symlink(venv, project.join(".venv")).unwrap();
+    std::fs::write(
+        project.join("app.py"),
+        r#""""Fetches a URL through wasi:http."""
+
+from dataclasses import dataclass
+
+from longhand_tool import Effect, export, http, tool
+
+
+@dataclass
+class Get:
+    """What to fetch."""
+
+    url: str
+
+
+@tool(effect=Effect.READ_ONLY)
+def get(input: Get) -> dict:
+    """GET a URL; return status, content type and body."""
+    r = http.fetch(input.url, headers={"accept": "application/json"})
+    return {"status": r.status, "type": r.header("content-type"), "body": r.json()}
+
+
+Tools = export(name="fetcher", version="0.1.0", description="Fetches.")
+"#,
+    )
+    .unwrap();
+    // The template's greet fixtures are not this tool's.
+    std::fs::remove_dir_all(project.join("fixtures")).unwrap();
+    crate::author::longhand(&home, &project, &["tool", "build"]).expect_code(0);
+
+    let server = Echo::start();
+    let secret = secret();
+    let fixture = project.join("fixtures/items.json");
+    let input = json!({"url": server.url("/items?q=1")}).to_string();
+    let host = server.host();
+    let spec = format!("LH_REC_TOKEN@{host}");
+    let mut cmd = home.cmd(&[
+        "tool",
+        "call",
+        "fetcher.wasm",
+        "get",
+        "--input",
+        &input,
+        "--allow-host",
+        &host,
+        "--secret",
+        &spec,
+        "--record",
+        fixture.to_str().unwrap(),
+    ]);
+    cmd.current_dir(&project).env("LH_REC_TOKEN", &secret);
+    let out = run(cmd);
+    out.expect_code(0);
+    let got: Value = serde_json::from_str(&out.stdout_text()).unwrap();
+    assert_eq!(got["status"], 200, "{got}");
+    assert_eq!(got["body"]["path"], "/items?q=1", "{got}");
+    assert_eq!(got["body"]["auth"], "Bearer [REDACTED]", "{got}");
+    assert_eq!(server.requests().len(), 1);
+    let text = std::fs::read_to_string(&fixture).unwrap();
+    assert!(!text.contains(&secret), "{text}");
+    drop(server);
+
+    let replay = crate::author::longhand(&home, &project, &["tool", "test"]);
+    replay.expect_code(0);
+    assert!(
+        replay.stdout_text().contains("1 passed, 0 failed"),
+        "{}",
+        replay.stdout_text()
+    );
 }
