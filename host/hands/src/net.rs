@@ -18,7 +18,9 @@
 //!    and body before the guest can read them.
 //!
 //! Each decision is written to the call's [`Journal`] so the receipt shows
-//! what was used and what was denied. This module never sees guest memory and
+//! what was used and what was denied. A call with an HTTP tape
+//! ([`super::tape`]) records around [`HttpPolicy::send`], or replays with
+//! only step 1 ([`HttpPolicy::admit`]) and nothing resolved or sent. This module never sees guest memory and
 //! must not touch the component instance.
 
 use std::net::{IpAddr, SocketAddr};
