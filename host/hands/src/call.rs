@@ -26,6 +26,7 @@ use super::grants::{Grants, Limits};
 use super::net::HttpPolicy;
 use super::receipt::{Captured, Journal, Progress};
 use super::sockets::DeniedSocketsView;
+use super::tape::Tape;
 
 /// Store data of one call.
 pub(crate) struct CallState {
@@ -84,13 +85,16 @@ impl WasiHttpView for CallState {
     }
 }
 
-/// Routes `send_request` to the call's [`HttpPolicy`], and bounds what a
-/// request body may buffer before it is sent.
+/// Routes `send_request` to the call's [`HttpPolicy`] (through its
+/// [`Tape`], when the call records or replays), and bounds what a request
+/// body may buffer before it is sent.
 struct Hooks {
     policy: Arc<HttpPolicy>,
     /// Largest write to an outgoing body the host buffers; derived from the
     /// call's host budget (see [`HostBudget::per_object_bytes`]).
     body_chunk: usize,
+    /// Default `None`: requests go to the network through the policy.
+    tape: Option<Tape>,
 }
 
 impl WasiHttpHooks for Hooks {
@@ -119,8 +123,12 @@ impl WasiHttpHooks for Hooks {
             > + Send,
     > {
         let policy = self.policy.clone();
+        let tape = self.tape.clone();
         Box::new(async move {
-            let response = policy.send(request).await?;
+            let response = match tape {
+                None => policy.send(request).await?,
+                Some(tape) => tape.send(policy, request).await?,
+            };
             let done: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send> =
                 Box::new(async { Ok(()) });
             Ok((response, done))
@@ -190,6 +198,7 @@ pub(crate) struct CallBuilder {
     policy: Option<Arc<HttpPolicy>>,
     memory_limit: u64,
     budget: Arc<HostBudget>,
+    tape: Option<Tape>,
 }
 
 impl CallBuilder {
@@ -220,7 +229,13 @@ impl CallBuilder {
             policy: None,
             memory_limit: limits.memory_bytes,
             budget,
+            tape: None,
         }
+    }
+
+    /// Record or replay the call's HTTP exchanges on `tape`.
+    pub(crate) fn tape(&mut self, tape: Tape) {
+        self.tape = Some(tape);
     }
 
     pub(crate) fn capture_stdio(&mut self, cap: u64) {
@@ -253,6 +268,10 @@ impl CallBuilder {
                 budget: self.budget.clone(),
             })
         });
+        let tape = self.tape.take();
+        if let Some(tape) = &tape {
+            tape.arm(&policy);
+        }
         let stdio = Stdio {
             stdout: self.stdout.take(),
             stderr: self.stderr.take(),
@@ -275,7 +294,11 @@ impl CallBuilder {
             wasi: self.wasi.build(),
             table,
             http,
-            hooks: Hooks { policy, body_chunk },
+            hooks: Hooks {
+                policy,
+                body_chunk,
+                tape,
+            },
             fs: self.fs,
             limiter: Limiter {
                 memory_limit: self.memory_limit,

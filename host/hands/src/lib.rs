@@ -28,6 +28,7 @@ pub mod receipt;
 mod redact;
 pub mod schema;
 mod sockets;
+pub mod tape;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -48,6 +49,7 @@ pub use grants::{
     Limits, Secret, SecretGrant,
 };
 pub use receipt::Receipt;
+pub use tape::Tape;
 
 use call::{CallBuilder, CallState};
 
@@ -219,6 +221,15 @@ pub struct CallOutcome {
     pub result: Result<serde_json::Value, CallError>,
     /// What it cost and touched.
     pub receipt: Receipt,
+}
+
+/// Per-call options of [`Hands::call_with`]. `Default` is a plain call.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// Record the call's `wasi:http` exchanges on this tape, or answer them
+    /// from it (see [`tape`]). Default `None`: requests go to the network
+    /// under the grants' policy.
+    pub tape: Option<Tape>,
 }
 
 /// Where a component comes from.
@@ -503,16 +514,27 @@ impl Hands {
         name: &str,
         input: &serde_json::Value,
     ) -> CallOutcome {
+        self.call_with(tool, grants, name, input, CallOptions::default())
+            .await
+    }
+
+    /// [`Hands::call`] with per-call `options` (an HTTP tape).
+    pub async fn call_with(
+        &self,
+        tool: &LoadedTool,
+        grants: &Grants,
+        name: &str,
+        input: &serde_json::Value,
+        options: CallOptions,
+    ) -> CallOutcome {
         let started = Instant::now();
-        let input_text = input.to_string();
         let mut receipt = Receipt {
             component_digest: tool.digest.clone(),
             tool: name.to_owned(),
-            input_bytes: input_text.len() as u64,
             ..Receipt::default()
         };
         let result = self
-            .call_inner(tool, grants, name, input, &input_text, &mut receipt)
+            .call_inner(tool, grants, name, input, &mut receipt, options)
             .await;
         receipt.wall_us = started.elapsed().as_micros() as u64;
         CallOutcome { result, receipt }
@@ -524,9 +546,11 @@ impl Hands {
         grants: &Grants,
         name: &str,
         input: &serde_json::Value,
-        input_text: &str,
         receipt: &mut Receipt,
+        options: CallOptions,
     ) -> Result<serde_json::Value, CallError> {
+        let input_text = input.to_string();
+        receipt.input_bytes = input_text.len() as u64;
         if let Some(expected) = &grants.component_digest
             && expected != &tool.digest
         {
@@ -571,6 +595,9 @@ impl Hands {
         caps::prepare_all(grants, &mut builder).map_err(|e| CallError::Refused {
             message: format!("{e:#}"),
         })?;
+        if let Some(tape) = options.tape {
+            builder.tape(tape);
+        }
         let (state, stdio) = builder.build();
         let journal = state.journal.clone();
         let (store, watch) = self.store(state, limits).map_err(|e| CallError::Host {
@@ -585,7 +612,7 @@ impl Hands {
         // the component, its input), so that it can move to a thread of its
         // own if it runs long; it hands the seat back for the receipt.
         let pre = tool.pre.clone();
-        let (tool_name, input_owned) = (name.to_owned(), input_text.to_owned());
+        let (tool_name, input_owned) = (name.to_owned(), input_text);
         let deadline = watch.deadline;
         let guest = async move {
             let run = exec::within(deadline, async {

@@ -18,7 +18,9 @@
 //!    and body before the guest can read them.
 //!
 //! Each decision is written to the call's [`Journal`] so the receipt shows
-//! what was used and what was denied. This module never sees guest memory and
+//! what was used and what was denied. A call with an HTTP tape
+//! ([`super::tape`]) records around [`HttpPolicy::send`], or replays with
+//! only step 1 ([`HttpPolicy::admit`]) and nothing resolved or sent. This module never sees guest memory and
 //! must not touch the component instance.
 
 use std::net::{IpAddr, SocketAddr};
@@ -42,6 +44,18 @@ use super::budget::HostBudget;
 use super::grants::{HostPattern, SecretGrant};
 use super::receipt::Journal;
 use super::redact::{self, REDACTED, Redactor};
+
+/// A request past [`HttpPolicy::admit`]: where it goes and which grants
+/// let it.
+pub(crate) struct Admitted {
+    pub https: bool,
+    pub host: String,
+    pub port: u16,
+    /// `host:port` (`[v6]:port`), as receipts name it.
+    pub resource: String,
+    /// The host patterns that match it.
+    pub matching: Vec<HostPattern>,
+}
 
 /// How long to wait for a TCP connection and TLS handshake.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -89,13 +103,12 @@ impl HttpPolicy {
         }
     }
 
-    /// Decide on, and if allowed send, one guest request.
-    pub(crate) async fn send(
-        self: Arc<Self>,
-        mut req: http::Request<WasiBody>,
-    ) -> Result<http::Response<WasiBody>, HttpError> {
-        let uri = req.uri().clone();
-        let scheme_https = match uri.scheme_str() {
+    /// The checks a request passes before anything leaves the host: a
+    /// scheme of http or https, a host name, the call's request count, and
+    /// a grant matching host and port. Each refusal is in the receipt.
+    /// [`super::tape`] runs these alone when it answers from a recording.
+    pub(crate) fn admit(&self, uri: &http::Uri) -> Result<Admitted, HttpError> {
+        let https = match uri.scheme_str() {
             Some("https") => true,
             Some("http") => false,
             other => {
@@ -111,9 +124,7 @@ impl HttpPolicy {
         else {
             return Err(HttpError::HttpRequestUriInvalid);
         };
-        let port = uri
-            .port_u16()
-            .unwrap_or(if scheme_https { 443 } else { 80 });
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         let resource = match host.parse::<IpAddr>() {
             Ok(IpAddr::V6(_)) => format!("[{host}]:{port}"),
             _ => format!("{host}:{port}"),
@@ -134,14 +145,47 @@ impl HttpPolicy {
             ));
         }
 
-        let matching: Vec<&HostPattern> = self
+        let matching: Vec<HostPattern> = self
             .hosts
             .iter()
             .filter(|p| p.matches(&host, port))
+            .cloned()
             .collect();
         if matching.is_empty() {
             return Err(self.deny(resource, "host not granted".to_owned()));
         }
+        Ok(Admitted {
+            https,
+            host,
+            port,
+            resource,
+            matching,
+        })
+    }
+
+    /// Names of the secrets [`HttpPolicy::send`] adds to a request for
+    /// `host:port` (over https, or to loopback).
+    pub(crate) fn secrets_for(&self, host: &str, port: u16) -> Vec<String> {
+        self.secrets
+            .iter()
+            .filter(|s| s.host.matches(host, port))
+            .map(|s| s.name.clone())
+            .collect()
+    }
+
+    /// Decide on, and if allowed send, one guest request.
+    pub(crate) async fn send(
+        self: Arc<Self>,
+        mut req: http::Request<WasiBody>,
+    ) -> Result<http::Response<WasiBody>, HttpError> {
+        let uri = req.uri().clone();
+        let Admitted {
+            https: scheme_https,
+            host,
+            port,
+            resource,
+            matching,
+        } = self.admit(&uri)?;
 
         let addrs = match resolve(&host, port).await {
             Ok(addrs) => addrs,

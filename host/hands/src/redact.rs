@@ -236,7 +236,6 @@ impl Redactor {
 
     /// `data` with every reflection replaced by [`REDACTED`], and which
     /// secrets were found.
-    #[cfg(test)]
     pub(crate) fn redact(self: &Arc<Self>, data: &[u8]) -> (Vec<u8>, Vec<usize>) {
         let mut stream = self.stream();
         let mut out = stream.push(data);

@@ -1,6 +1,10 @@
+<<<<<<< HEAD
 //! `longhand tool list | describe | call | new | build`, and the
 //! distribution commands (`publish | install | keygen | lock | upgrade |
 //! verify`), which [`dist`](super::dist) runs.
+=======
+//! `longhand tool list | describe | call | new | build | test`.
+>>>>>>> r4-rec
 //!
 //! Everything a component says (its `describe` text, error messages,
 //! output, the resources it reached for) is foreign text: it is printed
@@ -52,6 +56,10 @@ pub enum ToolCommand {
         /// Print `{ok, output|error, receipt}` as JSON.
         #[arg(long)]
         json: bool,
+        /// Also write the call to this fixture file (input, every HTTP
+        /// exchange with secrets redacted, output) for `longhand tool test`.
+        #[arg(long, value_name = "FIXTURE.json")]
+        record: Option<std::path::PathBuf>,
     },
     /// Start a tool project in ./NAME: the `greet` tool, its WIT, a test, a
     /// README and longhand-tool.toml (the pinned toolchain).
@@ -80,6 +88,7 @@ pub enum ToolCommand {
         #[arg(long)]
         json: bool,
     },
+<<<<<<< HEAD
     /// Push a component to an OCI registry as a CNCF wasm artifact and
     /// print the manifest digest. Plain HTTP only to loopback registries.
     Publish {
@@ -142,6 +151,19 @@ pub enum ToolCommand {
         /// Every installed tool, whatever the lock here names.
         #[arg(long)]
         all: bool,
+=======
+    /// Replay DIR/fixtures/*.json (made by `tool call --record`) against the
+    /// project's built component: recorded HTTP answers are served in order,
+    /// nothing reaches the network, and each output must match.
+    Test {
+        /// The project directory (holding longhand-tool.toml and fixtures/).
+        #[arg(default_value = ".")]
+        dir: std::path::PathBuf,
+        /// Test this component (a built-in name or a .wasm path) instead of
+        /// the one `longhand tool build` made.
+        #[arg(long, value_name = "COMPONENT")]
+        component: Option<String>,
+>>>>>>> r4-rec
     },
 }
 
@@ -155,7 +177,8 @@ pub async fn run(cmd: ToolCommand) -> anyhow::Result<Outcome> {
             input,
             grants,
             json,
-        } => call(&component, &tool, &input, &grants, json).await,
+            record,
+        } => call(&component, &tool, &input, &grants, json, record.as_deref()).await,
         ToolCommand::New {
             name,
             lang,
@@ -168,6 +191,9 @@ pub async fn run(cmd: ToolCommand) -> anyhow::Result<Outcome> {
                 "next: cd {name}, then see README.md (test, `longhand tool build`, `longhand tool call`)"
             );
             Ok(Outcome::Done)
+        }
+        ToolCommand::Test { dir, component } => {
+            super::author::test(&hands()?, &dir, component.as_deref()).await
         }
         ToolCommand::Build { dir, json } => {
             let built = super::author::build(&hands()?, &dir).await?;
@@ -322,9 +348,13 @@ async fn call(
     input: &str,
     flags: &GrantFlags,
     json: bool,
+    record: Option<&Path>,
 ) -> anyhow::Result<Outcome> {
     let input = read_input(input)?;
     let grants = flags.resolve()?;
+    let recording = record
+        .map(|path| super::author::Recording::start(path, flags, &grants))
+        .transpose()?;
     let hands = hands()?;
     // A pinned digest is compared before anything is read from the
     // component: the wrong one is never compiled or cached.
@@ -341,7 +371,21 @@ async fn call(
             one_line(&names.join(", "))
         )));
     }
-    let outcome = hands.call(&tool, &grants, tool_name, &input).await;
+    let options = recording
+        .as_ref()
+        .map(super::author::Recording::options)
+        .unwrap_or_default();
+    let outcome = hands
+        .call_with(&tool, &grants, tool_name, &input, options)
+        .await;
+    if let Some(recording) = recording {
+        let (path, exchanges) = recording.finish(&tool, tool_name, &input, &outcome)?;
+        eprintln!(
+            "recorded to {} ({exchanges} HTTP exchange{})",
+            path.display(),
+            if exchanges == 1 { "" } else { "s" }
+        );
+    }
     let end = match &outcome.result {
         Ok(_) => Outcome::Done,
         Err(e) => Outcome::ToolError(e.clone()),

@@ -1,5 +1,5 @@
-//! `longhand tool new` → `tool build` → `tool call`, per language, through
-//! the binary, from a directory outside the repository.
+//! `longhand tool new` → `tool build` → `tool call` → `tool test`, per
+//! language, through the binary, from a directory outside the repository.
 //!
 //! Rust builds offline from the crates cargo already has (the workspace uses
 //! the same ones). Python and JavaScript need their pinned toolchains, which
@@ -19,13 +19,13 @@ use tempfile::TempDir;
 
 use crate::support::{BIN, Ended, Home, Proc};
 
-fn repo_sdk() -> PathBuf {
+pub(crate) fn repo_sdk() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk")
 }
 
 /// `longhand <args>` in `dir`, with what a toolchain needs from the
 /// environment (PATH, HOME, rustup's and cargo's homes) and nothing else.
-fn longhand(home: &Home, dir: &Path, args: &[&str]) -> Ended {
+pub(crate) fn longhand(home: &Home, dir: &Path, args: &[&str]) -> Ended {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .current_dir(dir)
@@ -57,7 +57,7 @@ fn longhand(home: &Home, dir: &Path, args: &[&str]) -> Ended {
         .finish()
 }
 
-fn missing(what: &str) {
+pub(crate) fn missing(what: &str) {
     let how = "run `eval \"$(bash .ci/setup-componentize.sh)\"` to install it";
     if std::env::var("LONGHAND_REQUIRE_EXTERNAL").as_deref() == Ok("1") {
         panic!("{what} is missing and LONGHAND_REQUIRE_EXTERNAL=1: {how}");
@@ -137,6 +137,34 @@ fn new_build_call(lang: &str, extra: &[&str], link: Option<(&str, PathBuf)>) {
     assert_ne!(bad.code, Some(0));
     assert!(bad.stderr.contains("`name` is empty"), "{}", bad.stderr);
     assert!(!bad.stderr.contains("crashed"), "{}", bad.stderr);
+
+    // The template's fixtures (an output and an error) replay against the
+    // component `build` made, found the way `build` found it.
+    let tested = longhand(&home, &project, &["tool", "test"]);
+    tested.expect_code(0);
+    let stdout = tested.stdout_text();
+    assert!(stdout.contains("ok    greet-ada"), "{stdout}");
+    assert!(stdout.contains("ok    empty-name"), "{stdout}");
+    assert!(stdout.contains("2 passed, 0 failed"), "{stdout}");
+    // A fixture expecting another greeting fails, saying what differs.
+    let ada = project.join("fixtures/greet-ada.json");
+    let text = std::fs::read_to_string(&ada)
+        .unwrap()
+        .replace("Hello, Ada!", "Hi, Ada!");
+    std::fs::write(&ada, text).unwrap();
+    let failed = longhand(&home, &project, &["tool", "test"]);
+    failed.expect_code(1);
+    let stdout = failed.stdout_text();
+    assert!(stdout.contains("FAIL  greet-ada"), "{stdout}");
+    assert!(
+        stdout.contains("-     \"greeting\": \"Hi, Ada!\""),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("+     \"greeting\": \"Hello, Ada!\""),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 passed, 1 failed"), "{stdout}");
 }
 
 #[test]

@@ -43,6 +43,9 @@
 //!   limits refused, attempts counted across resumes.
 //! - [`dist`]: `tool publish` to a real OCI registry, `tool install` on a
 //!   fresh home, signatures, the lock, held upgrades, a hostile registry.
+//! - [`record`]: `tool call --record` keeps a call and its HTTP exchanges
+//!   without the secret; `tool test` replays it offline, and fails with a
+//!   diff when a request or the output differs.
 //! - [`layout`]: no import cycle among the files of `cli/`, `dist/`, `hands/` and
 //!   `session/`; the ground-floor crates do not depend on the host.
 
@@ -78,6 +81,7 @@ mod memory;
 mod plan;
 mod printed;
 mod providers;
+mod record;
 mod roles;
 mod script;
 mod serve;

@@ -179,5 +179,23 @@ class ToolTests(unittest.TestCase):
                 return x
 
 
+class HttpOutsideAComponent(unittest.TestCase):
+    def test_fetch_says_it_needs_a_component_and_responses_read_back(self) -> None:
+        from longhand_tool import http
+
+        with self.assertRaises(http.HttpError) as raised:
+            http.fetch("https://example.com/")
+        self.assertIn("inside a component", str(raised.exception))
+        r = http.Response(
+            status=200,
+            headers=[("content-type", "application/json")],
+            body=b'{"a": [1]}',
+        )
+        self.assertEqual(r.header("Content-Type"), "application/json")
+        self.assertIsNone(r.header("x-missing"))
+        self.assertEqual(r.json(), {"a": [1]})
+        self.assertEqual(r.text(), '{"a": [1]}')
+
+
 if __name__ == "__main__":
     unittest.main()

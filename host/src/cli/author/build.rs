@@ -90,6 +90,20 @@ fn rust(dir: &Path) -> anyhow::Result<PathBuf> {
             "cargo is not installed: install Rust (https://rustup.rs), then `rustup target add wasm32-wasip2`"
         );
     }
+    let component = rust_component(dir)?;
+    run(
+        "cargo build --release --target wasm32-wasip2",
+        Command::new("cargo")
+            .args(["build", "--release", "--target", "wasm32-wasip2"])
+            .current_dir(dir),
+    )
+    .context("if the target is missing: `rustup target add wasm32-wasip2`")?;
+    Ok(component)
+}
+
+/// Where `cargo build --release --target wasm32-wasip2` puts the Rust
+/// project's component (from `cargo metadata`, offline).
+fn rust_component(dir: &Path) -> anyhow::Result<PathBuf> {
     let meta = Command::new("cargo")
         .args([
             "metadata",
@@ -117,16 +131,27 @@ fn rust(dir: &Path) -> anyhow::Result<PathBuf> {
     let package = meta["packages"][0]["name"]
         .as_str()
         .context("the project's Cargo.toml has no package")?;
-    run(
-        "cargo build --release --target wasm32-wasip2",
-        Command::new("cargo")
-            .args(["build", "--release", "--target", "wasm32-wasip2"])
-            .current_dir(dir),
-    )
-    .context("if the target is missing: `rustup target add wasm32-wasip2`")?;
     Ok(Path::new(target)
         .join("wasm32-wasip2/release")
         .join(format!("{}.wasm", package.replace('-', "_"))))
+}
+
+/// The component `build` last made for the project in `dir`, without
+/// building: for `longhand tool test`.
+pub(crate) fn built_component(dir: &Path) -> anyhow::Result<PathBuf> {
+    let config = BuildConfig::load(dir)?;
+    let component = match config.tool.lang {
+        Lang::Rust => rust_component(dir)?,
+        Lang::Python | Lang::Js => dir.join(format!("{}.wasm", config.tool.name)),
+    };
+    if !component.is_file() {
+        bail!(
+            "{} is not built yet (no {}): run `longhand tool build` first, or pass --component PATH",
+            dir.display(),
+            component.display()
+        );
+    }
+    Ok(component)
 }
 
 fn python(dir: &Path, config: &BuildConfig) -> anyhow::Result<PathBuf> {

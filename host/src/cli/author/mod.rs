@@ -12,15 +12,21 @@
 //! the host does not provide is refused here, at build time, naming the
 //! import — and prints its path, digest, size and tools.
 //!
+//! `record` is a tool author's third: `tool call --record FIXTURE.json`
+//! writes a call (input, HTTP exchanges, output) to a fixture, and `tool
+//! test` replays a project's `fixtures/` against its component.
+//!
 //! What this module must not do: fetch anything (installing the toolchain
 //! is the author's step, spelled out in every error), or write outside the
 //! project directory it is given (`build` writes the component and, for
-//! JavaScript, `dist/` inside it).
+//! JavaScript, `dist/` inside it; `--record` writes the one file it names).
 
 mod build;
 mod config;
 mod new;
+mod record;
 
 pub(super) use build::build;
 pub(super) use config::{Engine, Lang};
 pub(super) use new::new;
+pub(super) use record::{Recording, test};

@@ -72,6 +72,19 @@ const JS: &[(&str, &str)] = &[
     ("README.md", include_str!("templates/js/README.md")),
 ];
 
+/// Every project's tool tests (`longhand tool test`): calls written down
+/// as `longhand tool call --record` writes them, input and output only.
+const FIXTURES: &[(&str, &str)] = &[
+    (
+        "fixtures/greet-ada.json",
+        include_str!("templates/fixtures/greet-ada.json"),
+    ),
+    (
+        "fixtures/empty-name.json",
+        include_str!("templates/fixtures/empty-name.json"),
+    ),
+];
+
 const GITIGNORE: &str = "target/\n.venv/\nnode_modules/\ndist/\n.longhand/\n*.wasm\n__pycache__/\n";
 
 /// Where Longhand's SDKs are: `--sdk`, else `LONGHAND_SDK`, else the `sdk/`
@@ -206,6 +219,11 @@ fn write_all(
     ];
     all.extend(files.iter().map(|(path, text)| (*path, fill(text, vars))));
     all.extend(WIT.iter().map(|(path, text)| (*path, (*text).to_owned())));
+    all.extend(
+        FIXTURES
+            .iter()
+            .map(|(path, text)| (*path, (*text).to_owned())),
+    );
     for (path, text) in &all {
         let target = staging.join(path);
         if let Some(dir) = target.parent() {
@@ -245,6 +263,7 @@ mod tests {
                 "README.md",
                 "wit/tool.wit",
                 "wit/deps/http.wit",
+                "fixtures/greet-ada.json",
                 test,
             ] {
                 assert!(dir.join(file).is_file(), "{name}: no {file}");

@@ -1,0 +1,493 @@
+//! `longhand tool call … --record FIXTURE.json` and `longhand tool test
+//! [DIR]`: tool tests from recorded host interactions.
+//!
+//! A fixture is one call written down: the tool, its input, the grants a
+//! replay needs (the hosts as granted when recording, never more), every
+//! `wasi:http` exchange in order (the hands' [`Tape`]), and the output or
+//! the error. `tool test` replays each of `DIR/fixtures/*.json` against
+//! the project's built component in a fresh instance, with the recorded
+//! answers served instead of the network; it passes when every request is
+//! the recorded one, in order, none is missing, and the output is equal.
+//!
+//! What a fixture never holds: a secret. Secrets are named (the
+//! `--secret` specs, which carry no value), the exchanges leave the tape
+//! redacted, and the input and output pass the same redactor. A replay
+//! holds no secret at all: the recorded answers need none.
+//!
+//! What this module must not do: reach the network during a test (the
+//! tape answers, and hosts not recorded are not granted), or write
+//! anything but the one fixture file `--record` names.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::super::settings::GrantFlags;
+use super::super::term::{json_pretty, one_line};
+use super::super::{Outcome, usage};
+use crate::hands::tape::Exchange;
+use crate::hands::{
+    CallError, CallOptions, CallOutcome, Grants, Hands, HostPattern, Limits, LoadedTool, Tape,
+    ToolSource,
+};
+
+/// The fixture format written and read here.
+const FORMAT: u32 = 1;
+
+/// Largest fixture file `tool test` reads: a tape holds at most
+/// [`crate::hands::tape::MAX_TAPE_BYTES`] of bodies, which base64 and
+/// JSON escapes can make four times larger on disk.
+const MAX_FIXTURE_BYTES: u64 = 4 * crate::hands::tape::MAX_TAPE_BYTES + (1 << 20);
+
+/// Most lines of each side a JSON diff compares line by line; larger
+/// outputs are shown as their first differing line.
+const MAX_DIFF_LINES: usize = 2000;
+
+/// One recorded call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fixture {
+    /// Format version; [`FORMAT`].
+    #[serde(default = "format")]
+    longhand_fixture: u32,
+    /// The tool called (see `longhand tool describe`).
+    tool: String,
+    /// Its input. Default `{}`.
+    #[serde(default = "empty_object")]
+    input: Value,
+    /// What the replay is granted.
+    #[serde(default, skip_serializing_if = "FixtureGrants::is_empty")]
+    grants: FixtureGrants,
+    /// Every `wasi:http` exchange, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    http: Vec<Exchange>,
+    /// The output expected; exactly one of `output` and `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    output: Option<Value>,
+    /// The error expected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<CallError>,
+    /// The digest of the component recorded against; for people (a test
+    /// is meant to pass against a rebuilt component).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    recorded_with: Option<String>,
+}
+
+fn format() -> u32 {
+    FORMAT
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+/// The grants of a fixture: what the recorded call was granted, minus
+/// what a replay cannot or must not have.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FixtureGrants {
+    /// `--allow-host` patterns as written. The replay is granted these and
+    /// nothing else.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    hosts: Vec<String>,
+    /// `--secret` specs (`ENV_VAR@HOST[:HEADER]`, no value), for people:
+    /// a replay holds no secret.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    secrets: Vec<String>,
+    /// `--env` variables with the values the call saw.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    env: BTreeMap<String, String>,
+    /// Limits, when the call did not use the defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    limits: Option<Limits>,
+}
+
+impl FixtureGrants {
+    fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+
+    /// The replay's grants: the recorded hosts, env and limits; no
+    /// directory, no secret.
+    fn replay(&self) -> anyhow::Result<Grants> {
+        let hosts = self
+            .hosts
+            .iter()
+            .map(|h| HostPattern::parse(h))
+            .collect::<Result<_, _>>()?;
+        let grants = Grants {
+            hosts,
+            env: self.env.clone(),
+            limits: self.limits.clone().unwrap_or_default(),
+            ..Grants::default()
+        };
+        grants.validate()?;
+        Ok(grants)
+    }
+}
+
+/// A call being recorded: started before the call, written after it.
+pub(crate) struct Recording {
+    path: PathBuf,
+    tape: Tape,
+    grants: FixtureGrants,
+}
+
+impl Recording {
+    /// Check that a call with `flags` can be recorded to `path` and
+    /// replayed, and make its tape.
+    pub(crate) fn start(path: &Path, flags: &GrantFlags, grants: &Grants) -> anyhow::Result<Self> {
+        if !flags.dirs.is_empty() || !flags.mounts.is_empty() {
+            return Err(usage(
+                "--record keeps a call's input, HTTP exchanges and output, not files: a call \
+                 granted --dir or --mount cannot be replayed from a fixture. Record the call \
+                 without directories",
+            ));
+        }
+        if path.is_dir() || path.extension().is_none_or(|e| e != "json") {
+            return Err(usage(format!(
+                "--record {}: give the fixture file to write, ending in .json (e.g. \
+                 fixtures/greet-ada.json)",
+                path.display()
+            )));
+        }
+        let limits = (grants.limits != Limits::default()).then(|| grants.limits.clone());
+        Ok(Self {
+            path: path.to_owned(),
+            tape: Tape::record(),
+            grants: FixtureGrants {
+                hosts: flags.hosts.clone(),
+                secrets: flags.secrets.clone(),
+                env: grants.env.clone(),
+                limits,
+            },
+        })
+    }
+
+    /// The options that make a call record onto this recording's tape.
+    pub(crate) fn options(&self) -> CallOptions {
+        CallOptions {
+            tape: Some(self.tape.clone()),
+        }
+    }
+
+    /// Write the fixture (atomically); return its path and how many
+    /// exchanges it holds. A recording the tape could not keep whole is
+    /// refused: a fixture that is not the call would fail, or pass, for
+    /// the wrong reason.
+    pub(crate) fn finish(
+        self,
+        tool: &LoadedTool,
+        name: &str,
+        input: &Value,
+        outcome: &CallOutcome,
+    ) -> anyhow::Result<(PathBuf, usize)> {
+        let problems = self.tape.problems();
+        if !problems.is_empty() {
+            bail!(
+                "the call was not recorded to {}: {}",
+                self.path.display(),
+                problems.join("; ")
+            );
+        }
+        let mut input = input.clone();
+        self.tape.scrub(&mut input);
+        let mut env = serde_json::to_value(&self.grants.env)?;
+        self.tape.scrub(&mut env);
+        let (mut output, mut error) = match &outcome.result {
+            Ok(v) => (Some(v.clone()), None),
+            Err(e) => (None, Some(serde_json::to_value(e)?)),
+        };
+        for v in output.iter_mut().chain(error.iter_mut()) {
+            self.tape.scrub(v);
+        }
+        let http = self.tape.exchanges();
+        let fixture = Fixture {
+            longhand_fixture: FORMAT,
+            tool: name.to_owned(),
+            input,
+            grants: FixtureGrants {
+                env: serde_json::from_value(env)?,
+                ..self.grants
+            },
+            http,
+            output,
+            error: error.map(serde_json::from_value).transpose()?,
+            recorded_with: Some(tool.digest().to_owned()),
+        };
+        let text = serde_json::to_string_pretty(&fixture)? + "\n";
+        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        let staging = self
+            .path
+            .with_extension(format!("json.{}.tmp", std::process::id()));
+        std::fs::write(&staging, text)
+            .with_context(|| format!("cannot write {}", staging.display()))?;
+        std::fs::rename(&staging, &self.path).with_context(|| {
+            let _ = std::fs::remove_file(&staging);
+            format!("cannot write {}", self.path.display())
+        })?;
+        Ok((self.path, fixture.http.len()))
+    }
+}
+
+/// A name with a path separator or a `.wasm` suffix is a file; anything
+/// else is a built-in (as `longhand tool call` reads it).
+fn source_of(component: &str) -> ToolSource<'_> {
+    if component.ends_with(".wasm") || component.contains('/') {
+        ToolSource::File(Path::new(component))
+    } else {
+        ToolSource::Builtin(component)
+    }
+}
+
+/// `longhand tool test [DIR] [--component C]`: replay `DIR/fixtures/*.json`.
+pub(crate) async fn test(
+    hands: &Hands,
+    dir: &Path,
+    component: Option<&str>,
+) -> anyhow::Result<Outcome> {
+    let fixtures_dir = dir.join("fixtures");
+    let mut fixtures: Vec<PathBuf> = match std::fs::read_dir(&fixtures_dir) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "json") && p.is_file())
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot read {}", fixtures_dir.display()));
+        }
+    };
+    fixtures.sort();
+    if fixtures.is_empty() {
+        return Err(usage(format!(
+            "no fixtures in {}: record one with `longhand tool call COMPONENT TOOL --input JSON \
+             --record {}/NAME.json`",
+            fixtures_dir.display(),
+            fixtures_dir.display()
+        )));
+    }
+    let built;
+    let source = match component {
+        Some(c) => source_of(c),
+        None => {
+            built = super::build::built_component(dir)?;
+            ToolSource::File(&built)
+        }
+    };
+    let tool = hands.load(source).await?;
+    println!(
+        "testing {} ({}) against {} fixture{}",
+        one_line(tool.label()),
+        tool.digest(),
+        fixtures.len(),
+        if fixtures.len() == 1 { "" } else { "s" }
+    );
+    let mut failed = 0;
+    for path in &fixtures {
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let problems = match run_fixture(hands, &tool, path).await {
+            Ok(problems) => problems,
+            Err(e) => vec![format!("{e:#}")],
+        };
+        if problems.is_empty() {
+            println!("ok    {}", one_line(&name));
+        } else {
+            failed += 1;
+            println!("FAIL  {}", one_line(&name));
+            for problem in &problems {
+                for line in problem.lines() {
+                    println!("      {}", one_line(line));
+                }
+            }
+        }
+    }
+    let passed = fixtures.len() - failed;
+    println!("{passed} passed, {failed} failed");
+    if failed == 0 {
+        return Ok(Outcome::Done);
+    }
+    Ok(Outcome::ToolError(CallError::Failed {
+        message: format!("{failed} of {} fixtures failed", fixtures.len()),
+    }))
+}
+
+/// Replay one fixture: what differs from it, nothing when it passes.
+async fn run_fixture(hands: &Hands, tool: &LoadedTool, path: &Path) -> anyhow::Result<Vec<String>> {
+    let size = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .len();
+    if size > MAX_FIXTURE_BYTES {
+        bail!(
+            "{} is {size} bytes, more than a fixture may be ({MAX_FIXTURE_BYTES})",
+            path.display()
+        );
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let fixture: Fixture = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a fixture (record one with `longhand tool call … --record`)",
+            path.display()
+        )
+    })?;
+    if fixture.longhand_fixture != FORMAT {
+        bail!(
+            "{} is fixture format {}; this longhand reads format {FORMAT}",
+            path.display(),
+            fixture.longhand_fixture
+        );
+    }
+    let expected: Result<&Value, &CallError> = match (&fixture.output, &fixture.error) {
+        (Some(output), None) => Ok(output),
+        (None, Some(error)) => Err(error),
+        _ => bail!(
+            "{} must hold exactly one of `output` and `error`",
+            path.display()
+        ),
+    };
+    let grants = fixture
+        .grants
+        .replay()
+        .with_context(|| format!("{}: `grants`", path.display()))?;
+    if tool.tool(&fixture.tool).is_none() {
+        let names: Vec<&str> = tool.info().tools.iter().map(|t| t.name.as_str()).collect();
+        bail!(
+            "the component has no tool `{}`; it offers: {}",
+            fixture.tool,
+            names.join(", ")
+        );
+    }
+    let tape = Tape::replay(fixture.http.clone());
+    let outcome = hands
+        .call_with(
+            tool,
+            &grants,
+            &fixture.tool,
+            &fixture.input,
+            CallOptions {
+                tape: Some(tape.clone()),
+            },
+        )
+        .await;
+    let mut problems = tape.problems();
+    let got: Result<&Value, &CallError> = outcome.result.as_ref();
+    if got != expected {
+        problems.push(format!(
+            "the result differs from the recording (- expected, + got):\n{}",
+            diff_json(&result_json(expected), &result_json(got)).join("\n")
+        ));
+    }
+    Ok(problems)
+}
+
+/// A result as the fixture writes it: `{"output": …}` or `{"error": …}`.
+fn result_json(result: Result<&Value, &CallError>) -> Value {
+    match result {
+        Ok(v) => serde_json::json!({ "output": v }),
+        Err(e) => serde_json::json!({ "error": e }),
+    }
+}
+
+/// A line diff of two JSON values, pretty-printed: changed lines with a
+/// line of context around each run of them.
+fn diff_json(want: &Value, got: &Value) -> Vec<String> {
+    let (w, g) = (json_pretty(want), json_pretty(got));
+    let (w, g): (Vec<&str>, Vec<&str>) = (w.lines().collect(), g.lines().collect());
+    if w.len() > MAX_DIFF_LINES || g.len() > MAX_DIFF_LINES {
+        let at = w.iter().zip(&g).take_while(|(a, b)| a == b).count();
+        return vec![
+            format!(
+                "  (too long to diff whole; first difference at line {})",
+                at + 1
+            ),
+            format!("- {}", w.get(at).unwrap_or(&"(end)")),
+            format!("+ {}", g.get(at).unwrap_or(&"(end)")),
+        ];
+    }
+    // Longest common subsequence, then a walk that prints it as a diff.
+    let (n, m) = (w.len(), g.len());
+    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if w[i] == g[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let mut lines: Vec<(char, &str)> = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < n || j < m {
+        if i < n && j < m && w[i] == g[j] {
+            lines.push((' ', w[i]));
+            i += 1;
+            j += 1;
+        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
+            lines.push(('+', g[j]));
+            j += 1;
+        } else {
+            lines.push(('-', w[i]));
+            i += 1;
+        }
+    }
+    let near_change = |k: usize| {
+        let lo = k.saturating_sub(1);
+        let hi = (k + 1).min(lines.len() - 1);
+        (lo..=hi).any(|x| lines[x].0 != ' ')
+    };
+    let mut out = Vec::new();
+    let mut skipped = false;
+    for (k, (mark, line)) in lines.iter().enumerate() {
+        if near_change(k) {
+            if skipped {
+                out.push("  …".to_owned());
+                skipped = false;
+            }
+            out.push(format!("{mark} {line}"));
+        } else {
+            skipped = true;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_json_diff_shows_the_changed_lines_with_context() {
+        let want = serde_json::json!({"output": {"a": 1, "b": 2, "c": 3, "d": 4, "e": 5}});
+        let got = serde_json::json!({"output": {"a": 1, "b": 2, "c": 30, "d": 4, "e": 5}});
+        let diff = diff_json(&want, &got);
+        assert!(diff.contains(&"-     \"c\": 3,".to_owned()), "{diff:#?}");
+        assert!(diff.contains(&"+     \"c\": 30,".to_owned()), "{diff:#?}");
+        assert!(diff.iter().any(|l| l.contains("\"b\": 2")), "{diff:#?}");
+        assert!(!diff.iter().any(|l| l.contains("\"output\"")), "{diff:#?}");
+        assert!(diff_json(&want, &want).is_empty());
+    }
+
+    #[test]
+    fn a_minimal_fixture_reads_and_a_bad_one_says_what_is_wrong() {
+        let f: Fixture = serde_json::from_str(
+            r#"{"tool": "greet", "input": {"name": "Ada"}, "output": {"greeting": "Hello, Ada!"}}"#,
+        )
+        .unwrap();
+        assert_eq!(f.longhand_fixture, FORMAT);
+        assert!(f.http.is_empty() && f.grants.is_empty());
+        let err = serde_json::from_str::<Fixture>(r#"{"tool": "greet", "outptu": {}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("outptu"), "{err}");
+    }
+}
