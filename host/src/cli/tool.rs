@@ -1,10 +1,6 @@
-<<<<<<< HEAD
-//! `longhand tool list | describe | call | new | build`, and the
+//! `longhand tool list | describe | call | new | build | test`, and the
 //! distribution commands (`publish | install | keygen | lock | upgrade |
 //! verify`), which [`dist`](super::dist) runs.
-=======
-//! `longhand tool list | describe | call | new | build | test`.
->>>>>>> r4-rec
 //!
 //! Everything a component says (its `describe` text, error messages,
 //! output, the resources it reached for) is foreign text: it is printed
@@ -88,7 +84,6 @@ pub enum ToolCommand {
         #[arg(long)]
         json: bool,
     },
-<<<<<<< HEAD
     /// Push a component to an OCI registry as a CNCF wasm artifact and
     /// print the manifest digest. Plain HTTP only to loopback registries.
     Publish {
@@ -151,7 +146,7 @@ pub enum ToolCommand {
         /// Every installed tool, whatever the lock here names.
         #[arg(long)]
         all: bool,
-=======
+    },
     /// Replay DIR/fixtures/*.json (made by `tool call --record`) against the
     /// project's built component: recorded HTTP answers are served in order,
     /// nothing reaches the network, and each output must match.
@@ -163,7 +158,6 @@ pub enum ToolCommand {
         /// the one `longhand tool build` made.
         #[arg(long, value_name = "COMPONENT")]
         component: Option<String>,
->>>>>>> r4-rec
     },
 }
 
