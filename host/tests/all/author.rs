@@ -26,11 +26,16 @@ pub(crate) fn repo_sdk() -> PathBuf {
 /// `longhand <args>` in `dir`, with what a toolchain needs from the
 /// environment (PATH, HOME, rustup's and cargo's homes) and nothing else.
 pub(crate) fn longhand(home: &Home, dir: &Path, args: &[&str]) -> Ended {
+    longhand_at(home.path(), dir, args)
+}
+
+/// [`longhand`] with the data directory `home` given as a path.
+pub(crate) fn longhand_at(home: &Path, dir: &Path, args: &[&str]) -> Ended {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .current_dir(dir)
         .env_clear()
-        .env("LONGHAND_HOME", home.path())
+        .env("LONGHAND_HOME", home)
         .env("CARGO_NET_OFFLINE", "true");
     for keep in [
         "PATH",

@@ -25,7 +25,7 @@ use longhand_host::session::Event;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::support::{self, BIN, Ended, Home, Proc};
+use crate::support::{self, Ended, Home};
 
 /// The host the v2 component asks for beyond v1.
 const EXTRA_HOST: &str = "api.example.com";
@@ -154,34 +154,9 @@ fn sha256(bytes: &[u8]) -> String {
 }
 
 /// `longhand <args>` in `dir` with `home`, and what a toolchain needs from
-/// the environment (PATH, HOME, rustup's and cargo's homes).
+/// the environment (see [`crate::author::longhand_at`]).
 fn author(home: &Path, dir: &Path, args: &[&str]) -> Ended {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .current_dir(dir)
-        .env_clear()
-        .env("LONGHAND_HOME", home)
-        .env("CARGO_NET_OFFLINE", "true");
-    for keep in [
-        "PATH",
-        "HOME",
-        "RUSTUP_HOME",
-        "CARGO_HOME",
-        "RUSTUP_TOOLCHAIN",
-    ] {
-        if let Some(v) = std::env::var_os(keep) {
-            cmd.env(keep, v);
-        }
-    }
-    // The target dir author.rs uses: the template's dependencies compile
-    // once per checkout.
-    cmd.env(
-        "CARGO_TARGET_DIR",
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join("author-rust-target"),
-    );
-    Proc::spawn(cmd)
-        .with_limit(Duration::from_secs(1200))
-        .finish()
+    crate::author::longhand_at(home, dir, args)
 }
 
 fn repo_sdk() -> PathBuf {
