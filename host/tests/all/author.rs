@@ -75,6 +75,13 @@ pub(crate) fn missing(what: &str) {
 fn new_build_call(lang: &str, extra: &[&str], link: Option<(&str, PathBuf)>) {
     let home = Home::new();
     let outside = TempDir::new().unwrap();
+    // Made inside another Cargo workspace's directory (as a tool made in a
+    // repository's subfolder would be): the project still builds on its own.
+    std::fs::write(
+        outside.path().join("Cargo.toml"),
+        "[workspace]\nmembers = []\n",
+    )
+    .unwrap();
     let sdk = repo_sdk();
     let mut args = vec![
         "tool",
