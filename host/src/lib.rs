@@ -24,8 +24,10 @@ pub mod checks;
 pub mod cli;
 pub mod dist;
 pub mod http_client;
+#[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod memory;
+#[cfg(feature = "serve")]
 pub mod serve;
 pub mod telemetry;
 pub mod triggers;

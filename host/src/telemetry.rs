@@ -39,12 +39,16 @@ use tokio::sync::{mpsc, oneshot};
 use crate::session::{Event, EventRecord, SessionId};
 
 /// Spans waiting to be sent, at most; more are dropped (and counted).
+#[cfg(feature = "otel")]
 const QUEUE: usize = 8192;
 /// Spans per export request, at most.
+#[cfg(feature = "otel")]
 const BATCH: usize = 512;
 /// How long spans wait for a batch to fill before being sent anyway.
+#[cfg(feature = "otel")]
 const LINGER: Duration = Duration::from_millis(500);
 /// How long one export request may take.
+#[cfg(feature = "otel")]
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A telemetry setting that cannot be used.
@@ -168,7 +172,20 @@ pub fn init_from_env() -> Result<(), TelemetryError> {
     }
 }
 
+/// Start exporting to `config`: refused in a build without the exporter
+/// (an endpoint was set; ignoring it would lose what the operator asked for).
+#[cfg(not(feature = "otel"))]
+pub fn init(config: ExportConfig) -> Result<(), TelemetryError> {
+    Err(TelemetryError(format!(
+        "an endpoint is set ({}), but this longhand was built without the exporter \
+         (cargo feature `otel`): unset OTEL_EXPORTER_OTLP_ENDPOINT, or build with \
+         `cargo build --release` (all features)",
+        config.endpoint
+    )))
+}
+
 /// Start exporting to `config`. A second call is refused.
+#[cfg(feature = "otel")]
 pub fn init(config: ExportConfig) -> Result<(), TelemetryError> {
     let client = crate::http_client::client()
         .map_err(|e| TelemetryError(format!("building the exporter's HTTP client: {e}")))?;
@@ -201,6 +218,10 @@ pub async fn shutdown(timeout: Duration) {
     }
 }
 
+#[cfg_attr(
+    not(feature = "otel"),
+    allow(dead_code, reason = "read by the exporter, which this build leaves out")
+)]
 enum Msg {
     Span(Value),
     Flush(oneshot::Sender<()>),
@@ -500,6 +521,7 @@ pub(crate) fn observe(session: &SessionId, record: &EventRecord) {
 }
 
 /// Send spans in batches until every sender is gone.
+#[cfg(feature = "otel")]
 async fn export(client: reqwest::Client, config: ExportConfig, mut rx: mpsc::Receiver<Msg>) {
     let resource = json!({"attributes": [
         attr("service.name", config.service.as_str()),
@@ -538,6 +560,7 @@ async fn export(client: reqwest::Client, config: ExportConfig, mut rx: mpsc::Rec
     }
 }
 
+#[cfg(feature = "otel")]
 async fn send(
     client: &reqwest::Client,
     config: &ExportConfig,

@@ -188,11 +188,53 @@ async fn compile_cache_is_private_reused_and_self_healing() {
     assert_eq!(entries().len(), 1, "{:?}", entries());
 }
 
+/// Pulley (the interpreter 32-bit ARM runs on, and the choice of hosts
+/// that map no executable memory) gives the same answers as native code,
+/// and shares a cache with a native host without taking its entries.
+#[tokio::test]
+async fn the_interpreter_answers_like_native_code_and_caches_apart() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let host = |interpreter| {
+        Hands::new(HandsConfig {
+            cache_dir: Some(cache.clone()),
+            max_concurrent_calls: 2,
+            interpreter,
+        })
+        .expect("engine")
+    };
+    let input = json!({"filter": "[.[] | . * 2]", "input": [1, 2, 3]});
+    let mut answers = Vec::new();
+    for interpreter in [false, true] {
+        let hands = host(interpreter);
+        let json = hands
+            .load(ToolSource::Builtin("json"))
+            .await
+            .expect("load json");
+        let outcome = hands.call(&json, &Grants::default(), "query", &input).await;
+        let probe = hands
+            .load(ToolSource::File(fixtures::PROBE.as_ref()))
+            .await
+            .expect("load the probe");
+        let echoed = hands
+            .call(&probe, &Grants::default(), "echo", &json!({"value": "é"}))
+            .await;
+        assert_eq!(echoed.result, Ok(json!({"value": "é"})));
+        answers.push(outcome.result.expect("query"));
+    }
+    assert_eq!(answers[0], answers[1]);
+    assert_eq!(answers[0], json!({"results": [[2, 4, 6]], "truncated": false}));
+    // Two components, each compiled once per engine: four entries.
+    let entries = std::fs::read_dir(&cache).expect("cache").count();
+    assert_eq!(entries, 4);
+}
+
 /// A fresh host with a compile cache of its own, and a way to list it.
 fn host_with_cache(cache: &std::path::Path) -> Hands {
     Hands::new(HandsConfig {
         cache_dir: Some(cache.to_owned()),
         max_concurrent_calls: 2,
+        ..HandsConfig::default()
     })
     .expect("engine")
 }

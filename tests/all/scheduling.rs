@@ -127,6 +127,7 @@ async fn private_host() -> (Hands, std::sync::Arc<longhand_host::hands::LoadedTo
     let hands = Hands::new(HandsConfig {
         cache_dir: Some(Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache")),
         max_concurrent_calls: 4,
+        ..HandsConfig::default()
     })
     .expect("engine");
     let probe = hands

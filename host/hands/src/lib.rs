@@ -73,6 +73,18 @@ const MEMORIES_PER_COMPONENT: u32 = 4;
 /// components: 2).
 const TABLES_PER_COMPONENT: u32 = 8;
 
+/// The largest linear memory a pooled slot holds. On a 64-bit host, every
+/// memory a grant may allow ([`grants::MAX_MEMORY_BYTES`], 4 GiB) in
+/// reserved address space that costs nothing until touched. A 32-bit host
+/// (32-bit ARM runs components on Pulley) has 4 GiB of address space in
+/// all, so a slot is 64 MiB there and a guest grows no further, whatever
+/// its grant says.
+const POOL_MEMORY_BYTES: usize = if cfg!(target_pointer_width = "64") {
+    grants::MAX_MEMORY_BYTES as usize
+} else {
+    64 << 20
+};
+
 /// Engine-wide settings. Defaults suit a laptop running a few agents.
 #[derive(Debug, Clone)]
 pub struct HandsConfig {
@@ -82,6 +94,11 @@ pub struct HandsConfig {
     /// Calls that may run at once; further calls wait. Also sizes the
     /// instance pool. Default 64.
     pub max_concurrent_calls: u32,
+    /// Run components on wasmtime's Pulley interpreter instead of native
+    /// code from Cranelift: slower calls, but no executable memory is ever
+    /// mapped. Hosts Cranelift has no backend for (32-bit ARM, 32-bit
+    /// RISC-V) use Pulley whatever this says. Default `false`.
+    pub interpreter: bool,
 }
 
 impl Default for HandsConfig {
@@ -89,6 +106,7 @@ impl Default for HandsConfig {
         Self {
             cache_dir: None,
             max_concurrent_calls: 64,
+            interpreter: false,
         }
     }
 }
@@ -261,7 +279,7 @@ impl Hands {
             .total_memories(slots * MEMORIES_PER_COMPONENT)
             .total_tables(slots * TABLES_PER_COMPONENT)
             .total_stacks(slots)
-            .max_memory_size(grants::MAX_MEMORY_BYTES as usize)
+            .max_memory_size(POOL_MEMORY_BYTES)
             .max_memories_per_component(MEMORIES_PER_COMPONENT)
             .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
             .max_tables_per_component(TABLES_PER_COMPONENT)
@@ -278,6 +296,24 @@ impl Hands {
             .async_stack_size(2 << 20)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
             .cranelift_opt_level(wasmtime::OptLevel::Speed);
+        if config.interpreter {
+            #[cfg(not(feature = "pulley"))]
+            anyhow::bail!(
+                "the Pulley interpreter was asked for, but this build lacks the cargo feature `pulley`"
+            );
+            #[cfg(feature = "pulley")]
+            wasm.target(if cfg!(target_pointer_width = "64") {
+                "pulley64"
+            } else {
+                "pulley32"
+            })?;
+        }
+        if cfg!(target_pointer_width = "32") {
+            // A slot's reservation is its whole size: no room for the
+            // 4 GiB guard regions of 64-bit hosts.
+            wasm.memory_reservation(POOL_MEMORY_BYTES as u64)
+                .memory_guard_size(64 << 10);
+        }
         let engine = Engine::new(&wasm)?;
 
         let mut linker = Linker::new(&engine);

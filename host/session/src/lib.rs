@@ -8,7 +8,8 @@
 //! - [`inbox`]: the control inbox, how a process that does not hold the
 //!   lease steers a session (pause, cancel, send);
 //! - [`sqlite`]: the embedded default backend, one file per store directory;
-//! - [`postgres`]: the backend for many workers on many machines;
+//! - `postgres`: the backend for many workers on many machines (the cargo
+//!   feature `postgres`, on by default);
 //! - `contract`: what both backends check and compute the same way (the
 //!   lease and seq rules, the checksum chain), and `conformance`, the one
 //!   test suite both run.
@@ -17,12 +18,14 @@
 //! status (folding them into state is the brain's job), call models or run
 //! tools. It stores facts and proves they were not damaged.
 
-#[cfg(test)]
+// The one suite both backends run; it needs both (default features).
+#[cfg(all(test, feature = "postgres"))]
 mod conformance;
 mod contract;
 pub mod event;
 pub mod holder;
 pub mod inbox;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sqlite;
 pub mod store;
@@ -32,6 +35,7 @@ pub use event::{
     SessionStatus, sha256_digest,
 };
 pub use inbox::{Control, ControlKind, MAX_CONTROL_TEXT};
+#[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 pub use sqlite::{SqliteOptions, SqliteStore, WriteStats};
 pub use store::{

@@ -352,7 +352,7 @@ pub fn now_ms() -> u64 {
 /// A session store. Object-safe (`Arc<dyn Store>`), so the brain, the CLI
 /// and the server do not care which backend is behind it.
 ///
-/// The PostgreSQL backend ([`super::postgres`]) implements the same methods with the same
+/// The PostgreSQL backend (`postgres`, the cargo feature of that name) implements the same methods with the same
 /// guarantees: a transaction per call, the lease token and `last_seq`
 /// checked and bumped inside the append's transaction (`SELECT … FOR UPDATE`
 /// on the session row), the database's clock for lease expiry.

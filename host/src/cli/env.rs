@@ -14,7 +14,7 @@ use anyhow::Context;
 use super::settings::{data_dir, hands_config};
 use super::usage;
 use crate::hands::Hands;
-use crate::session::{PostgresStore, SessionId, SqliteStore, Store};
+use crate::session::{SessionId, SqliteStore, Store};
 
 /// The session store commands use: `LONGHAND_STORE=postgres://…` (the
 /// fleet's shared store) when set and not empty, else the SQLite store in
@@ -41,11 +41,16 @@ pub(super) async fn open_url(url: &str) -> anyhow::Result<Arc<dyn Store>> {
             "the store must be a postgres:// URL (unset LONGHAND_STORE for the local SQLite store)",
         ));
     }
-    // The URL may carry a password: name the store by host and database.
-    let store = PostgresStore::connect(url)
-        .await
-        .map_err(|e| anyhow::Error::new(e).context("opening the PostgreSQL session store"))?;
-    Ok(Arc::new(store))
+    #[cfg(feature = "postgres")]
+    {
+        // The URL may carry a password: name the store by host and database.
+        let store = crate::session::PostgresStore::connect(url)
+            .await
+            .map_err(|e| anyhow::Error::new(e).context("opening the PostgreSQL session store"))?;
+        Ok(Arc::new(store))
+    }
+    #[cfg(not(feature = "postgres"))]
+    Err(super::not_built("postgres", "a PostgreSQL session store"))
 }
 
 /// The tool host, with the CLI's engine settings, resolving installed

@@ -100,6 +100,7 @@ pub async fn mcp(args: McpArgs) -> anyhow::Result<Outcome> {
         Hands::new(HandsConfig {
             cache_dir: cache_dir().map(|d| d.join("components")),
             max_concurrent_calls: args.max_concurrent,
+            ..HandsConfig::default()
         })
         .context("cannot start the tool host")?,
     )?;

@@ -11,10 +11,12 @@ mod control;
 mod describe;
 mod dist;
 mod env;
+#[cfg(feature = "mcp")]
 mod mcp;
 mod memory;
 mod plan;
 mod run;
+#[cfg(feature = "serve")]
 mod serve;
 mod settings;
 pub(crate) mod term;
@@ -79,6 +81,34 @@ pub struct Usage(pub String);
 /// A [`Usage`] error.
 pub fn usage(message: impl std::fmt::Display) -> anyhow::Error {
     Usage(message.to_string()).into()
+}
+
+/// The refusal of something this binary was built without: `what` needs
+/// the cargo feature `feature` (every default build has it).
+#[cfg_attr(
+    all(
+        feature = "serve",
+        feature = "mcp",
+        feature = "postgres",
+        feature = "otel",
+        feature = "oci"
+    ),
+    allow(dead_code, reason = "every optional part is built in")
+)]
+pub(crate) fn not_built(feature: &str, what: &str) -> anyhow::Error {
+    usage(format!(
+        "this longhand was built without {what} (cargo feature `{feature}`): build it with \
+         `cargo build --release` (all features) or add `--features {feature}`"
+    ))
+}
+
+/// The arguments of a command this build leaves out, taken as they come,
+/// so that the refusal names the missing part rather than a flag.
+#[cfg(not(all(feature = "serve", feature = "mcp")))]
+#[derive(Debug, clap::Args)]
+struct NotBuilt {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    args: Vec<String>,
 }
 
 /// The exit code of a command's result: the one map from outcomes and
@@ -224,9 +254,17 @@ enum Command {
     #[command(subcommand)]
     Trust(dist::TrustCommand),
     /// Serve sandboxed tools to MCP clients over stdio or Streamable HTTP.
+    #[cfg(feature = "mcp")]
     Mcp(mcp::McpArgs),
+    /// Serve tools to MCP clients (not in this build: cargo feature `mcp`).
+    #[cfg(not(feature = "mcp"))]
+    Mcp(NotBuilt),
     /// Serve the HTTP API and the web page (and run runnable sessions).
+    #[cfg(feature = "serve")]
     Serve(serve::ServeArgs),
+    /// Serve the HTTP API and the page (not in this build: cargo feature `serve`).
+    #[cfg(not(feature = "serve"))]
+    Serve(NotBuilt),
     /// Fire agents' timer triggers (`every`, `cron`) and run the sessions
     /// they start.
     Triggers(triggers::TriggersArgs),
@@ -268,8 +306,14 @@ pub fn main() -> ExitCode {
                 Command::Worker(args) => worker::worker(args).await,
                 Command::Memory(cmd) => memory::run(cmd),
                 Command::Trust(cmd) => dist::trust(cmd),
+                #[cfg(feature = "mcp")]
                 Command::Mcp(args) => mcp::mcp(args).await,
+                #[cfg(not(feature = "mcp"))]
+                Command::Mcp(_) => Err(not_built("mcp", "the MCP server")),
+                #[cfg(feature = "serve")]
                 Command::Serve(args) => serve::serve(args).await,
+                #[cfg(not(feature = "serve"))]
+                Command::Serve(_) => Err(not_built("serve", "the HTTP API and page")),
                 Command::Triggers(args) => triggers::triggers(args).await,
             };
             crate::telemetry::shutdown(std::time::Duration::from_secs(3)).await;

@@ -77,6 +77,7 @@ async fn load(
 
 /// `longhand plan --json`'s object for `session`: [`plan_json`], or
 /// `{"session", "tasks": []}` when it has no plan.
+#[cfg(feature = "serve")]
 pub(super) async fn plan_value(
     store: &dyn crate::session::Store,
     session: &SessionId,

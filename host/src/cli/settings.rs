@@ -43,6 +43,7 @@ pub fn hands_config() -> HandsConfig {
         // One command runs one call at a time; keep the pool small so start-up
         // reserves little address space.
         max_concurrent_calls: 4,
+        ..HandsConfig::default()
     }
 }
 

@@ -20,13 +20,20 @@
 //!
 //! Plain HTTP is spoken to loopback registries only (127.0.0.1, ::1,
 //! localhost); every other registry is HTTPS.
+//!
+//! `oci-client` is the cargo feature `oci` (on by default). A build without
+//! it pulls from registries that answer without a token, and refuses to
+//! publish or to fetch a token, saying which feature it lacks.
 
 use std::time::Duration;
 
+#[cfg(feature = "oci")]
 use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::manifest::OciImageManifest;
+#[cfg(feature = "oci")]
 use oci_client::secrets::RegistryAuth;
+#[cfg(feature = "oci")]
 use oci_client::{Client, Reference, RegistryOperation};
+#[cfg(feature = "oci")]
 use serde_json::json;
 
 use super::error::{DistError, shown};
@@ -66,12 +73,14 @@ pub struct Pulled {
     pub bytes: Vec<u8>,
 }
 
+#[cfg(feature = "oci")]
 /// The process-wide rustls provider `oci-client`'s reqwest needs (it is
 /// built without one, like every client here): ring, as everywhere else.
 fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+#[cfg(feature = "oci")]
 fn oci_client(r: &OciRef) -> Client {
     install_crypto_provider();
     let protocol = if r.is_loopback() {
@@ -87,6 +96,7 @@ fn oci_client(r: &OciRef) -> Client {
     })
 }
 
+#[cfg(feature = "oci")]
 fn oci_reference(r: &OciRef) -> Reference {
     match (&r.tag, &r.digest) {
         (Some(tag), Some(digest)) => Reference::with_tag_and_digest(
@@ -106,6 +116,7 @@ fn oci_reference(r: &OciRef) -> Reference {
     }
 }
 
+#[cfg(feature = "oci")]
 /// Credentials for a registry: `LONGHAND_REGISTRY_USERNAME` and
 /// `LONGHAND_REGISTRY_PASSWORD` when both are set, else anonymous.
 fn registry_auth(lookup: impl Fn(&str) -> Option<String>) -> RegistryAuth {
@@ -118,10 +129,12 @@ fn registry_auth(lookup: impl Fn(&str) -> Option<String>) -> RegistryAuth {
     }
 }
 
+#[cfg(feature = "oci")]
 fn remote(what: &str) -> impl Fn(oci_client::errors::OciDistributionError) -> DistError + '_ {
     move |e| DistError::Remote(format!("{what}: {e}"))
 }
 
+#[cfg(feature = "oci")]
 /// Push `bytes` to `target` (a tag; a digest pin is refused) as a CNCF
 /// wasm artifact. Returns the manifest digest. The manifest has no
 /// timestamp, so the same component published twice has the same digest.
@@ -191,6 +204,30 @@ pub async fn publish(
         .map_err(remote(&format!("pushing the manifest to {target}")))?;
     Ok(manifest_digest)
 }
+
+/// Publishing needs `oci-client` (the cargo feature `oci`).
+#[cfg(not(feature = "oci"))]
+pub async fn publish(
+    _target: &OciRef,
+    _bytes: &[u8],
+    _lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, DistError> {
+    Err(DistError::Usage(NO_OCI.to_owned()))
+}
+
+/// A registry that asks for a token, in a build without `oci-client`.
+#[cfg(not(feature = "oci"))]
+async fn pull_token(r: &OciRef) -> Result<Option<String>, DistError> {
+    Err(DistError::Usage(format!(
+        "{} asks for a token: {NO_OCI}",
+        r.registry
+    )))
+}
+
+#[cfg(not(feature = "oci"))]
+const NO_OCI: &str = "this longhand was built without the registry client (cargo feature \
+                      `oci`): build it with `cargo build --release` (all features) or add \
+                      `--features oci`";
 
 /// The HTTP client of pulls: the host's TLS, redirects followed only within
 /// the origin they start from, bounded waits.
@@ -311,6 +348,7 @@ async fn error_answer(response: reqwest::Response, url: &str) -> DistError {
     ))
 }
 
+#[cfg(feature = "oci")]
 /// A pull token, when the registry asks for one (401), through
 /// `oci-client`'s implementation of the registry token protocol.
 async fn pull_token(r: &OciRef) -> Result<Option<String>, DistError> {
@@ -344,6 +382,36 @@ async fn registry_get(
     get(client, url, accept, token.as_deref()).await
 }
 
+/// The parts of an OCI image manifest a pull reads (the image-spec's
+/// names); anything else in it is ignored.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Manifest {
+    schema_version: i64,
+    #[serde(default)]
+    media_type: Option<String>,
+    config: Config,
+    layers: Vec<Descriptor>,
+}
+
+/// A manifest's config: only its media type says what the artifact is.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Config {
+    media_type: String,
+}
+
+/// A manifest's pointer to a blob.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Descriptor {
+    media_type: String,
+    digest: String,
+    size: i64,
+    #[serde(default)]
+    urls: Option<Vec<String>>,
+}
+
 /// The manifest `r` names, checked: its bytes (bounded), media type,
 /// digest (against the pin, and the registry's `Docker-Content-Digest`),
 /// and shape (one `application/wasm` layer, a wasm config).
@@ -351,7 +419,7 @@ async fn manifest(
     client: &reqwest::Client,
     r: &OciRef,
     token: &mut Option<String>,
-) -> Result<(String, OciImageManifest), DistError> {
+) -> Result<(String, Manifest), DistError> {
     let url = format!(
         "{}://{}/v2/{}/manifests/{}",
         r.scheme(),
@@ -405,7 +473,7 @@ async fn manifest(
     }
     let malformed =
         |why: String| DistError::Refused(format!("{r}: the manifest is malformed: {why}; refused"));
-    let manifest: OciImageManifest =
+    let manifest: Manifest =
         serde_json::from_slice(&body).map_err(|e| malformed(e.to_string()))?;
     if manifest.schema_version != 2 {
         return Err(malformed(format!(
