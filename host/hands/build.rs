@@ -77,9 +77,20 @@ fn run() -> Result<(), String> {
     let release = target_dir.join(TARGET).join("release");
     for tool in TOOLS {
         let built = release.join(format!("longhand_tool_{tool}.wasm"));
+        let bytes = std::fs::read(&built)
+            .map_err(|e| format!("cannot read {}: {e}", built.display()))?;
         let copy = out_dir.join(format!("{tool}.wasm"));
-        std::fs::copy(&built, &copy)
-            .map_err(|e| format!("cannot copy {} to {}: {e}", built.display(), copy.display()))?;
+        std::fs::write(&copy, &bytes)
+            .map_err(|e| format!("cannot write {}: {e}", copy.display()))?;
+        // The digest beside the bytes: a process that loads a built-in
+        // does not hash a megabyte or two to learn it.
+        let digest = format!(
+            "sha256:{}",
+            hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes))
+        );
+        let file = out_dir.join(format!("{tool}.digest"));
+        std::fs::write(&file, digest)
+            .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     }
     Ok(())
 }

@@ -16,6 +16,9 @@ pub struct Builtin {
     pub name: &'static str,
     /// The component binary (a WASI Preview 2 component).
     pub wasm: &'static [u8],
+    /// `sha256:<hex>` of [`Builtin::wasm`], computed by `build.rs` when the
+    /// bytes were embedded (a test hashes them again).
+    pub digest: &'static str,
 }
 
 impl fmt::Debug for Builtin {
@@ -33,14 +36,17 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin {
         name: "fs",
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/fs.wasm")),
+        digest: include_str!(concat!(env!("OUT_DIR"), "/fs.digest")),
     },
     Builtin {
         name: "http",
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/http.wasm")),
+        digest: include_str!(concat!(env!("OUT_DIR"), "/http.digest")),
     },
     Builtin {
         name: "json",
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/json.wasm")),
+        digest: include_str!(concat!(env!("OUT_DIR"), "/json.digest")),
     },
 ];
 
@@ -64,6 +70,13 @@ mod tests {
                 "{} is not a component",
                 b.name
             );
+        }
+    }
+
+    #[test]
+    fn every_builtin_digest_is_the_hash_of_its_bytes() {
+        for b in BUILTINS {
+            assert_eq!(b.digest, crate::digest_of(b.wasm), "{}", b.name);
         }
     }
 

@@ -25,7 +25,7 @@ use super::call::CallState;
 use super::caps::{UnsupportedImport, check_imports};
 use super::grants::Access;
 use super::schema::{InputSchema, SchemaLoader};
-use wasmparser::{ComponentTypeRef, Encoding, Parser, Payload};
+use wasmparser::{Chunk, ComponentTypeRef, Encoding, Parser, Payload};
 
 /// What running a tool does to the world; decides what is re-run after a crash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -310,18 +310,37 @@ pub(crate) fn imports_of<'a>(
         ));
     }
     let mut imports = Vec::new();
-    // How deep inside nested modules and components the parser is.
-    let mut depth = 0usize;
-    for payload in Parser::new(0).parse_all(bytes) {
-        let payload = payload.map_err(|e| not_component(e.to_string()))?;
+    // Only the outer component's sections are read: a nested module or
+    // component (most of the bytes: the code) is stepped over whole, so a
+    // load does not walk every function body of a megabyte-sized tool.
+    let mut parser = Parser::new(0);
+    let mut rest = bytes;
+    let ends_early = || not_component("it ends before its last section".to_owned());
+    loop {
+        let payload = match parser
+            .parse(rest, true)
+            .map_err(|e| not_component(e.to_string()))?
+        {
+            Chunk::Parsed { consumed, payload } => {
+                rest = &rest[consumed..];
+                payload
+            }
+            Chunk::NeedMoreData(_) => return Err(ends_early()),
+        };
         match payload {
-            Payload::Version { encoding, .. } if depth == 0 && encoding != Encoding::Component => {
+            Payload::Version { encoding, .. } if encoding != Encoding::Component => {
                 return Err(not_component("it is not a component".to_owned()));
             }
-            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
-            Payload::End(_) if depth == 0 => return Ok(imports),
-            Payload::End(_) => depth -= 1,
-            Payload::ComponentImportSection(section) if depth == 0 => {
+            Payload::ModuleSection {
+                unchecked_range, ..
+            }
+            | Payload::ComponentSection {
+                unchecked_range, ..
+            } => {
+                rest = rest.get(unchecked_range.len()..).ok_or_else(ends_early)?;
+            }
+            Payload::End(_) => return Ok(imports),
+            Payload::ComponentImportSection(section) => {
                 for import in section {
                     let import = import.map_err(|e| not_component(e.to_string()))?;
                     let instance = matches!(import.ty, ComponentTypeRef::Instance(_));
@@ -331,7 +350,6 @@ pub(crate) fn imports_of<'a>(
             _ => {}
         }
     }
-    Err(not_component("it ends before its last section".to_owned()))
 }
 
 /// Judge a component's imports ([`imports_of`]) against the capability
@@ -600,6 +618,26 @@ pub(crate) fn validate_info(
 mod tests {
     use super::*;
     use crate::bindings::longhand::tool::types as wit;
+
+    /// The outer imports are found with the nested modules stepped over,
+    /// and a component cut anywhere inside a nested module is refused.
+    #[test]
+    fn imports_are_read_without_walking_nested_modules() {
+        let json = crate::builtin::builtin("json").expect("json");
+        let imports = imports_of("json", json.wasm).expect("json's imports");
+        let names: Vec<&str> = imports.iter().map(|(name, _)| *name).collect();
+        assert!(
+            names.iter().any(|n| n.starts_with("longhand:tool/host")),
+            "{names:?}"
+        );
+        assert!(names.iter().all(|n| !n.is_empty()));
+        for cut in [json.wasm.len() / 3, json.wasm.len() / 2, json.wasm.len() - 1] {
+            match imports_of("json", &json.wasm[..cut]) {
+                Err(LoadError::NotComponent { .. }) => {}
+                other => panic!("cut at {cut}: {other:?}"),
+            }
+        }
+    }
 
     /// A guest's name of any length, and a label of any length, come back
     /// cut in the error that quotes them.

@@ -294,11 +294,21 @@ impl Drop for LiveCount {
 fn lower_priority() {
     #[cfg(target_os = "linux")]
     {
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: pid 0 is the calling thread; `param` is a valid
-        // `sched_param` for SCHED_IDLE, which requires priority 0. Lowering
-        // the policy needs no privilege.
-        let idle = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+        // SAFETY: all-zero is a valid `sched_param` (musl's has fields
+        // beyond the priority), and priority 0 is what SCHED_IDLE requires.
+        let param: libc::sched_param = unsafe { std::mem::zeroed() };
+        // The system call itself, not libc's wrapper: musl's wrapper always
+        // fails (ENOSYS), since the kernel applies it to one thread only.
+        // SAFETY: pid 0 is the calling thread and `param` outlives the
+        // call. Lowering the policy needs no privilege.
+        let idle = unsafe {
+            libc::syscall(
+                libc::SYS_sched_setscheduler,
+                0,
+                libc::SCHED_IDLE,
+                &param as *const libc::sched_param,
+            )
+        };
         if idle != 0 {
             // SAFETY: on Linux PRIO_PROCESS with who = 0 renices the calling
             // thread only; raising the nice value needs no privilege.

@@ -272,6 +272,7 @@ impl Hands {
     /// Build the engine and linker. Fails only if the platform cannot
     /// reserve the instance pool.
     pub fn new(config: HandsConfig) -> anyhow::Result<Self> {
+        let started = Instant::now();
         let slots = config.max_concurrent_calls.max(1);
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(slots)
@@ -315,9 +316,16 @@ impl Hands {
                 .memory_guard_size(64 << 10);
         }
         let engine = Engine::new(&wasm)?;
+        let engine_at = started.elapsed();
 
         let mut linker = Linker::new(&engine);
         caps::link_all(&mut linker)?;
+        tracing::debug!(
+            slots,
+            engine_us = engine_at.as_micros(),
+            linker_us = (started.elapsed() - engine_at).as_micros(),
+            "tool host ready"
+        );
 
         // The ticker ends when the engine is dropped.
         let weak = engine.weak();
@@ -426,8 +434,11 @@ impl Hands {
         {
             return Ok(hit);
         }
+        // Each phase's time, for `RUST_LOG=longhand_hands=debug`.
+        let started = Instant::now();
         let imports = component::imports_of(&label, &bytes)?;
         let capabilities = component::judge_imports(&label, &imports)?;
+        let judged = started.elapsed();
         let component::Compiled {
             component: compiled,
             cache_to,
@@ -447,8 +458,10 @@ impl Hands {
             label: label.clone(),
             reason: format!("{e:#}"),
         };
+        let compiled_at = started.elapsed();
         let instance_pre = self.linker.instantiate_pre(&compiled).map_err(link_err)?;
         let pre = bindings::ToolPre::new(instance_pre).map_err(link_err)?;
+        let linked = started.elapsed();
 
         // Describe runs like any call: fresh instance, no grants, default
         // limits, and a slot of the instance pool.
@@ -502,7 +515,18 @@ impl Hands {
                 describe_err(format!("{e:#}{}", panic_note(&stderr.text)))
             })?;
         let raw = bound::describe(raw).map_err(describe_err)?;
+        let described = started.elapsed();
         let (info, validators) = component::validate_info(&label, raw)?;
+        tracing::debug!(
+            component = %label,
+            fresh,
+            judged_us = judged.as_micros(),
+            compiled_us = (compiled_at - judged).as_micros(),
+            linked_us = (linked - compiled_at).as_micros(),
+            described_us = (described - linked).as_micros(),
+            validated_us = (started.elapsed() - described).as_micros(),
+            "loaded"
+        );
         // Only components that passed every check are cached.
         if let Some(path) = cache_to {
             component::remember(&path, &compiled);
@@ -801,26 +825,12 @@ fn read<'a>(
         }
         ToolSource::Bytes { label, bytes } => (label.to_owned(), bytes.into()),
     };
-    // Built-ins are embedded: remember their digests instead of hashing
-    // megabytes on every load.
+    // Built-ins are part of the binary: their digests were computed when
+    // they were embedded, not hashed again by every process.
     let digest = match source {
-        ToolSource::Builtin(name) => {
-            static DIGESTS: std::sync::OnceLock<
-                std::sync::Mutex<std::collections::HashMap<String, String>>,
-            > = std::sync::OnceLock::new();
-            let map = DIGESTS.get_or_init(Default::default);
-            let known = map.lock().ok().and_then(|m| m.get(name).cloned());
-            match known {
-                Some(d) => d,
-                None => {
-                    let d = digest_of(&bytes);
-                    if let Ok(mut m) = map.lock() {
-                        m.insert(name.to_owned(), d.clone());
-                    }
-                    d
-                }
-            }
-        }
+        ToolSource::Builtin(name) => builtin::builtin(name)
+            .map(|b| b.digest.to_owned())
+            .unwrap_or_else(|| digest_of(&bytes)),
         _ => digest_of(&bytes),
     };
     Ok(Read {

@@ -88,6 +88,7 @@ pub async fn publish(
     target: &str,
     key: Option<&Path>,
 ) -> anyhow::Result<Outcome> {
+    registry::can_publish()?;
     let Source::Oci(target) = Source::parse(target)? else {
         return Err(usage(
             "publish to an OCI registry: oci://HOST[:PORT]/REPO:TAG",

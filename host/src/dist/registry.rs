@@ -205,6 +205,15 @@ pub async fn publish(
     Ok(manifest_digest)
 }
 
+/// Whether this build can publish: pushing needs `oci-client` (the cargo
+/// feature `oci`). Asked first, before a component is read or loaded.
+pub fn can_publish() -> Result<(), DistError> {
+    #[cfg(feature = "oci")]
+    return Ok(());
+    #[cfg(not(feature = "oci"))]
+    Err(DistError::Usage(NO_OCI.to_owned()))
+}
+
 /// Publishing needs `oci-client` (the cargo feature `oci`).
 #[cfg(not(feature = "oci"))]
 pub async fn publish(
