@@ -58,6 +58,7 @@ pub fn builtin(name: &str) -> Option<&'static Builtin> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::component;
 
     /// Magic, then version 0x0d and layer 1: a component, not a core module.
     const COMPONENT_HEADER: &[u8] = b"\0asm\x0d\0\x01\0";
@@ -76,7 +77,33 @@ mod tests {
     #[test]
     fn every_builtin_digest_is_the_hash_of_its_bytes() {
         for b in BUILTINS {
-            assert_eq!(b.digest, crate::digest_of(b.wasm), "{}", b.name);
+            assert_eq!(b.digest, component::digest_of(b.wasm), "{}", b.name);
+        }
+    }
+
+    /// The outer imports are found with the nested modules stepped over,
+    /// and a component cut anywhere inside a nested module is refused.
+    #[test]
+    fn imports_are_read_without_walking_nested_modules() {
+        let json = builtin("json").expect("json");
+        let imports = component::imports_of("json", json.wasm).expect("json's imports");
+        let names: Vec<&str> = imports.iter().map(|(name, _)| *name).collect();
+        for expected in ["longhand:tool/types@", "wasi:io/streams@"] {
+            assert!(
+                names.iter().any(|n| n.starts_with(expected)),
+                "{expected} missing from {names:?}"
+            );
+        }
+        assert!(names.iter().all(|n| !n.is_empty()));
+        for cut in [
+            json.wasm.len() / 3,
+            json.wasm.len() / 2,
+            json.wasm.len() - 1,
+        ] {
+            match component::imports_of("json", &json.wasm[..cut]) {
+                Err(component::LoadError::NotComponent { .. }) => {}
+                other => panic!("cut at {cut}: {other:?}"),
+            }
         }
     }
 

@@ -619,26 +619,6 @@ mod tests {
     use super::*;
     use crate::bindings::longhand::tool::types as wit;
 
-    /// The outer imports are found with the nested modules stepped over,
-    /// and a component cut anywhere inside a nested module is refused.
-    #[test]
-    fn imports_are_read_without_walking_nested_modules() {
-        let json = crate::builtin::builtin("json").expect("json");
-        let imports = imports_of("json", json.wasm).expect("json's imports");
-        let names: Vec<&str> = imports.iter().map(|(name, _)| *name).collect();
-        assert!(
-            names.iter().any(|n| n.starts_with("longhand:tool/host")),
-            "{names:?}"
-        );
-        assert!(names.iter().all(|n| !n.is_empty()));
-        for cut in [json.wasm.len() / 3, json.wasm.len() / 2, json.wasm.len() - 1] {
-            match imports_of("json", &json.wasm[..cut]) {
-                Err(LoadError::NotComponent { .. }) => {}
-                other => panic!("cut at {cut}: {other:?}"),
-            }
-        }
-    }
-
     /// A guest's name of any length, and a label of any length, come back
     /// cut in the error that quotes them.
     #[test]

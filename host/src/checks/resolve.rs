@@ -65,7 +65,9 @@ pub struct CommandCheckConfig {
     #[serde(default)]
     pub writable: Vec<String>,
     /// Extra host paths the command may read and execute (a toolchain,
-    /// system libraries); `~` at the start is `$HOME`. A path that does not
+    /// system libraries); `~` at the start is `$HOME`, and a relative path
+    /// is relative to the agent's directory (made absolute when the agent
+    /// is frozen, [`CommandCheckConfig::anchored`]). A path that does not
     /// exist is skipped, with a note: one agent file then serves machines
     /// with and without, say, `/lib64`, and skipping only ever denies more.
     /// Default none.
@@ -135,6 +137,22 @@ pub struct ResolveError {
     pub reason: String,
 }
 
+impl CommandCheckConfig {
+    /// This check with its relative `read_only` paths made absolute under
+    /// `base` (the agent's directory), as `dirs` are; `~/…` and absolute
+    /// paths stay as written. A frozen agent holds anchored checks, so
+    /// every process that wakes its session reads the same paths.
+    pub fn anchored(&self, base: &Path) -> Self {
+        let mut check = self.clone();
+        for text in &mut check.read_only {
+            if !text.starts_with('~') && Path::new(text.as_str()).is_relative() {
+                *text = base.join(text.as_str()).to_string_lossy().into_owned();
+            }
+        }
+        check
+    }
+}
+
 /// Resolve check `name` against the agent's granted directories. `lookup`
 /// reads host environment variables (`HOME` for `~`, `PATH` for `argv[0]`).
 ///
@@ -143,7 +161,8 @@ pub struct ResolveError {
 /// `writable` path that is not absolute, has `.` or `..`, lies outside
 /// every granted directory, or (when it exists) leads out of its grant
 /// through a symbolic link; a `writable` path in a read-only grant; a
-/// relative `read_only` path; an environment name listed in both `env` and
+/// relative `read_only` path (not [anchored](CommandCheckConfig::anchored));
+/// an environment name listed in both `env` and
 /// `set_env`; a zero timeout; a `max_output` of 0 or above 16 MiB.
 pub fn resolve(
     name: &str,
@@ -196,7 +215,10 @@ pub fn resolve(
         if !path.is_absolute() {
             return Err(err(
                 "read_only",
-                format!("`{text}` is relative: give an absolute host path or one starting `~/`"),
+                format!(
+                    "`{text}` is relative and was not anchored at the agent's directory: \
+                     give an absolute host path or one starting `~/`"
+                ),
             ));
         }
         if path.exists() {
@@ -535,6 +557,42 @@ mod tests {
         fn resolve(&self, c: &CommandCheckConfig) -> Result<Resolved, ResolveError> {
             resolve("t", c, &self.dirs, self.lookup())
         }
+    }
+
+    /// A relative `read_only` path is the agent directory's, once the
+    /// check is anchored; unanchored, it is refused rather than read
+    /// against whatever directory the process happens to be in.
+    #[test]
+    fn relative_read_only_paths_are_anchored_at_the_agent_directory() {
+        let f = fixture();
+        let c = config(
+            r#"
+            argv = ["tool"]
+            cwd = "/out"
+            read_only = ["../bin", "~/bin", "/usr"]
+            "#,
+        );
+        let e = f.resolve(&c).unwrap_err();
+        assert_eq!(e.field, "read_only");
+        assert!(e.reason.contains("not anchored"), "{e}");
+
+        let agent_dir = f.src.clone();
+        let anchored = c.anchored(&agent_dir);
+        assert_eq!(
+            anchored.read_only,
+            [
+                agent_dir.join("../bin").display().to_string(),
+                "~/bin".to_owned(),
+                "/usr".to_owned()
+            ]
+        );
+        let r = f.resolve(&anchored).unwrap();
+        assert!(
+            r.spec.read_only.contains(&agent_dir.join("../bin")),
+            "{r:?}"
+        );
+        // Anchoring twice changes nothing.
+        assert_eq!(anchored.anchored(Path::new("/elsewhere")), anchored);
     }
 
     #[test]

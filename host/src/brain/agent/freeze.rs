@@ -47,7 +47,12 @@ async fn freeze_one(
     // one (a writable path in a read-only grant, a program not found) is
     // refused now, not when a task first runs it.
     let dirs = granted_dirs(tools.iter().flat_map(|t| t.dirs.iter().flatten()));
-    for (name, check) in &config.checks {
+    let checks: BTreeMap<_, _> = config
+        .checks
+        .iter()
+        .map(|(name, check)| (name.clone(), check.anchored(&base_dir)))
+        .collect();
+    for (name, check) in &checks {
         crate::checks::resolve::resolve(name, check, &dirs, lookup)
             .map_err(|e| AgentError::Plan(e.to_string()))?;
     }
@@ -62,7 +67,7 @@ async fn freeze_one(
         base_dir,
         plan,
         roles,
-        checks: config.checks.clone(),
+        checks,
         memory: config.memory.clone(),
         approve: config.approve.clone(),
         priority: 0,
