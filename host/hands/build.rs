@@ -77,8 +77,8 @@ fn run() -> Result<(), String> {
     let release = target_dir.join(TARGET).join("release");
     for tool in TOOLS {
         let built = release.join(format!("longhand_tool_{tool}.wasm"));
-        let bytes = std::fs::read(&built)
-            .map_err(|e| format!("cannot read {}: {e}", built.display()))?;
+        let bytes =
+            std::fs::read(&built).map_err(|e| format!("cannot read {}: {e}", built.display()))?;
         let copy = out_dir.join(format!("{tool}.wasm"));
         std::fs::write(&copy, &bytes)
             .map_err(|e| format!("cannot write {}: {e}", copy.display()))?;

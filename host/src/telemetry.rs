@@ -220,7 +220,10 @@ pub async fn shutdown(timeout: Duration) {
 
 #[cfg_attr(
     not(feature = "otel"),
-    allow(dead_code, reason = "read by the exporter, which this build leaves out")
+    allow(
+        dead_code,
+        reason = "read by the exporter, which this build leaves out"
+    )
 )]
 enum Msg {
     Span(Value),

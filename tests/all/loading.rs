@@ -223,7 +223,10 @@ async fn the_interpreter_answers_like_native_code_and_caches_apart() {
         answers.push(outcome.result.expect("query"));
     }
     assert_eq!(answers[0], answers[1]);
-    assert_eq!(answers[0], json!({"results": [[2, 4, 6]], "truncated": false}));
+    assert_eq!(
+        answers[0],
+        json!({"results": [[2, 4, 6]], "truncated": false})
+    );
     // Two components, each compiled once per engine: four entries.
     let entries = std::fs::read_dir(&cache).expect("cache").count();
     assert_eq!(entries, 4);

@@ -482,8 +482,7 @@ async fn manifest(
     }
     let malformed =
         |why: String| DistError::Refused(format!("{r}: the manifest is malformed: {why}; refused"));
-    let manifest: Manifest =
-        serde_json::from_slice(&body).map_err(|e| malformed(e.to_string()))?;
+    let manifest: Manifest = serde_json::from_slice(&body).map_err(|e| malformed(e.to_string()))?;
     if manifest.schema_version != 2 {
         return Err(malformed(format!(
             "schemaVersion is {}, not 2",
