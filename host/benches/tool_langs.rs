@@ -37,7 +37,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use longhand_host::hands::{Grants, Hands, HandsConfig, ToolSource, builtin};
+use longhand_host::hands::{Grants, Hands, HandsConfig, ToolSource, builtin, dev};
 use serde_json::{Value, json};
 use wasmtime::component::{Component, InstancePre, Linker, ResourceTable, Val};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
@@ -301,7 +301,7 @@ struct Bare {
     wasi: WasiCtx,
     table: ResourceTable,
     http: WasiHttpCtx,
-    hooks: [(); 0],
+    hooks: dev::NoNetwork,
 }
 
 impl WasiView for Bare {
@@ -357,7 +357,7 @@ fn bare_store(engine: &Engine) -> Result<Store<Bare>> {
             wasi: WasiCtx::builder().build(),
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
-            hooks: [],
+            hooks: dev::NoNetwork,
         },
     );
     store.set_fuel(u64::MAX / 2)?;

@@ -91,6 +91,7 @@ mod bare {
         ctx: WasiCtx,
         table: ResourceTable,
         http: wasmtime_wasi_http::WasiHttpCtx,
+        hooks: longhand_host::hands::dev::NoNetwork,
     }
 
     impl WasiView for State {
@@ -105,7 +106,7 @@ mod bare {
     impl wasmtime_wasi_http::WasiHttpView for State {
         fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
             wasmtime_wasi_http::WasiHttpCtxView {
-                hooks: wasmtime_wasi_http::default_hooks(),
+                hooks: &mut self.hooks,
                 table: &mut self.table,
                 ctx: &mut self.http,
             }
@@ -155,6 +156,7 @@ mod bare {
                     ctx: WasiCtx::builder().build(),
                     table: ResourceTable::new(),
                     http: wasmtime_wasi_http::WasiHttpCtx::new(),
+                    hooks: longhand_host::hands::dev::NoNetwork,
                 },
             );
             store.set_fuel(u64::MAX / 2)?;

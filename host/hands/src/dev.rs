@@ -95,3 +95,30 @@ fn find_target_dir(start: &Path) -> PathBuf {
     }
     start.join("target")
 }
+
+type HttpResult<T> = Result<T, wasmtime_wasi_http::Error>;
+
+/// `wasi:http` hooks that refuse every request (`HTTP-request-denied`),
+/// for an embedder or a baseline that links `wasi:http` on bare wasmtime
+/// without a network (this build has no default sender). The tool host
+/// itself sends through its grant policy, not through this.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoNetwork;
+
+impl wasmtime_wasi_http::WasiHttpHooks for NoNetwork {
+    fn send_request(
+        &mut self,
+        _request: http::Request<wasmtime_wasi_http::WasiBody>,
+        _options: Option<wasmtime_wasi_http::RequestOptions>,
+        _fut: Box<dyn Future<Output = HttpResult<()>> + Send>,
+    ) -> Box<
+        dyn Future<
+                Output = HttpResult<(
+                    http::Response<wasmtime_wasi_http::WasiBody>,
+                    Box<dyn Future<Output = HttpResult<()>> + Send>,
+                )>,
+            > + Send,
+    > {
+        Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) })
+    }
+}
