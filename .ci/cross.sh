@@ -39,8 +39,12 @@ case "$target" in
         packages=(gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static file)
         runner=(qemu-arm-static) ;;
     armv7-unknown-linux-gnueabihf)
+        # Dynamically linked against Debian's armhf glibc (the cross
+        # package's copy). Not `qemu-arm-static -L`: that maps "/" itself
+        # to the sysroot, and a grant's directory walk from "/" would look
+        # for /tmp there. The loader is linked into /lib instead (below).
         packages=(gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static file)
-        runner=(qemu-arm-static -L /usr/arm-linux-gnueabihf) ;;
+        runner=(qemu-arm-static -E LD_LIBRARY_PATH=/usr/arm-linux-gnueabihf/lib) ;;
     *)
         echo "cross.sh: unknown target $target (see the list at the top of this script)" >&2
         exit 2 ;;
@@ -64,6 +68,13 @@ if [[ "${CROSS_SKIP_INSTALL:-}" != 1 ]]; then
         DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     fi
     rustup target add wasm32-wasip2 "$target"
+fi
+
+if [[ "$target" == armv7-unknown-linux-gnueabihf && ! -e /lib/ld-linux-armhf.so.3 ]]; then
+    step "link the armhf loader into /lib (it runs the binary under qemu-arm-static)"
+    sudo=()
+    [[ $(id -u) == 0 ]] || sudo=(sudo)
+    "${sudo[@]}" ln -s /usr/arm-linux-gnueabihf/lib/ld-linux-armhf.so.3 /lib/ld-linux-armhf.so.3
 fi
 
 step "cargo build --release --target $target --bin longhand ${features[*]}"

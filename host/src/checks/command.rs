@@ -617,6 +617,9 @@ mod landlock {
                     0u32,
                 )
             };
+            // `syscall` returns a C long: 64 bits here, 32 on 32-bit ARM,
+            // where the conversion cannot fail.
+            #[allow(irrefutable_let_patterns)]
             let Ok(fd) = i32::try_from(fd) else {
                 return Ok(Self(None));
             };
