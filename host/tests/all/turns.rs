@@ -29,6 +29,8 @@ struct Answer {
     delay: Duration,
     calls: Vec<(&'static str, &'static str, Value)>,
     text: &'static str,
+    /// Arguments sent as this text instead (a call cut by `max_tokens`).
+    raw: Option<&'static str>,
 }
 
 fn calls(calls: Vec<(&'static str, &'static str, Value)>) -> Answer {
@@ -36,6 +38,7 @@ fn calls(calls: Vec<(&'static str, &'static str, Value)>) -> Answer {
         delay: Duration::ZERO,
         calls,
         text: "",
+        raw: None,
     }
 }
 
@@ -44,7 +47,15 @@ fn text(text: &'static str) -> Answer {
         delay: Duration::ZERO,
         calls: vec![],
         text,
+        raw: None,
     }
+}
+
+/// One call whose arguments the model's answer cut half-way.
+fn cut_call(id: &'static str, name: &'static str, raw: &'static str) -> Answer {
+    let mut answer = calls(vec![(id, name, Value::Null)]);
+    answer.raw = Some(raw);
+    answer
 }
 
 /// `answer` as `format` spells a whole (not streamed) response.
@@ -58,15 +69,16 @@ fn body(format: WireFormat, answer: &Answer) -> Value {
                     .calls
                     .iter()
                     .map(|(id, name, args)| {
+                        let args = answer.raw.map_or_else(|| args.to_string(), str::to_owned);
                         json!({"id": id, "type": "function",
-                               "function": {"name": name, "arguments": args.to_string()}})
+                               "function": {"name": name, "arguments": args}})
                     })
                     .collect();
             }
-            let finish = if answer.calls.is_empty() {
-                "stop"
-            } else {
-                "tool_calls"
+            let finish = match (answer.calls.is_empty(), answer.raw) {
+                (true, _) => "stop",
+                (false, Some(_)) => "length",
+                (false, None) => "tool_calls",
             };
             json!({"id": "chatcmpl-1", "object": "chat.completion", "model": "m",
                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
@@ -96,8 +108,9 @@ fn body(format: WireFormat, answer: &Answer) -> Value {
                                    "content": [{"type": "output_text", "text": answer.text}]}));
             }
             output.extend(answer.calls.iter().map(|(id, name, args)| {
+                let args = answer.raw.map_or_else(|| args.to_string(), str::to_owned);
                 json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id,
-                       "name": name, "arguments": args.to_string(), "status": "completed"})
+                       "name": name, "arguments": args, "status": "completed"})
             }));
             json!({"id": "resp_1", "object": "response", "status": "completed",
                    "output": output, "usage": {"input_tokens": 10, "output_tokens": 2}})
@@ -119,6 +132,17 @@ struct Seen {
 /// delay. Each connection is served on its own thread, so an answer that
 /// stalls holds up no later request.
 fn strict_model(format: WireFormat, answers: Vec<Answer>) -> (u16, Arc<Mutex<Seen>>) {
+    windowed_model(format, answers, usize::MAX)
+}
+
+/// [`strict_model`] with a context window: a request whose body is longer
+/// than `window` bytes is refused as llama.cpp's server refuses one that
+/// does not fit (HTTP 400, `exceed_context_size_error`), taking no answer.
+fn windowed_model(
+    format: WireFormat,
+    answers: Vec<Answer>,
+    window: usize,
+) -> (u16, Arc<Mutex<Seen>>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
     let port = listener.local_addr().expect("local addr").port();
     let seen = Arc::new(Mutex::new(Seen::default()));
@@ -128,7 +152,7 @@ fn strict_model(format: WireFormat, answers: Vec<Answer>) -> (u16, Arc<Mutex<See
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             let (seen, answers) = (Arc::clone(&shared), Arc::clone(&answers));
-            std::thread::spawn(move || answer(format, stream, &seen, &answers));
+            std::thread::spawn(move || answer(format, stream, &seen, &answers, window));
         }
     });
     (port, seen)
@@ -139,12 +163,28 @@ fn answer(
     mut stream: TcpStream,
     seen: &Mutex<Seen>,
     answers: &Mutex<VecDeque<Answer>>,
+    window: usize,
 ) {
     let Some((path, bytes)) = read_http_request(&stream) else {
         return;
     };
     let request: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     assert_eq!(format_of_path(&path), Some(format), "{path}");
+    if bytes.len() > window {
+        let error = json!({"error": {"code": 400, "type": "exceed_context_size_error",
+            "message": format!("request ({} tokens) exceeds the available context size ({} \
+                                tokens), try increasing it", bytes.len() / 4, window / 4)}});
+        seen.lock().expect("lock").requests.push((path, request));
+        let reply = error.to_string();
+        let head = format!(
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: \
+             {}\r\nconnection: close\r\n\r\n",
+            reply.len()
+        );
+        let _ = stream.write_all(head.as_bytes());
+        let _ = stream.write_all(reply.as_bytes());
+        return;
+    }
     let verdict = check_wire(format, &request);
     let (status, reply, delay) = {
         let mut seen = seen.lock().expect("lock");
@@ -511,4 +551,178 @@ fn attempts_are_counted_across_a_resume() {
     };
     let text = String::from_utf8(blob(&home, briefing)).expect("utf-8");
     assert!(text.contains("attempt 3 of 4"), "{text}");
+}
+
+/// Issue 26: an answer cut by `max_tokens` half-way through a call leaves
+/// arguments that do not parse. The call is answered with an error and the
+/// session goes on: every later request carries a valid object in the
+/// call's place (llama.cpp's server refuses the whole request otherwise,
+/// with HTTP 500, on every resume), with the model's text inside it.
+#[test]
+fn arguments_cut_by_max_tokens_never_make_the_history_invalid() {
+    // The wires that carry arguments as text (Anthropic's are an object
+    // in the answer already).
+    for format in [WireFormat::OpenAiChat, WireFormat::OpenAiResponses] {
+        let (port, seen) = strict_model(
+            format,
+            vec![
+                cut_call("call_cut", "fs__read", "{\"path\": \"/w/x."),
+                text("x holds x."),
+            ],
+        );
+        let home = Home::new();
+        let dir = TempDir::new().expect("tempdir");
+        let agent = agent(dir.path(), format, port, "");
+        let run = home.run(&["run", &agent, "--json"]);
+        let seen = seen.lock().expect("lock");
+        assert_eq!(seen.refused, Vec::<String>::new(), "{format:?}");
+        run.expect_code(0);
+        assert_eq!(seen.requests.len(), 2, "{format:?}");
+        let second = seen.requests[1].1.to_string();
+        assert!(second.contains("_raw_arguments"), "{format:?}: {second}");
+        assert!(second.contains(r#"\"/w/x."#), "{format:?}: {second}");
+    }
+}
+
+/// Issue 26: trimming puts a note on the left-out items right after the
+/// goal, two user messages in a row, which strict chat templates refuse
+/// ("roles must alternate"). Every request keeps roles alternating.
+#[test]
+fn a_trimmed_history_keeps_roles_alternating() {
+    for format in FORMATS {
+        let read = |id| calls(vec![(id, "fs__read", json!({"path": "/w/big.txt"}))]);
+        let (port, seen) = strict_model(
+            format,
+            vec![read("r1"), read("r2"), read("r3"), text("read it thrice")],
+        );
+        let home = Home::new();
+        let dir = TempDir::new().expect("tempdir");
+        let agent = agent(
+            dir.path(),
+            format,
+            port,
+            "[limits]\ncontext_tokens = 1500\n",
+        );
+        write(&dir.path().join("work/big.txt"), &"abcd ".repeat(800));
+        let run = home.run(&["run", &agent, "--json"]);
+        let seen = seen.lock().expect("lock");
+        assert_eq!(seen.refused, Vec::<String>::new(), "{format:?}");
+        run.expect_code(0);
+        let last = seen.requests.last().expect("requests").1.to_string();
+        assert!(
+            last.contains("were left out"),
+            "{format:?}: trimmed: {last}"
+        );
+    }
+}
+
+/// Issue 26: a request the model's window cannot hold is recognised
+/// (llama.cpp's `exceed_context_size_error`), the history is cut and the
+/// request asked once more, and the session goes on; a window too small
+/// even for the last turn pauses saying what to change, and
+/// `resume --raise context_tokens=N` is a limit resume accepts.
+#[test]
+fn a_context_overflow_trims_and_asks_again_then_pauses_saying_what_to_change() {
+    let format = WireFormat::OpenAiChat;
+    let read = |id| calls(vec![(id, "fs__read", json!({"path": "/w/big.txt"}))]);
+    // Each result is ~4 KB; the window holds about two of them.
+    let (port, seen) = windowed_model(
+        format,
+        vec![read("r1"), read("r2"), read("r3"), text("done")],
+        10_000,
+    );
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let roomy = agent(dir.path(), format, port, "");
+    write(&dir.path().join("work/big.txt"), &"abcd ".repeat(800));
+    let run = home.run(&["run", &roomy, "--json"]);
+    run.expect_code(0);
+    let session = session_of_json(&run.stdout[0]);
+    let log = home.log(&session);
+    let overflowed: Vec<&EventRecord> = of_kind(&log, "model_failed");
+    assert_eq!(overflowed.len(), 1, "one overflow, then a smaller request");
+    assert!(
+        matches!(&overflowed[0].event, Event::ModelFailed { kind: Some(k), .. } if k == "context_overflow"),
+        "{:?}",
+        overflowed[0].event
+    );
+    let seen = seen.lock().expect("lock");
+    let sizes: Vec<usize> = seen
+        .requests
+        .iter()
+        .map(|r| r.1.to_string().len())
+        .collect();
+    let refused = sizes.iter().position(|n| *n > 10_000).expect("one refused");
+    assert!(sizes[refused + 1] < sizes[refused], "{sizes:?}");
+    drop(seen);
+
+    // A window smaller than the goal and one result: nothing left to cut.
+    let (port, _seen) = windowed_model(format, vec![read("r1"), text("done")], 3_000);
+    let dir = TempDir::new().expect("tempdir");
+    let small = agent(dir.path(), format, port, "");
+    write(&dir.path().join("work/big.txt"), &"abcd ".repeat(800));
+    let run = home.run(&["run", &small, "--json"]);
+    run.expect_code(3);
+    let session = session_of_json(&run.stdout[0]);
+    let state = home.state(&session);
+    let reason = state.pause.expect("paused").detail;
+    for needle in [
+        "context window",
+        "--raise context_tokens",
+        "exceeds the available context",
+    ] {
+        assert!(reason.contains(needle), "{needle:?} in {reason}");
+    }
+    // The operator sets a smaller budget: accepted as a limit (it used to
+    // be refused as unknown); the request still does not fit, so it pauses
+    // again, with the budget the operator set.
+    let resumed = home.run(&["resume", &session, "--raise", "context_tokens=500"]);
+    assert_ne!(resumed.code, Some(2), "{}", resumed.stderr);
+    assert_eq!(home.state(&session).context_tokens, 500);
+}
+
+/// Issue 26: the harness's completion check is not a call of the model's.
+/// A model that says it is done three times before it is counts no tool
+/// calls and trips no breaker for the checks that refused it (it used to
+/// pause with "the same call failed 3 times: fs/stat/sha256:…").
+#[test]
+fn completion_checks_count_toward_no_tool_limit_or_breaker() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    write(
+        &dir.path().join("agent.toml"),
+        "name = \"claims\"\ninstructions = \"Work.\"\ngoal = \"Make out.txt.\"\n\
+         [model]\nprovider = \"replay\"\nmodel = \"script\"\ncassette = \"unused.json\"\n\
+         [limits]\nmax_tool_calls = 2\n\
+         [completion]\ntool = \"fs__stat\"\ninput = { path = \"/w/out.txt\" }\n\
+         [[tools]]\ncomponent = \"fs\"\nonly = [\"write\", \"stat\"]\ndirs = [\"work:/w:rw\"]\n",
+    );
+    std::fs::create_dir_all(dir.path().join("work")).expect("work/");
+    let script = dir.path().join("script.json");
+    let mut said: Vec<Value> = (1..=4)
+        .map(|i| text_turn(&format!("done ({i})"), 10, 1))
+        .collect();
+    said.push(crate::support::tool_turn(
+        "writing",
+        vec![crate::support::call(
+            "w",
+            "fs__write",
+            json!({"path": "/w/out.txt", "content": "made"}),
+        )],
+        10,
+        1,
+    ));
+    said.push(text_turn("done, really", 10, 1));
+    write(&script, &json!({"responses": said}).to_string());
+    let (run, session) = run_script(&home, dir.path(), &script);
+    let state = home.state(&session);
+    assert_eq!(state.pause, None, "{:?}", state.pause);
+    run.expect_code(0);
+    assert_eq!(state.tool_calls, 1, "the write only");
+    assert_eq!(state.consecutive_failures, 0);
+    assert!(
+        state.repeated_failures.is_empty(),
+        "{:?}",
+        state.repeated_failures
+    );
 }

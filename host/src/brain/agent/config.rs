@@ -344,7 +344,9 @@ pub struct SessionLimits {
     /// The same failing call (tool + input) repeated this many times trips
     /// the breaker. Default 3.
     pub max_repeated_failure: u64,
-    /// Context budget in tokens for history sent to the model. Default 100,000.
+    /// Context budget in tokens for a request: the system prompt, the tool
+    /// definitions and the history together (the history gets what the
+    /// others leave; see `SessionState::history_budget`). Default 100,000.
     pub context_tokens: u64,
     /// Bytes all tool calls together may write into granted directories
     /// (each call also has its own `max_write`). Default 1 GiB.
@@ -391,6 +393,7 @@ impl SessionLimits {
         "max_wall_secs",
         "max_consecutive_failures",
         "max_repeated_failure",
+        "context_tokens",
         "max_write_bytes",
         "max_steps_without_progress",
         "max_cost_micros",
@@ -409,6 +412,7 @@ impl SessionLimits {
             "max_wall_secs" => &mut self.max_wall_secs,
             "max_consecutive_failures" => &mut self.max_consecutive_failures,
             "max_repeated_failure" => &mut self.max_repeated_failure,
+            "context_tokens" => &mut self.context_tokens,
             "max_write_bytes" => &mut self.max_write_bytes,
             "max_steps_without_progress" => &mut self.max_steps_without_progress,
             "max_cost_micros" => &mut self.max_cost_micros,
@@ -1129,7 +1133,6 @@ mod fuzz {
         let limits = table(
             SessionLimits::NAMES
                 .iter()
-                .chain(&["context_tokens"])
                 .map(|n| (*n, integer()))
                 .collect(),
         );

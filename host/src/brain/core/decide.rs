@@ -26,7 +26,9 @@
 //! 4. Calls started and never finished are recovered (re-run when read-only
 //!    or idempotent, recorded in doubt otherwise).
 //! 5. A model request whose attempts ran out (or that cannot be helped by
-//!    retrying) pauses the session; a replay that diverged fails it.
+//!    retrying) pauses the session; a replay that diverged fails it. A
+//!    request the model refused as too long for its window is asked again
+//!    once, by the rows below, when the fold could cut the history for it.
 //! 6. The circuit breaker pauses on repeated failure.
 //! 7. Calls of the last answer that have not run: the first one waiting
 //!    for a person pauses the session, a denied one is answered as denied,
@@ -49,7 +51,9 @@ use std::collections::BTreeMap;
 
 pub use super::state::Role;
 use super::state::approvals::ApprovalStatus;
-use super::state::{GaveUp, JUDGE, PLANNER, Refused, SessionState, StopAsked, WORKER};
+use super::state::{
+    CONTEXT_OVERFLOW, GaveUp, JUDGE, PLANNER, Refused, SessionState, StopAsked, WORKER,
+};
 use crate::brain::agent::config::{PlannerMode, SessionLimits};
 use crate::brain::work::plan::{Check, TaskStatus};
 use crate::session::{PauseKind, PauseReason, SessionStatus};
@@ -277,12 +281,18 @@ fn by_rows(state: &SessionState, policy: &Policy<'_>) -> Action {
     if !state.open_calls.is_empty() {
         return Action::Recover(state.open_calls.keys().cloned().collect());
     }
-    if let Some(gave_up) = state
+    if let Some((gave_up, pending)) = state
         .pending_request
         .as_ref()
-        .and_then(|p| p.gave_up.as_ref().map(|g| (g, p.failures)))
+        .and_then(|p| p.gave_up.as_ref().map(|g| (g, p)))
     {
-        return model_gave_up(gave_up.0, gave_up.1);
+        // A request too long for the model's window, once: the fold has
+        // cut the history to half of what was refused, so the rows below
+        // ask again with less. Twice, or with nothing left to cut, pauses.
+        let overflow = gave_up.kind.as_deref() == Some(CONTEXT_OVERFLOW);
+        if !(overflow && pending.trimmed && pending.overflows <= MAX_OVERFLOW_RETRIES) {
+            return model_gave_up(state, gave_up, pending.failures);
+        }
     }
     if let Some(reason) = breaker(state, policy.limits) {
         return Action::Pause(reason);
@@ -566,12 +576,20 @@ fn steered(stop: &StopAsked) -> Action {
 /// What a model request given up on does: a replay that no longer matches
 /// the cassette will not match later, so the session fails; anything else
 /// pauses for a person (`failures`: the attempts that worker made).
-fn model_gave_up(gave_up: &GaveUp, failures: u32) -> Action {
+fn model_gave_up(state: &SessionState, gave_up: &GaveUp, failures: u32) -> Action {
     let err = &gave_up.error;
     if gave_up.kind.as_deref() == Some(DIVERGED) {
         return Action::Fail(format!("model: {err}"));
     }
-    let detail = if gave_up.retryable {
+    let detail = if gave_up.kind.as_deref() == Some(CONTEXT_OVERFLOW) {
+        format!(
+            "the request does not fit the model's context window, even with the history cut to \
+             {} tokens (context_tokens is {}, of which the system prompt and tools took {}): \
+             resume with `--raise context_tokens=N` below the model's window, or use a model \
+             with a larger one; the model said: {err}",
+            state.history_tokens, state.context_tokens, state.overhead_tokens
+        )
+    } else if gave_up.retryable {
         format!("the model call failed {failures} times in a row; the last error: {err}")
     } else {
         format!("the model call failed and was not retried (retrying cannot help): {err}")
@@ -585,6 +603,10 @@ fn model_gave_up(gave_up: &GaveUp, failures: u32) -> Action {
 
 /// The recorded kind of a replay that diverged from its cassette.
 pub const DIVERGED: &str = "diverged";
+
+/// Times one turn's request is sent again after the model refused it as
+/// too long for its window (each time with the history cut in half).
+pub const MAX_OVERFLOW_RETRIES: u32 = 1;
 
 /// Where a pending call stands with a person, when it has asked one.
 enum Approval<'s> {
@@ -762,10 +784,21 @@ fn breaker(state: &SessionState, limits: &SessionLimits) -> Option<PauseReason> 
         .repeated_failures
         .iter()
         .find(|(_, n)| **n >= max_repeat)?;
+    // The key is `component/tool/digest-of-input`: say it in words.
+    let mut parts = key.splitn(3, '/');
+    let (component, tool, input) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
     Some(PauseReason {
         kind: PauseKind::Breaker,
         limit: Some("max_repeated_failure".to_owned()),
-        detail: format!("the same call failed {n} times: {key}"),
+        detail: format!(
+            "the tool call `{component}__{tool}` failed {n} times with the same input (blob \
+             {input}); `longhand log` shows its errors; resume when fixed, or with --raise \
+             max_repeated_failure=<higher>"
+        ),
     })
 }
 

@@ -8,9 +8,8 @@
 //! - assistant text and tool calls ↔ `text` and `tool_use` content blocks.
 //!   A `tool_use` block's `input` must be a JSON object, but our
 //!   [`ToolCall::arguments`] is raw model text that may not parse; such
-//!   arguments are sent back as `{"_raw_arguments": "<text>"}` so the model
-//!   still sees what it wrote next to the error its tool result reports
-//!   (empty arguments become `{}`);
+//!   arguments are sent back as [`ToolCall::input_object`] makes them
+//!   (`{"_raw_arguments": "<text>"}`), as on every wire;
 //! - tool results → `tool_result` blocks (`tool_use_id`, `content`,
 //!   `is_error`) in a user message. Consecutive messages of one role are
 //!   merged into one message (the API wants roles to alternate and all the
@@ -54,7 +53,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::error::ModelError;
+use super::error::{Clock, ModelError};
 use super::http::{HttpProvider, Redactor, StreamFold, Wire, event_json};
 use super::spec::ANTHROPIC_BASE_URL;
 use super::sse::SseEvent;
@@ -117,7 +116,7 @@ impl Wire for Anthropic {
                     blocks.extend(text.as_deref().and_then(text_block));
                     blocks.extend(tool_calls.iter().map(|c| {
                         json!({"type": "tool_use", "id": c.id, "name": c.name,
-                               "input": tool_input(&c.arguments)})
+                               "input": c.input_object()})
                     }));
                     ("assistant", blocks)
                 }
@@ -396,17 +395,6 @@ fn text_block(text: &str) -> Option<Value> {
     (!text.is_empty()).then(|| json!({"type": "text", "text": text}))
 }
 
-/// A tool call's raw arguments as the object `tool_use.input` must be.
-fn tool_input(arguments: &str) -> Value {
-    if arguments.trim().is_empty() {
-        return json!({});
-    }
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => json!({"_raw_arguments": arguments}),
-    }
-}
-
 fn block_index(v: &Value) -> Result<u64, ModelError> {
     v["index"]
         .as_u64()
@@ -445,9 +433,12 @@ fn api_error(err: &Value, redact: Redactor<'_>) -> ModelError {
         "rate_limit_error" => ModelError::RateLimited { retry_after: None },
         "overloaded_error" => ModelError::Server { status: 529, body },
         "api_error" => ModelError::Server { status: 500, body },
-        "timeout_error" => ModelError::Timeout,
+        "timeout_error" => ModelError::Timeout(Clock::Server),
         "authentication_error" => ModelError::Auth { status: 401, body },
         "permission_error" => ModelError::Auth { status: 403, body },
+        "invalid_request_error" if super::error::says_context_overflow(&body) => {
+            ModelError::ContextOverflow { status: 400, body }
+        }
         "invalid_request_error" => ModelError::BadRequest { status: 400, body },
         "not_found_error" => ModelError::BadRequest { status: 404, body },
         "request_too_large" => ModelError::BadRequest { status: 413, body },
@@ -608,8 +599,16 @@ mod tests {
 
     #[test]
     fn tool_inputs() {
-        assert_eq!(tool_input(""), json!({}));
-        assert_eq!(tool_input("{\"a\":1}"), json!({"a": 1}));
-        assert_eq!(tool_input("[1]"), json!({"_raw_arguments": "[1]"}));
+        let input = |arguments: &str| {
+            ToolCall {
+                id: "c".into(),
+                name: "t".into(),
+                arguments: arguments.into(),
+            }
+            .input_object()
+        };
+        assert_eq!(input(""), json!({}));
+        assert_eq!(input("{\"a\":1}"), json!({"a": 1}));
+        assert_eq!(input("[1]"), json!({"_raw_arguments": "[1]"}));
     }
 }

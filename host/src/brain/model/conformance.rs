@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::anthropic::Anthropic;
-use super::error::{ErrorKind, ModelError};
+use super::error::{Clock, ErrorKind, ModelError};
 use super::http::{Folding, HttpConfig, HttpProvider, Redactor, Wire};
 use super::model_provider::ModelProvider;
 use super::openai::{Chat, Family};
@@ -686,6 +686,142 @@ async fn malformed_arguments_pass_through_untouched() {
     }
 }
 
+/// A history the model left unparseable (arguments cut by `max_tokens`
+/// half-way through a call) is still a valid request on every wire:
+/// servers that parse earlier calls' arguments (llama.cpp answers HTTP 500
+/// to every later request of the session otherwise) get a stand-in object
+/// holding the model's text, and the error result stays with it.
+#[tokio::test]
+async fn unparseable_arguments_in_the_history_are_sent_as_a_valid_object() {
+    let mut req = sample_request();
+    for cut in [
+        "{\"path\":",
+        "[1, 2]",
+        "not json at all",
+        "\"a string\"",
+        "",
+    ] {
+        if let Message::Assistant { tool_calls, .. } = &mut req.messages[1] {
+            tool_calls[1].arguments = cut.into();
+        }
+        for f in FORMATS {
+            let name = format!("{:?} {cut:?}", f.format());
+            let server = TestServer::start(vec![reply(f, &Spec::text("ok"), false)]).await;
+            let got = f
+                .provider(&server, config(None, false))
+                .complete(&req)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(got.text.as_deref(), Some("ok"), "{name}");
+            let sent = server.received()[0].body.to_string();
+            assert!(
+                sent.contains("arguments are not valid JSON"),
+                "{name}: {sent}"
+            );
+            if !cut.is_empty() {
+                assert!(sent.contains("_raw_arguments"), "{name}: {sent}");
+            }
+            // Arguments that parse are sent as the model wrote them.
+            let kept = if f.format() == WireFormat::Anthropic {
+                r#""input":{"path":"a.txt"}"#
+            } else {
+                r#"{\"path\":\"a.txt\"}"#
+            };
+            assert!(sent.contains(kept), "{name}: {sent}");
+        }
+    }
+}
+
+/// Roles alternate on every wire whatever the history holds: the goal
+/// followed by the note on trimmed items, an operator's note after a
+/// text-only answer, two answers in a row. Strict chat templates (Mistral's,
+/// Gemma's in llama.cpp) refuse anything else with a 400.
+#[tokio::test]
+async fn consecutive_messages_of_one_role_are_sent_as_one() {
+    let user = |t: &str| Message::User { text: t.into() };
+    let said = |t: &str| Message::Assistant {
+        text: Some(t.into()),
+        tool_calls: vec![],
+        reasoning: vec![],
+    };
+    let mut req = sample_request();
+    req.messages
+        .insert(1, user("[4 earlier items were left out]"));
+    req.messages
+        .push(user("[a message from ana, the operator] hurry"));
+    req.messages.push(said("Thinking."));
+    req.messages.push(said("Done thinking."));
+    req.messages.push(user("And then?"));
+    for f in FORMATS {
+        let name = format!("{:?}", f.format());
+        let server = TestServer::start(vec![reply(f, &Spec::text("ok"), false)]).await;
+        let got = f
+            .provider(&server, config(None, false))
+            .complete(&req)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(got.text.as_deref(), Some("ok"), "{name}");
+        let sent = server.received()[0].body.to_string();
+        for part in [
+            "Read a.txt",
+            "earlier items",
+            "hurry",
+            "Done thinking",
+            "And then?",
+        ] {
+            assert!(sent.contains(part), "{name}: {part} is sent: {sent}");
+        }
+    }
+    // The chat server refuses the same conversation unjoined.
+    let body = serde_json::json!({"messages": [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "goal"},
+        {"role": "user", "content": "[note]"},
+    ]});
+    let refused = super::pairing::check_wire(WireFormat::OpenAiChat, &body).unwrap_err();
+    assert!(refused.contains("alternate"), "{refused}");
+}
+
+/// A context window overflow is told apart from other 4xx, by each
+/// server's published words, so the loop can trim and ask again.
+#[tokio::test]
+async fn a_context_overflow_is_its_own_error() {
+    let bodies = [
+        r#"{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+        r#"{"error":{"code":400,"message":"request (9000 tokens) exceeds the available context size (8192 tokens)","type":"exceed_context_size_error"}}"#,
+        r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#,
+    ];
+    for body in bodies {
+        for f in FORMATS {
+            let name = format!("{:?} {body}", f.format());
+            let server = TestServer::start(vec![Reply::status(400, body)]).await;
+            let err = f
+                .provider(&server, config(None, false))
+                .complete(&text_only())
+                .await
+                .expect_err(&name);
+            assert!(
+                matches!(err, ModelError::ContextOverflow { status: 400, .. }),
+                "{name}: {err:?}"
+            );
+            assert_eq!(err.kind(), ErrorKind::ContextOverflow);
+            assert!(!err.retryable(), "{name}");
+        }
+    }
+    // An unknown model is a plain bad request.
+    let server = TestServer::start(vec![Reply::status(
+        404,
+        r#"{"error":{"message":"model 'x' not found"}}"#,
+    )])
+    .await;
+    let err = ChatFx
+        .provider(&server, config(None, false))
+        .complete(&text_only())
+        .await
+        .expect_err("404");
+    assert!(matches!(err, ModelError::BadRequest { .. }), "{err:?}");
+}
+
 /// The local server is as strict as the APIs about tool calls and their
 /// results: a note between an answer's calls and their results is refused
 /// with a 400 by every format (not retried), and the same conversation
@@ -1002,7 +1138,16 @@ async fn the_idle_timeout_ends_a_silent_server_and_a_stalled_stream() {
         for what in ["no first byte", "stall mid-stream"] {
             let t0 = Instant::now();
             let e = p.complete(&text_only()).await.unwrap_err();
-            assert_eq!(e, ModelError::Timeout, "{:?} {what}", f.format());
+            assert_eq!(
+                e,
+                ModelError::Timeout(Clock::Idle {
+                    after: Duration::from_millis(300),
+                    streamed: true
+                }),
+                "{:?} {what}",
+                f.format()
+            );
+            assert!(e.to_string().contains("request_timeout"), "{e}");
             assert!(e.retryable());
             // Far below the 30 s deadline: the idle clock fired.
             assert!(t0.elapsed() < Duration::from_secs(5), "{what}");
@@ -1038,6 +1183,12 @@ async fn a_live_stream_outlasts_the_idle_timeout_but_not_the_deadline() {
             .complete(&text_only())
             .await
             .unwrap_err();
-        assert_eq!(e, ModelError::Timeout, "{:?}", f.format());
+        assert_eq!(
+            e,
+            ModelError::Timeout(Clock::Deadline { after: gap * n / 2 }),
+            "{:?}",
+            f.format()
+        );
+        assert!(e.to_string().contains("request_deadline"), "{e}");
     }
 }

@@ -29,9 +29,10 @@ pub enum ModelError {
         body: String,
     },
     /// No next byte within the idle timeout, or no complete answer by the
-    /// deadline (also HTTP 408). Retryable.
-    #[error("model request timed out")]
-    Timeout,
+    /// deadline (also HTTP 408). Retryable. The [`Clock`] says which ran
+    /// out, so the operator knows which setting to change.
+    #[error("model request timed out: {0}")]
+    Timeout(Clock),
     /// Connecting, sending or receiving failed below HTTP (DNS, TCP, TLS,
     /// connection reset mid-body). Retryable.
     #[error("model transport error: {0}")]
@@ -45,12 +46,23 @@ pub enum ModelError {
         /// The start of the response body, key redacted.
         body: String,
     },
-    /// Any other HTTP 4xx: the request itself is wrong (unknown model,
-    /// context too long, bad tool schema…). Not retryable: the same request
-    /// fails the same way; the loop must change the request (compact the
-    /// context) or fail the session.
+    /// Any other HTTP 4xx: the request itself is wrong (unknown model, bad
+    /// tool schema…). Not retryable: the same request fails the same way;
+    /// the session pauses for a person.
     #[error("model provider rejected the request (HTTP {status}): {body}")]
     BadRequest {
+        /// HTTP status.
+        status: u16,
+        /// The start of the response body, key redacted.
+        body: String,
+    },
+    /// HTTP 4xx saying the request does not fit the model's context window
+    /// (OpenAI's `context_length_exceeded`, llama.cpp's
+    /// `exceed_context_size_error`, Anthropic's "prompt is too long"). Not
+    /// retryable as it is: the loop trims the history harder and asks once
+    /// more, then pauses saying what to change (`decide`).
+    #[error("the request does not fit the model's context window (HTTP {status}): {body}")]
+    ContextOverflow {
         /// HTTP status.
         status: u16,
         /// The start of the response body, key redacted.
@@ -82,6 +94,63 @@ pub enum ModelError {
     Cassette(String),
 }
 
+/// Which of a request's clocks ran out (see `model::http`): the idle
+/// timeout (`request_timeout`), the deadline (`request_deadline`), or the
+/// server's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// No byte within the idle timeout. `streamed` is false when the answer
+    /// is one body (`stream = false`): the server sends nothing until the
+    /// whole answer is written, so this one wait covered all of it.
+    Idle {
+        /// The idle timeout.
+        after: Duration,
+        /// Whether the answer was being streamed.
+        streamed: bool,
+    },
+    /// No complete answer by the deadline.
+    Deadline {
+        /// The deadline.
+        after: Duration,
+    },
+    /// The server said it timed out (HTTP 408, or a timeout error of its
+    /// own).
+    Server,
+}
+
+impl std::fmt::Display for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secs =
+            |d: &Duration| humantime::format_duration(Duration::from_secs(d.as_secs().max(1)));
+        match self {
+            Clock::Idle {
+                after,
+                streamed: true,
+            } => write!(
+                f,
+                "the server sent nothing for {} (the idle timeout, `request_timeout` in [model])",
+                secs(after)
+            ),
+            Clock::Idle {
+                after,
+                streamed: false,
+            } => write!(
+                f,
+                "no answer within {} (the idle timeout, `request_timeout` in [model]); with \
+                 `stream = false` the server sends nothing until the whole answer is written, so \
+                 this one wait covers all of it: raise `request_timeout` or stream",
+                secs(after)
+            ),
+            Clock::Deadline { after } => write!(
+                f,
+                "no complete answer within {} (the deadline, `request_deadline` in [model])",
+                secs(after)
+            ),
+            Clock::Server => f.write_str("the server reported a timeout"),
+        }
+    }
+}
+
 fn fmt_after(d: Option<Duration>) -> String {
     match d {
         Some(d) => format!(" (retry after {:.3}s)", d.as_secs_f64()),
@@ -98,11 +167,12 @@ impl ModelError {
         match self {
             ModelError::RateLimited { .. }
             | ModelError::Server { .. }
-            | ModelError::Timeout
+            | ModelError::Timeout(_)
             | ModelError::Transport(_)
             | ModelError::BadResponse(_) => true,
             ModelError::Auth { .. }
             | ModelError::BadRequest { .. }
+            | ModelError::ContextOverflow { .. }
             | ModelError::Diverged { .. }
             | ModelError::Cassette(_) => false,
         }
@@ -116,10 +186,11 @@ impl ModelError {
         match self {
             ModelError::RateLimited { .. } => ErrorKind::RateLimited,
             ModelError::Server { .. } => ErrorKind::Server,
-            ModelError::Timeout => ErrorKind::Timeout,
+            ModelError::Timeout(_) => ErrorKind::Timeout,
             ModelError::Transport(_) => ErrorKind::Transport,
             ModelError::Auth { .. } => ErrorKind::Auth,
             ModelError::BadRequest { .. } => ErrorKind::BadRequest,
+            ModelError::ContextOverflow { .. } => ErrorKind::ContextOverflow,
             ModelError::BadResponse(_) => ErrorKind::BadResponse,
             ModelError::Diverged { .. } => ErrorKind::Diverged,
             ModelError::Cassette(_) => ErrorKind::Cassette,
@@ -150,6 +221,8 @@ pub enum ErrorKind {
     Auth,
     /// [`ModelError::BadRequest`].
     BadRequest,
+    /// [`ModelError::ContextOverflow`].
+    ContextOverflow,
     /// [`ModelError::BadResponse`].
     BadResponse,
     /// [`ModelError::Diverged`].
@@ -168,6 +241,7 @@ impl ErrorKind {
             ErrorKind::Transport => "transport",
             ErrorKind::Auth => "auth",
             ErrorKind::BadRequest => "bad_request",
+            ErrorKind::ContextOverflow => "context_overflow",
             ErrorKind::BadResponse => "bad_response",
             ErrorKind::Diverged => "diverged",
             ErrorKind::Cassette => "cassette",
@@ -179,4 +253,25 @@ impl std::fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// Whether a 4xx body says the request does not fit the context window,
+/// by the codes and phrases the servers publish: OpenAI's
+/// `context_length_exceeded` ("maximum context length"), llama.cpp's
+/// `exceed_context_size_error`, vLLM's "maximum context length", Anthropic's
+/// "prompt is too long", Ollama's and others' "context window"/"context
+/// length". Matched on the start of the body only (as kept).
+pub fn says_context_overflow(body: &str) -> bool {
+    let body = body.to_ascii_lowercase();
+    [
+        "context_length_exceeded",
+        "exceed_context_size",
+        "maximum context length",
+        "prompt is too long",
+        "context window",
+        "exceeds the context",
+        "context length exceeded",
+    ]
+    .iter()
+    .any(|phrase| body.contains(phrase))
 }

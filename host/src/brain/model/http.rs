@@ -18,7 +18,8 @@
 //! legitimately take that long while sending a byte every second. A single
 //! whole-request timeout cannot do both: short, it kills long healthy
 //! streams; long, a stall holds the session for all of it. Both expire as
-//! [`ModelError::Timeout`], which the loop retries.
+//! [`ModelError::Timeout`], naming the [`Clock`] that ran out, which the
+//! loop retries.
 //!
 //! Everything that can carry text a server sent us into an error goes
 //! through [`Redactor`], which removes the API key (servers do echo keys
@@ -33,7 +34,7 @@ use reqwest::header::{HeaderMap, HeaderValue};
 
 use serde_json::Value;
 
-use super::error::ModelError;
+use super::error::{Clock, ModelError};
 use super::model_provider::ModelProvider;
 use super::sse::{SseEvent, SseParser};
 use super::types::{ModelRequest, ModelResponse, WireFormat};
@@ -253,7 +254,7 @@ impl<W: Wire> ModelProvider for HttpProvider<W> {
         }
         let idle = self.cfg.idle_timeout;
         within_deadline(self.cfg.deadline, async {
-            let resp = send(rb, idle, redact).await?;
+            let resp = send(rb, idle, self.cfg.stream, redact).await?;
             if self.cfg.stream {
                 self.read_stream(resp, redact).await
             } else {
@@ -336,7 +337,7 @@ impl Redactor<'_> {
     /// Maps a reqwest error (sending, or reading the body).
     pub fn transport(&self, e: &reqwest::Error) -> ModelError {
         if e.is_timeout() {
-            return ModelError::Timeout;
+            return ModelError::Timeout(Clock::Server);
         }
         // reqwest's Display hides the cause; walk the chain so "connection
         // refused" or "reset by peer" reaches the event log.
@@ -358,9 +359,12 @@ impl Redactor<'_> {
                 retry_after: retry_after(headers, SystemTime::now()),
             },
             401 | 403 => ModelError::Auth { status, body },
-            408 => ModelError::Timeout,
+            408 => ModelError::Timeout(Clock::Server),
             // 409: a conflict the official SDKs retry (lock contention).
             409 | 500..=599 => ModelError::Server { status, body },
+            400..=499 if super::error::says_context_overflow(&body) => {
+                ModelError::ContextOverflow { status, body }
+            }
             400..=499 => ModelError::BadRequest { status, body },
             _ => ModelError::BadResponse(format!("unexpected HTTP {status}: {body}")),
         }
@@ -405,7 +409,9 @@ pub(crate) async fn within_deadline<T>(
 ) -> Result<T, ModelError> {
     tokio::time::timeout(deadline, exchange)
         .await
-        .unwrap_or(Err(ModelError::Timeout))
+        .unwrap_or(Err(ModelError::Timeout(Clock::Deadline {
+            after: deadline,
+        })))
 }
 
 /// Sends `req`, and turns any non-2xx answer into its error (reading the
@@ -415,11 +421,17 @@ pub(crate) async fn within_deadline<T>(
 pub(crate) async fn send(
     req: reqwest::RequestBuilder,
     idle: Duration,
+    streamed: bool,
     redact: Redactor<'_>,
 ) -> Result<reqwest::Response, ModelError> {
     let resp = tokio::time::timeout(idle, req.send())
         .await
-        .map_err(|_| ModelError::Timeout)?
+        .map_err(|_| {
+            ModelError::Timeout(Clock::Idle {
+                after: idle,
+                streamed,
+            })
+        })?
         .map_err(|e| redact.transport(&e))?;
     let status = resp.status();
     if status.is_success() {
@@ -428,7 +440,7 @@ pub(crate) async fn send(
     let headers = resp.headers().clone();
     let body = match read_all(resp, idle, redact).await {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-        Err(ModelError::Timeout) => return Err(ModelError::Timeout),
+        Err(e @ ModelError::Timeout(_)) => return Err(e),
         Err(_) => String::new(),
     };
     Err(redact.status(status.as_u16(), &headers, &body))
@@ -454,7 +466,14 @@ pub(crate) async fn json_body(
     idle: Duration,
     redact: Redactor<'_>,
 ) -> Result<serde_json::Value, ModelError> {
-    let bytes = read_all(resp, idle, redact).await?;
+    // The answer is one body: a wait here is for the whole answer.
+    let bytes = read_all(resp, idle, redact).await.map_err(|e| match e {
+        ModelError::Timeout(Clock::Idle { after, .. }) => ModelError::Timeout(Clock::Idle {
+            after,
+            streamed: false,
+        }),
+        other => other,
+    })?;
     serde_json::from_slice(&bytes).map_err(|e| {
         ModelError::BadResponse(format!(
             "unparseable JSON ({e}): {}",
@@ -472,7 +491,10 @@ pub(crate) async fn next_chunk(
     redact: Redactor<'_>,
 ) -> Result<Option<Bytes>, ModelError> {
     match tokio::time::timeout(idle, resp.chunk()).await {
-        Err(_) => Err(ModelError::Timeout),
+        Err(_) => Err(ModelError::Timeout(Clock::Idle {
+            after: idle,
+            streamed: true,
+        })),
         Ok(Err(e)) => Err(redact.transport(&e)),
         Ok(Ok(c)) => Ok(c),
     }
@@ -533,7 +555,7 @@ mod tests {
             r.status(404, &h, ""),
             ModelError::BadRequest { .. }
         ));
-        assert!(matches!(r.status(408, &h, ""), ModelError::Timeout));
+        assert!(matches!(r.status(408, &h, ""), ModelError::Timeout(_)));
         assert!(matches!(
             r.status(429, &h, ""),
             ModelError::RateLimited { retry_after: None }

@@ -81,7 +81,7 @@ pub mod types;
 mod testing;
 
 pub use anthropic::AnthropicProvider;
-pub use error::{ErrorKind, ModelError};
+pub use error::{Clock, ErrorKind, ModelError};
 pub use http::{ApiKey, HttpConfig, HttpProvider};
 pub use model_provider::ModelProvider;
 pub use openai::OpenAiProvider;

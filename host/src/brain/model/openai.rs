@@ -8,10 +8,18 @@
 //! - `system` → a leading `{"role":"system"}` message (omitted when empty);
 //! - tools → `{"type":"function","function":{name, description, parameters}}`
 //!   (the `tools` field is omitted when there are none: OpenAI rejects `[]`);
-//! - assistant tool calls ↔ `tool_calls[].function.{name, arguments}`, the
-//!   arguments string passed through untouched both ways;
+//! - assistant tool calls ↔ `tool_calls[].function.{name, arguments}`. An
+//!   answer's arguments are read untouched; a history's are sent as the
+//!   model wrote them when they are a JSON object, and as the stand-in of
+//!   [`ToolCall::wire_arguments`] when not (llama.cpp's server parses every
+//!   earlier call's arguments and refuses the whole request over one);
 //! - tool results → `{"role":"tool","tool_call_id":…}` messages. The format
-//!   has no error flag, so an error result's content is prefixed `[error] `.
+//!   has no error flag, so an error result's content is prefixed `[error] `;
+//! - consecutive user messages (the goal, then the note on trimmed items;
+//!   an operator's note after the last result's turn) are sent as one, and
+//!   an assistant text with no calls followed by another answer is joined
+//!   to it: chat templates of local models (Mistral's, Gemma's) refuse a
+//!   conversation whose roles do not alternate.
 //!
 //! What each model family accepts ([`Family::reasoning`], by default
 //! [`is_reasoning_model`](super::is_reasoning_model)): a reasoning model
@@ -77,12 +85,12 @@ impl Wire for Chat {
     const KEY_HEADER: (&'static str, &'static str) = ("authorization", "Bearer ");
 
     fn body(&self, model: &str, stream: bool, req: &ModelRequest) -> Value {
-        let mut messages = Vec::with_capacity(req.messages.len() + 1);
+        let mut messages: Vec<Value> = Vec::with_capacity(req.messages.len() + 1);
         if !req.system.is_empty() {
             messages.push(json!({"role": "system", "content": req.system}));
         }
         for m in &req.messages {
-            messages.push(match m {
+            let message = match m {
                 Message::User { text } => json!({"role": "user", "content": text}),
                 Message::Assistant {
                     text, tool_calls, ..
@@ -100,7 +108,7 @@ impl Wire for Chat {
                                 json!({
                                     "id": c.id,
                                     "type": "function",
-                                    "function": {"name": c.name, "arguments": c.arguments},
+                                    "function": {"name": c.name, "arguments": c.wire_arguments()},
                                 })
                             })
                             .collect();
@@ -113,7 +121,8 @@ impl Wire for Chat {
                     is_error,
                 } => json!({"role": "tool", "tool_call_id": call_id,
                             "content": error_prefixed(content, *is_error)}),
-            });
+            };
+            push_alternating(&mut messages, message);
         }
         let mut body = json!({"model": model, "messages": messages, "stream": stream});
         if self.0.reasoning {
@@ -204,6 +213,41 @@ pub(crate) fn error_prefixed(content: &str, is_error: bool) -> String {
     } else {
         content.to_owned()
     }
+}
+
+/// Append `message`, joining it to the last one when both are user
+/// messages, or when the last is an assistant's text with no calls and
+/// this is an assistant's answer: roles then alternate, as strict chat
+/// templates require. Texts are joined by a blank line.
+fn push_alternating(messages: &mut Vec<Value>, message: Value) {
+    if let Some(last) = messages.last_mut() {
+        let (a, b) = (last["role"].as_str(), message["role"].as_str());
+        let joinable = match (a, b) {
+            (Some("user"), Some("user")) => true,
+            (Some("assistant"), Some("assistant")) => last.get("tool_calls").is_none(),
+            _ => false,
+        };
+        if joinable {
+            let text = |m: &Value| m["content"].as_str().unwrap_or_default().to_owned();
+            let (before, after) = (text(last), text(&message));
+            let joined = match (before.is_empty(), after.is_empty()) {
+                (true, _) => after,
+                (_, true) => before,
+                _ => format!("{before}\n\n{after}"),
+            };
+            let calls = message.get("tool_calls").cloned();
+            last["content"] = if joined.is_empty() && calls.is_some() {
+                Value::Null
+            } else {
+                Value::String(joined)
+            };
+            if let Some(calls) = calls {
+                last["tool_calls"] = calls;
+            }
+            return;
+        }
+    }
+    messages.push(message);
 }
 
 /// Tool-call arguments as text: some servers send an object, not a string.
@@ -396,7 +440,7 @@ mod tests {
                     {"id": "call_a", "type": "function",
                      "function": {"name": "fs__read", "arguments": "{\"path\":\"a.txt\"}"}},
                     {"id": "call_c", "type": "function",
-                     "function": {"name": "fs__read", "arguments": "{\"path\":"}},
+                     "function": {"name": "fs__read", "arguments": "{\"_raw_arguments\":\"{\\\"path\\\":\"}"}},
                 ]},
                 {"role": "tool", "tool_call_id": "call_a", "content": "contents of a"},
                 {"role": "tool", "tool_call_id": "call_c",

@@ -198,11 +198,46 @@ fn items<'a>(body: &'a Value, field: &str) -> Result<&'a [Value], String> {
         .ok_or_else(|| format!("`{field}` must be an array"))
 }
 
+/// Arguments of an earlier call that the server parses and refuses the
+/// whole request over, as llama.cpp's server does (HTTP 500 "Failed to
+/// parse tool call arguments as JSON").
+fn check_arguments(at: &str, arguments: &Value) -> Result<(), String> {
+    match arguments.as_str().map(serde_json::from_str::<Value>) {
+        Some(Ok(Value::Object(_))) => Ok(()),
+        _ => Err(format!(
+            "{at}: Failed to parse tool call arguments as JSON: {}",
+            arguments.to_string().chars().take(80).collect::<String>()
+        )),
+    }
+}
+
 fn check_chat(body: &Value) -> Result<(), String> {
     let messages = items(body, "messages")?;
     let mut open: Vec<&str> = Vec::new();
+    // Roles alternate as strict chat templates require (Mistral's and
+    // Gemma's raise "roles must alternate"): never two user or two
+    // assistant messages in a row; tool results sit between an answer
+    // and the next message.
+    let mut last_role = "";
     for (i, m) in messages.iter().enumerate() {
         let role = m["role"].as_str().unwrap_or_default();
+        if (role == "user" || role == "assistant") && role == last_role {
+            return Err(format!(
+                "messages[{i}]: Conversation roles must alternate user/assistant/user/assistant; \
+                 two {role} messages follow each other"
+            ));
+        }
+        if role != "system" {
+            last_role = role;
+        }
+        if role == "assistant" {
+            for (k, call) in m["tool_calls"].as_array().into_iter().flatten().enumerate() {
+                check_arguments(
+                    &format!("messages[{i}].tool_calls[{k}]"),
+                    &call["function"]["arguments"],
+                )?;
+            }
+        }
         if role == "tool" {
             let id = m["tool_call_id"].as_str().unwrap_or_default();
             match open.iter().position(|c| *c == id) {
@@ -332,6 +367,7 @@ fn check_responses(body: &Value) -> Result<(), String> {
     for (i, item) in input.iter().enumerate() {
         match item["type"].as_str() {
             Some("function_call") => {
+                check_arguments(&format!("input[{i}]"), &item["arguments"])?;
                 let id = item["call_id"].as_str().unwrap_or_default();
                 if !seen.insert(id) {
                     return Err(format!("input[{i}]: duplicate function_call call_id {id}"));

@@ -86,7 +86,7 @@ impl Wire for Responses {
                     }
                     input.extend(tool_calls.iter().map(|c| {
                         json!({"type": "function_call", "call_id": c.id, "name": c.name,
-                               "arguments": c.arguments})
+                               "arguments": c.wire_arguments()})
                     }));
                 }
                 Message::ToolResult {
@@ -311,7 +311,7 @@ mod tests {
                 {"type": "function_call", "call_id": "call_a", "name": "fs__read",
                  "arguments": "{\"path\":\"a.txt\"}"},
                 {"type": "function_call", "call_id": "call_c", "name": "fs__read",
-                 "arguments": "{\"path\":"},
+                 "arguments": "{\"_raw_arguments\":\"{\\\"path\\\":\"}"},
                 {"type": "function_call_output", "call_id": "call_a", "output": "contents of a"},
                 {"type": "function_call_output", "call_id": "call_c",
                  "output": "[error] arguments are not valid JSON"},

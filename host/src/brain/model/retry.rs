@@ -225,6 +225,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
+    use crate::brain::model::error::Clock;
     use crate::brain::model::types::{StopReason, Usage};
 
     /// Fails with the scripted errors, then answers.
@@ -278,13 +279,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn gives_up_after_max_attempts_with_last_error() {
         let p = Scripted(Mutex::new(vec![
-            ModelError::Timeout,
+            ModelError::Timeout(Clock::Server),
             ModelError::Transport("reset".into()),
             ModelError::Server {
                 status: 503,
                 body: String::new(),
             },
-            ModelError::Timeout,
+            ModelError::Timeout(Clock::Server),
         ]));
         let mut seen = Vec::new();
         let e = complete_with_retry(&p, &req(), &fast(), |n, e, d| {
@@ -474,7 +475,12 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn retrying_tells_every_failure_and_stops_when_the_caller_does() {
-        let flaky = || Scripted(Mutex::new(vec![ModelError::Timeout, ModelError::Timeout]));
+        let flaky = || {
+            Scripted(Mutex::new(vec![
+                ModelError::Timeout(Clock::Server),
+                ModelError::Timeout(Clock::Server),
+            ]))
+        };
         // Answered after two failures, each told before its wait.
         let mut caller = looping(None, None);
         let end = retrying(&flaky(), &req(), &fast(), &mut caller).await;

@@ -182,6 +182,39 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+impl ToolCall {
+    /// The arguments as the JSON object every wire format's history must
+    /// carry. A server that checks a request's history (llama.cpp parses
+    /// every earlier call's arguments and answers HTTP 500 to the whole
+    /// request when one does not parse; Anthropic wants `input` to be an
+    /// object) would otherwise refuse every later request of a session
+    /// whose model once wrote arguments that do not parse, such as an
+    /// answer cut by `max_tokens` half-way through a call. Arguments that
+    /// are not an object are sent as `{"_raw_arguments": "<text>"}`, so the
+    /// model still sees what it wrote, next to the error result the loop
+    /// recorded for that call; empty arguments are `{}`.
+    pub fn input_object(&self) -> serde_json::Value {
+        if self.arguments.trim().is_empty() {
+            return serde_json::Value::Object(serde_json::Map::new());
+        }
+        match serde_json::from_str::<serde_json::Value>(&self.arguments) {
+            Ok(v @ serde_json::Value::Object(_)) => v,
+            _ => serde_json::json!({ "_raw_arguments": self.arguments }),
+        }
+    }
+
+    /// [`Self::input_object`] as the text a wire format that carries
+    /// arguments as a string sends: the model's own text, byte for byte,
+    /// when it already is a JSON object (so a conversation the APIs
+    /// accepted is sent exactly as before), the stand-in otherwise.
+    pub fn wire_arguments(&self) -> std::borrow::Cow<'_, str> {
+        match serde_json::from_str::<serde_json::Value>(&self.arguments) {
+            Ok(serde_json::Value::Object(_)) => std::borrow::Cow::Borrowed(&self.arguments),
+            _ => std::borrow::Cow::Owned(self.input_object().to_string()),
+        }
+    }
+}
+
 /// A model's answer.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelResponse {

@@ -82,16 +82,24 @@ impl SessionState {
                     }
                     _ => {}
                 }
-                self.tool_calls += 1;
+                // The harness's completion check is not a call the model
+                // made: it counts toward no limit the model's calls do,
+                // and an answer the check refused is no tool failure (the
+                // no-progress breaker and `max_steps` bound a model that
+                // keeps saying it is done).
+                let harness = call_id.starts_with(CHECK_PREFIX);
+                if !harness {
+                    self.tool_calls += 1;
+                }
                 self.bytes_written += receipt
                     .get("bytes_written")
                     .and_then(|v| v.as_u64())
                     .unwrap_or(0);
                 self.active_ms +=
                     receipt.get("wall_us").and_then(|v| v.as_u64()).unwrap_or(0) / 1000;
-                if *ok {
+                if *ok && !harness {
                     self.consecutive_failures = 0;
-                } else {
+                } else if !harness {
                     self.consecutive_failures += 1;
                     if let Some(open) = &open {
                         *self
@@ -114,7 +122,9 @@ impl SessionState {
                 self.open_calls.remove(call_id);
                 self.pending_calls.retain(|c| c != call_id);
                 self.in_doubt.push(call_id.clone());
-                self.tool_calls += 1;
+                if !call_id.starts_with(CHECK_PREFIX) {
+                    self.tool_calls += 1;
+                }
                 self.push_history(HistoryItem::ToolResult {
                     seq,
                     call_id: call_id.clone(),

@@ -5,8 +5,8 @@
 
 use super::roles::{HANDOFF_ROLE, JUDGE, PLANNER, WORKER};
 use super::{
-    Answer, CHECK_PREFIX, Conversation, GaveUp, HandoffReply, HistoryItem, MAX_HISTORY_ITEMS,
-    PendingRequest, Refused, SessionState, StopAsked,
+    Answer, CHECK_PREFIX, CONTEXT_OVERFLOW, Conversation, GaveUp, HandoffReply, HistoryItem,
+    MAX_HISTORY_ITEMS, PendingRequest, Refused, SessionState, StopAsked,
 };
 use crate::session::{BlobRef, Event};
 
@@ -25,6 +25,10 @@ impl SessionState {
                     Some(p) if p.step == *step => p.attempts,
                     _ => 0,
                 };
+                let (overflows, trimmed) = match &self.pending_request {
+                    Some(p) if p.step == *step => (p.overflows, p.trimmed),
+                    _ => (0, false),
+                };
                 self.pending_request = Some(PendingRequest {
                     step: *step,
                     request: request.clone(),
@@ -32,6 +36,8 @@ impl SessionState {
                     role: role.clone(),
                     failures: 0,
                     gave_up: None,
+                    overflows,
+                    trimmed,
                 });
             }
             Event::ModelFailed {
@@ -43,17 +49,34 @@ impl SessionState {
                 last,
                 ..
             } => {
+                let overflow = kind.as_deref() == Some(CONTEXT_OVERFLOW);
                 if let Some(p) = &mut self.pending_request
                     && p.step == *step
                 {
                     p.attempts = p.attempts.max(*attempt);
                     p.failures += 1;
+                    if overflow {
+                        p.overflows += 1;
+                    }
                     if *last {
                         p.gave_up = Some(GaveUp {
                             error: error.clone(),
                             retryable: *retryable,
                             kind: kind.clone(),
                         });
+                    }
+                }
+                if overflow {
+                    // The model's window holds less than the budget says:
+                    // keep half the history it refused from now on.
+                    let before = self.history_omitted;
+                    self.context_cap = Some(self.history_tokens / 2);
+                    self.trim_history();
+                    let trimmed = self.history_omitted > before;
+                    if let Some(p) = &mut self.pending_request
+                        && p.step == *step
+                    {
+                        p.trimmed = trimmed;
                     }
                 }
             }
@@ -90,6 +113,14 @@ impl SessionState {
                     c.steps += 1;
                     c.context_tokens = input_tokens + output_tokens;
                     c.refused = None;
+                }
+                // What the request held beyond its history, measured: the
+                // answer's usage less the history's estimate (the answer
+                // pushed below is counted in both).
+                let answer_tokens = super::estimate_tokens(response.bytes);
+                if *input_tokens + *output_tokens > 0 {
+                    self.overhead_tokens = (input_tokens + output_tokens)
+                        .saturating_sub(self.history_tokens + answer_tokens);
                 }
                 if self.conversation.as_ref().is_none_or(|c| c.role == WORKER) {
                     self.steps_since_progress += 1;
@@ -293,10 +324,29 @@ impl SessionState {
     pub(super) fn push_history(&mut self, item: HistoryItem) {
         self.history_tokens += item.tokens();
         self.history.push_back(item);
-        // Drop whole turns from the front: an assistant answer goes with the
-        // tool results that follow it, so no result is left without its call.
-        // The newest turn always stays, whatever its size.
-        while (self.history_tokens > self.context_tokens || self.history.len() > MAX_HISTORY_ITEMS)
+        self.trim_history();
+    }
+
+    /// The tokens the history may hold: what `context_tokens` leaves after
+    /// the request's measured overhead (system prompt, tools, briefing),
+    /// never less than a quarter of it (an overhead that large is the
+    /// model's to refuse, and [`Self::context_cap`] then learns from it),
+    /// and within the cap a refused request taught.
+    pub fn history_budget(&self) -> u64 {
+        let budget = self
+            .context_tokens
+            .saturating_sub(self.overhead_tokens)
+            .max(self.context_tokens / 4);
+        self.context_cap.map_or(budget, |cap| budget.min(cap))
+    }
+
+    /// Drop whole turns from the front while the history is over its
+    /// budget: an assistant answer goes with the tool results that follow
+    /// it, so no result is left without its call. The newest turn always
+    /// stays, whatever its size.
+    pub(super) fn trim_history(&mut self) {
+        let budget = self.history_budget();
+        while (self.history_tokens > budget || self.history.len() > MAX_HISTORY_ITEMS)
             && self.first_turn_len() < self.history.len()
         {
             for _ in 0..self.first_turn_len() {

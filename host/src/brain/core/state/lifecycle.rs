@@ -67,6 +67,13 @@ impl SessionState {
                 for (k, v) in raised {
                     self.raised.insert(k.clone(), *v);
                 }
+                // The operator set the window: it replaces what an
+                // overflow taught, and the history is fitted to it now.
+                if let Some(tokens) = raised.get("context_tokens") {
+                    self.context_tokens = *tokens;
+                    self.context_cap = None;
+                    self.trim_history();
+                }
                 // A person looked at it: the breaker starts counting afresh.
                 // A worker recovering from a crash is not a person.
                 if *cause == ResumeCause::Operator {

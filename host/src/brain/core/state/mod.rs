@@ -185,6 +185,14 @@ pub struct PendingRequest {
     /// and no pause has answered that yet: `decide` pauses (or fails).
     #[serde(default)]
     pub gave_up: Option<GaveUp>,
+    /// Times this turn's request was refused as too long for the model's
+    /// context window, across its re-sends.
+    #[serde(default)]
+    pub overflows: u32,
+    /// Whether the history was shortened after the last such refusal, so
+    /// asking again sends less (`decide` asks once more only then).
+    #[serde(default)]
+    pub trimmed: bool,
 }
 
 /// The last failure of a model request the worker gave up on.
@@ -256,6 +264,10 @@ impl Answer {
 /// calls).
 pub const CHECK_PREFIX: &str = "completion-check-";
 
+/// The recorded kind of a model failure that says the request does not fit
+/// the model's context window (`ErrorKind::ContextOverflow`).
+pub const CONTEXT_OVERFLOW: &str = "context_overflow";
+
 /// Everything the loop needs, folded from events.
 ///
 /// Every field defaults when missing, so a snapshot written before a field
@@ -313,8 +325,20 @@ pub struct SessionState {
     pub history_tokens: u64,
     /// History items dropped from the front so far.
     pub history_omitted: u64,
-    /// Context budget in tokens, from the frozen agent's limits.
+    /// Context budget in tokens, from the frozen agent's limits (or the
+    /// operator's `resume --raise context_tokens=N`). It bounds the whole
+    /// request: the history gets what the system prompt, the tool
+    /// definitions and the goal leave of it ([`Self::history_budget`]).
     pub context_tokens: u64,
+    /// Tokens of a request beyond its history (system prompt, tool
+    /// definitions, briefing), as the last answer's usage measured them:
+    /// its input and output tokens less the history's estimate. 0 until an
+    /// answer reports usage.
+    pub overhead_tokens: u64,
+    /// A tighter history budget learned from the model refusing a request
+    /// as too long for its window (half the history it refused); cleared
+    /// when the operator sets `context_tokens`.
+    pub context_cap: Option<u64>,
     /// Calls started and not finished, by call id.
     pub open_calls: BTreeMap<String, OpenCall>,
     /// Calls whose outcome is unknown, in order.
@@ -475,6 +499,8 @@ impl Default for SessionState {
             history_tokens: 0,
             history_omitted: 0,
             context_tokens: DEFAULT_CONTEXT_TOKENS,
+            overhead_tokens: 0,
+            context_cap: None,
             open_calls: BTreeMap::new(),
             in_doubt: Vec::new(),
             input_tokens: 0,
