@@ -726,3 +726,62 @@ fn completion_checks_count_toward_no_tool_limit_or_breaker() {
         state.repeated_failures
     );
 }
+
+/// Issue 26: progress lines on a stderr that is not a terminal (a log file,
+/// a CI job) came one model call late: the tool call of step 1 was printed
+/// only once the answer of step 2 was in. They are printed before the wait.
+#[test]
+fn progress_lines_are_printed_before_the_next_model_call_not_after() {
+    use std::io::BufRead;
+    let format = WireFormat::OpenAiChat;
+    let mut slow = text("x holds x.");
+    slow.delay = Duration::from_secs(4);
+    let (port, seen) = strict_model(
+        format,
+        vec![
+            calls(vec![("call_1", "fs__read", json!({"path": "/w/x.txt"}))]),
+            slow,
+        ],
+    );
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let agent = agent(dir.path(), format, port, "");
+    let mut cmd = home.cmd(&["run", &agent]);
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn longhand");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let printed = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains("tool call call_1 ok") => break Instant::now(),
+            Ok(_) => {}
+            Err(e) => panic!("no progress line for the tool call ({e})"),
+        }
+    };
+    // Printed while the second answer is still 4 s away (or before the
+    // second request is even sent).
+    assert!(seen.lock().expect("lock").requests.len() <= 2);
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "the line came only when the run ended"
+    );
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+    let ended = Instant::now();
+    assert!(
+        ended.duration_since(printed) > Duration::from_secs(2),
+        "printed {:?} before the end, not during the wait",
+        ended.duration_since(printed)
+    );
+}
