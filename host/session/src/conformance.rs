@@ -1086,6 +1086,57 @@ async fn a_holder_dead_on_this_machine_is_taken_over_at_once(h: &Harness) {
     ));
 }
 
+/// Issue 26: a session that was running when its worker died goes to the
+/// front of the queue — before every session never started, however long
+/// that queue and however recent the orphan's last append — whether its
+/// lease expired (a worker elsewhere) or its holder is seen dead here.
+async fn orphans_are_claimed_before_sessions_never_started(h: &Harness) {
+    let Some(me) = Process::current() else {
+        eprintln!("skipped: this platform has no /proc to judge holders by");
+        return;
+    };
+    let store = &h.store;
+    let mut queued = Vec::new();
+    for _ in 0..5 {
+        let (id, lease) = h.session().await;
+        store.append(&id, &lease, 2, &[goal("go")]).await.unwrap();
+        store.release(&lease).await.unwrap();
+        queued.push(id);
+    }
+    h.advance(1000);
+    // A worker elsewhere ran this one and vanished: its lease ran out.
+    let expired = store.create("agent", &created("agent")).await.unwrap();
+    let lease = store.acquire_lease(&expired, "w-gone", TTL).await.unwrap();
+    store
+        .append(&expired, &lease, 2, &[goal("go")])
+        .await
+        .unwrap();
+    h.advance(TTL.as_millis() as u64 + 1);
+    // A worker of this machine ran this one and died: its lease is live.
+    (h.other_acts_as)(Some(Process {
+        started: me.started + 1,
+        ..me.clone()
+    }));
+    let dead = store.create("agent", &created("agent")).await.unwrap();
+    let lease = h.other.acquire_lease(&dead, "w-dead", TTL).await.unwrap();
+    h.other
+        .append(&dead, &lease, 2, &[goal("go")])
+        .await
+        .unwrap();
+    (h.other_acts_as)(Some(me));
+
+    let claimed = store.claim_runnable("w3", TTL, 2, &[]).await.unwrap();
+    let front: std::collections::HashSet<&SessionId> = claimed.iter().take(2).collect();
+    assert_eq!(
+        front,
+        [&expired, &dead].into_iter().collect(),
+        "orphans first: {claimed:?} (queued {queued:?})"
+    );
+    for id in [&expired, &dead] {
+        store.acquire_lease(id, "w3", TTL).await.unwrap();
+    }
+}
+
 /// A change made through one handle wakes a waiter on another.
 async fn a_change_wakes_a_waiter(h: &Harness) {
     let (id, lease) = h.session().await;
@@ -1168,5 +1219,6 @@ conformance!(
     settling_is_fenced_like_an_append,
     claims_give_each_runnable_session_to_one_worker,
     a_holder_dead_on_this_machine_is_taken_over_at_once,
+    orphans_are_claimed_before_sessions_never_started,
     a_change_wakes_a_waiter,
 );

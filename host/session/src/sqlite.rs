@@ -214,6 +214,8 @@ struct Inner {
     readers: Mutex<Vec<Connection>>,
     /// One permit per read connection that may be open ([`MAX_READERS`]).
     reader_slots: Arc<tokio::sync::Semaphore>,
+    /// The clock the writer stamps with, for judging leases on reads.
+    clock: Arc<dyn Clock>,
 }
 
 impl Drop for Inner {
@@ -260,9 +262,10 @@ impl SqliteStore {
             clock,
             flush_window,
         } = options;
+        let writer_clock = clock.clone();
         let (writer, path) = tokio::task::spawn_blocking(move || {
             let (conn, path) = open_blocking(&dir)?;
-            let writer = Writer::start(conn, path.clone(), clock, flush_window)?;
+            let writer = Writer::start(conn, path.clone(), clock.clone(), flush_window)?;
             Ok::<_, StoreError>((writer, path))
         })
         .await
@@ -274,6 +277,7 @@ impl SqliteStore {
                 process: RwLock::new(Process::current()),
                 readers: Mutex::new(Vec::new()),
                 reader_slots: Arc::new(tokio::sync::Semaphore::new(MAX_READERS)),
+                clock: writer_clock,
             }),
         })
     }
@@ -819,6 +823,79 @@ impl Store for SqliteStore {
             Ok(out)
         })
         .await
+    }
+
+    /// Every running session, orphans first ([`contract::claim_order`]);
+    /// the lease sorts out who runs which.
+    async fn claim_runnable(
+        &self,
+        _owner: &str,
+        _ttl: Duration,
+        _limit: usize,
+        skip: &[SessionId],
+    ) -> Result<Vec<SessionId>> {
+        let skip: std::collections::HashSet<String> =
+            skip.iter().map(|s| s.as_str().to_owned()).collect();
+        let me = self.process();
+        let now = self.inner.clock.now_ms();
+        let rows = self
+            .read_with(move |conn, p| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT s.id, s.updated_ms, l.owner, l.expires_ms, l.holder_host,
+                             l.holder_pid, l.holder_started, l.holder_machine
+                         FROM sessions s LEFT JOIN leases l ON l.session_id = s.id
+                         WHERE s.status = 'running'",
+                    )
+                    .db(p, "listing runnable sessions")?;
+                let rows = stmt
+                    .query_map([], |r| {
+                        let holder = match (r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?) {
+                            (Some(host), Some(pid), Some(started), Some(machine)) => {
+                                Some(Process {
+                                    host,
+                                    pid,
+                                    started,
+                                    machine,
+                                })
+                            }
+                            _ => None,
+                        };
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, u64>(1)?,
+                            r.get::<_, Option<String>>(2)?,
+                            r.get::<_, Option<u64>>(3)?,
+                            holder,
+                        ))
+                    })
+                    .db(p, "listing runnable sessions")?;
+                let mut out = Vec::new();
+                for row in rows {
+                    out.push(row.db(p, "listing runnable sessions")?);
+                }
+                Ok(out)
+            })
+            .await?;
+        let mut runnable = Vec::new();
+        for (id, updated_ms, owner, expires_ms, holder) in rows {
+            if skip.contains(&id) {
+                continue;
+            }
+            let id = id.parse::<SessionId>().map_err(|_| StoreError::Corrupt {
+                seq: None,
+                detail: format!(
+                    "{}: a session row names an id that is not one",
+                    self.inner.path.display()
+                ),
+            })?;
+            let orphaned = owner.is_some()
+                && (expires_ms.is_some_and(|e| e <= now)
+                    || holder::liveness(holder.as_ref(), me.as_ref()).is_dead());
+            runnable.push((contract::claim_order(orphaned, updated_ms), id));
+        }
+        runnable.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(runnable.into_iter().map(|(_, id)| id).collect())
     }
 
     async fn summary(&self, session: &SessionId) -> Result<SessionSummary> {
