@@ -1137,6 +1137,67 @@ async fn orphans_are_claimed_before_sessions_never_started(h: &Harness) {
     }
 }
 
+/// Issue 26: the parts of superseded snapshots can be forgotten, by the
+/// session's current lease holder only; the log (snapshot events included)
+/// still reads whole and verified, and blobs not named stay.
+async fn superseded_snapshot_blobs_are_forgotten_and_the_log_stays_whole(h: &Harness) {
+    let store = &h.store;
+    let (id, lease) = h.session().await;
+    let old_root = b"old snapshot root".to_vec();
+    let old_chunk = b"old snapshot chunk".to_vec();
+    let kept = b"a response the log refers to".to_vec();
+    let snapshot = |through_seq: u64, root: &[u8]| Event::Snapshot {
+        state: BlobRef::of(root),
+        through_seq,
+    };
+    store
+        .append_with(
+            &id,
+            &lease,
+            2,
+            &[goal("go"), snapshot(2, &old_root)],
+            vec![old_root.clone(), old_chunk.clone(), kept.clone()],
+            Durability::Now,
+        )
+        .await
+        .unwrap();
+    let parts = [BlobRef::of(&old_root), BlobRef::of(&old_chunk)];
+    // Only the holder of the current lease may forget.
+    let stale = Lease {
+        token: lease.token + 7,
+        ..lease.clone()
+    };
+    let err = store
+        .forget_snapshot_blobs(&stale, &parts)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Fenced { .. }), "{err:?}");
+    assert_eq!(store.get_blob(&parts[0]).await.unwrap(), old_root);
+
+    assert_eq!(
+        store.forget_snapshot_blobs(&lease, &parts).await.unwrap(),
+        2
+    );
+    for part in &parts {
+        assert!(matches!(
+            store.get_blob(part).await,
+            Err(StoreError::NotFound { .. })
+        ));
+    }
+    assert_eq!(store.get_blob(&BlobRef::of(&kept)).await.unwrap(), kept);
+    let log = store.read(&id, 1).await.unwrap();
+    assert_eq!(log.len(), 3, "every event stays, the snapshot's too");
+    assert_eq!(
+        store.latest_snapshot(&id).await.unwrap().map(|r| r.seq),
+        Some(3)
+    );
+    // Forgetting what is gone already deletes nothing and is no error.
+    assert_eq!(
+        store.forget_snapshot_blobs(&lease, &parts).await.unwrap(),
+        0
+    );
+}
+
 /// A change made through one handle wakes a waiter on another.
 async fn a_change_wakes_a_waiter(h: &Harness) {
     let (id, lease) = h.session().await;
@@ -1220,5 +1281,6 @@ conformance!(
     claims_give_each_runnable_session_to_one_worker,
     a_holder_dead_on_this_machine_is_taken_over_at_once,
     orphans_are_claimed_before_sessions_never_started,
+    superseded_snapshot_blobs_are_forgotten_and_the_log_stays_whole,
     a_change_wakes_a_waiter,
 );

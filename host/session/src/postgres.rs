@@ -1228,6 +1228,43 @@ impl Store for PostgresStore {
         rows.iter().map(|r| control_from_row(sid, r)).collect()
     }
 
+    async fn forget_snapshot_blobs(&self, lease: &Lease, blobs: &[BlobRef]) -> Result<u64> {
+        for blob in blobs {
+            contract::check_blob_ref(blob)?;
+        }
+        if blobs.is_empty() {
+            return Ok(0);
+        }
+        let name = self.inner.name.clone();
+        let mut pooled = self.conn().await?;
+        let [lock, read_lease] = pooled.prepare([LOCK_SESSION, READ_LEASE]).await?;
+        let sid = lease.session.as_str();
+        let Locked { tx, .. } = begin_locked(
+            pooled.conn()?,
+            &name,
+            sid,
+            self.skew(),
+            &lock,
+            Some((&read_lease, lease)),
+        )
+        .await?;
+        let digests: Vec<&str> = blobs.iter().map(|b| b.digest.as_str()).collect();
+        let deleted = tx
+            .execute(
+                "DELETE FROM blobs WHERE digest = ANY ($1::text[])",
+                &[&digests],
+            )
+            .await
+            .db(&name, "forgetting snapshot blobs")?;
+        tx.batch_execute("SET LOCAL synchronous_commit = off")
+            .await
+            .db(&name, "relaxing the commit")?;
+        tx.commit()
+            .await
+            .db(&name, "committing forgotten snapshot blobs")?;
+        Ok(deleted)
+    }
+
     async fn settle_control(&self, lease: &Lease, id: u64) -> Result<()> {
         let name = self.inner.name.clone();
         let mut pooled = self.conn().await?;

@@ -175,6 +175,11 @@ const MAX_IDLE_READERS: usize = 2;
 /// a thread and a page cache each.
 const MAX_READERS: usize = 8;
 
+/// The writer connection's page cache, KiB (default 4 MiB): the bound on
+/// what of the database the writer holds in memory, whatever the log's
+/// length (see `open_blocking`).
+const WRITER_CACHE_KIB: i64 = 4096;
+
 /// How a [`SqliteStore`] is opened. `Default`: the system clock and
 /// [`DEFAULT_FLUSH_WINDOW`].
 #[derive(Debug, Clone)]
@@ -520,8 +525,14 @@ fn open_blocking(dir: &Path) -> Result<(Connection, PathBuf)> {
     // The writer's working set with many sessions (their rows, the index
     // pages appends touch) outgrows SQLite's default 2 MB page cache; a miss
     // costs a read from the OS cache on the writer thread, which every
-    // write waits for. 32 MiB at most, allocated as used.
-    conn.pragma_update(None, "cache_size", -32768)
+    // write waits for. But the cache also keeps every page an append
+    // *wrote* until it is full, and an append-only log writes new pages
+    // every step: at 32 MiB (before issue 26) a long run's RSS grew with
+    // its log — 4.5 KB a step — until 32 MiB of the database sat in it.
+    // [`WRITER_CACHE_KIB`]: what appends re-touch (the tail of each
+    // session's rows and indexes) fits; a page missed is one read from
+    // the OS cache.
+    conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)
         .db(p, "setting cache_size")?;
     // Each request's SAVEPOINT keeps the pages it changes in a statement
     // journal so a refusal can roll back alone. That journal spills to a
@@ -1133,6 +1144,31 @@ impl Store for SqliteStore {
                 });
             }
             Ok(())
+        })
+        .await
+    }
+
+    async fn forget_snapshot_blobs(&self, lease: &Lease, blobs: &[BlobRef]) -> Result<u64> {
+        for blob in blobs {
+            contract::check_blob_ref(blob)?;
+        }
+        if blobs.is_empty() {
+            return Ok(0);
+        }
+        let lease = lease.clone();
+        let digests: Vec<String> = blobs.iter().map(|b| b.digest.clone()).collect();
+        self.write(Durability::Soon, 0, move |conn, ctx| {
+            let p = ctx.path;
+            session_row(conn, p, lease.session.as_str())?;
+            check_lease(conn, p, &lease)?;
+            let mut deleted = 0;
+            let mut stmt = conn
+                .prepare_cached("DELETE FROM blobs WHERE digest = ?1")
+                .db(p, "forgetting snapshot blobs")?;
+            for digest in &digests {
+                deleted += stmt.execute([digest]).db(p, "forgetting snapshot blobs")? as u64;
+            }
+            Ok(deleted)
         })
         .await
     }

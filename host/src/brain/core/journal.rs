@@ -28,9 +28,19 @@ use crate::session::{
 /// Snapshot the folded state after this many events.
 pub const SNAPSHOT_EVERY: u64 = 100;
 
+/// Snapshots whose blobs a journal keeps in the store: the latest, which a
+/// wake loads, and the one before it, in case the latest's append has not
+/// reached the store when the next is written. Older ones are forgotten
+/// (their events stay): without this the store kept every snapshot, one
+/// per 100 events, for the life of the session (issue 26).
+pub const SNAPSHOTS_KEPT: usize = 2;
+
 /// Blobs a runner keeps in memory (bytes) before it forgets them; they are
-/// read back from the store when needed again.
-pub(in crate::brain) const BLOB_CACHE_BYTES: usize = 32 << 20;
+/// read back from the store when needed again. 4 MiB: more than the blobs a
+/// request's history refers to under the default context budget, and a
+/// bound a session running for days holds flat (at 32 MiB, before issue
+/// 26, a long run's RSS grew with its steps until the cache was full).
+pub(in crate::brain) const BLOB_CACHE_BYTES: usize = 4 << 20;
 
 /// What an append task gives back (its records were shown from the task).
 type InFlight = Result<(), StoreError>;
@@ -64,6 +74,10 @@ pub struct Journal {
     blob_bytes: usize,
     /// Full history chunks this journal's snapshots already stored.
     chunks: super::state::snapshot::FullChunks,
+    /// The parts (root, history chunks) of the snapshots this journal
+    /// wrote that the store still keeps, oldest first: at most
+    /// [`SNAPSHOTS_KEPT`] after each snapshot.
+    snapshot_parts: VecDeque<Vec<BlobRef>>,
     /// Events folded into `state` but not yet written, and the new blobs
     /// they refer to: written together, in one append, by the next
     /// [`Journal::flush`].
@@ -158,6 +172,7 @@ impl Journal {
             blobs: HashMap::new(),
             blob_bytes: 0,
             chunks: super::state::snapshot::FullChunks::default(),
+            snapshot_parts: VecDeque::new(),
             staged: Vec::new(),
             staged_blobs: Vec::new(),
             staged_digests: Vec::new(),
@@ -270,8 +285,41 @@ impl Journal {
             // Written alone: its fold resets `since_snapshot`.
             self.stage(vec![event]);
             self.append_staged().await?;
+            self.forget_old_snapshots(encoded.parts).await;
         }
         Ok(())
+    }
+
+    /// Remember `parts` as the newest snapshot's, and ask the store to
+    /// forget what of the snapshots before the last [`SNAPSHOTS_KEPT`] no
+    /// kept one shares. Housekeeping: a failure is logged, not fatal (the
+    /// next append meets a lost lease or a broken store anyway). Snapshots
+    /// written before this journal (by the run before a resume) are not
+    /// known here and stay.
+    async fn forget_old_snapshots(&mut self, parts: Vec<BlobRef>) {
+        self.snapshot_parts.push_back(parts);
+        while self.snapshot_parts.len() > SNAPSHOTS_KEPT {
+            let Some(old) = self.snapshot_parts.pop_front() else {
+                break;
+            };
+            let kept: std::collections::HashSet<&str> = self
+                .snapshot_parts
+                .iter()
+                .flatten()
+                .map(|b| b.digest.as_str())
+                .collect();
+            let forget: Vec<BlobRef> = old
+                .into_iter()
+                .filter(|b| !kept.contains(b.digest.as_str()))
+                .collect();
+            if let Err(e) = self.store.forget_snapshot_blobs(&self.lease, &forget).await {
+                tracing::warn!(
+                    session = %self.session,
+                    "could not forget {} blobs of an old snapshot: {e}",
+                    forget.len()
+                );
+            }
+        }
     }
 
     /// Send everything staged to the store in one append. A `Soon` append
