@@ -905,7 +905,7 @@ impl Store for SqliteStore {
                     || holder::liveness(holder.as_ref(), me.as_ref()).is_dead());
             runnable.push((contract::claim_order(orphaned, updated_ms), id));
         }
-        runnable.sort_by(|a, b| a.0.cmp(&b.0));
+        runnable.sort_by_key(|a| a.0);
         Ok(runnable.into_iter().map(|(_, id)| id).collect())
     }
 
