@@ -129,6 +129,24 @@ fn processes_in(dir: &Path) -> Vec<(u32, String)> {
         .collect()
 }
 
+/// Waits until the check's three sleeps run (the script has become one).
+fn wait_for_tree(work: &Path) {
+    let start = Instant::now();
+    while processes_in(work)
+        .iter()
+        .filter(|(_, cmd)| cmd.contains("sleep 12"))
+        .count()
+        < 3
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the check's sleeps did not start: {:?}",
+            processes_in(work)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// SIGKILL without reaping: the dead harness stays a zombie, as it does
 /// until its parent (a shell, a supervisor) gets round to `wait`.
 fn kill_unreaped(pid: u32) {
@@ -185,6 +203,7 @@ fn a_killed_run_is_resumed_at_once_and_its_check_runs_once_more() {
     let first = run.next_line().expect("the session line");
     let session = crate::support::session_of_json(&first);
     wait_for(&work.join("bg"), Duration::from_secs(60));
+    wait_for_tree(&work);
     kill_unreaped(run.pid());
     let killed = Instant::now();
     assert_tree_died(&work);
@@ -235,6 +254,7 @@ fn a_new_worker_takes_a_killed_workers_session_at_once() {
     let session = crate::support::session_of_json(&detached.stdout[0]);
     let mut worker = Proc::spawn(home.cmd(&["worker"]));
     wait_for(&work.join("bg"), Duration::from_secs(60));
+    wait_for_tree(&work);
     kill_unreaped(worker.pid());
     let killed = Instant::now();
     assert_tree_died(&work);
