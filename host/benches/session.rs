@@ -681,7 +681,7 @@ async fn loop_run(hands: &Hands, frozen: &Frozen, steps: u64, dir: &Path) -> Res
     let mut runner =
         Runner::start(store.clone(), hands, bound, provider.clone(), GOAL, "bench").await?;
     let seen = marks.clone();
-    runner.observe(Box::new(move |record: &EventRecord, _: &SessionState| {
+    runner.observe(Box::new(move |record: &EventRecord| {
         let Ok(mut m) = seen.lock() else { return };
         if let Event::ToolFinished { receipt, .. } = &record.event {
             m.tool_wall_us
@@ -1490,7 +1490,7 @@ async fn one_session(
     let goal = format!("Session {i}: query the value once.");
     let mut runner = Runner::start(store, hands, bound, provider, &goal, "bench").await?;
     let start = started.elapsed() - bind;
-    runner.observe(Box::new(move |record: &EventRecord, _: &SessionState| {
+    runner.observe(Box::new(move |record: &EventRecord| {
         if matches!(record.event, Event::ModelFailed { .. }) {
             failures.fetch_add(1, Ordering::Relaxed);
         }

@@ -9,6 +9,8 @@
 //! - [`brain`]: the stateless agent loop and its model providers;
 //! - [`checks`]: what the harness runs to decide work is done;
 //! - [`memory`]: the memory bank, what outlives a session;
+//! - [`sandbox`]: how native processes the host starts are held (a
+//!   command check's whole process tree dies with the harness);
 //! - [`dist`]: distribution and trust: publishing, installing, signing and
 //!   locking tool components;
 //! - [`cli`]: the `longhand` command line;
@@ -27,6 +29,7 @@ pub mod http_client;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod memory;
+pub mod sandbox;
 #[cfg(feature = "serve")]
 pub mod serve;
 pub mod telemetry;

@@ -30,6 +30,20 @@ use super::holder::{Liveness, Process};
 use super::inbox::MAX_CONTROL_TEXT;
 use super::store::{Lease, Result, StoreError};
 
+/// Where a runnable session stands in the queue a worker claims from
+/// (smaller first), after priority, which the worker or the SQL applies:
+/// 1. an *orphan* first — a session whose lease still names a holder that
+///    has expired or is known dead: it was running when its worker died,
+///    its user has waited already, and it may hold half-done work;
+/// 2. then by `updated_ms`, the longest waiting first.
+///
+/// Without row 1 an orphan's recent `updated_ms` (it was appending until
+/// its worker died) put it behind every session never started, however
+/// long that queue (issue 26: 35–45 s behind them in a fleet).
+pub(super) fn claim_order(orphaned: bool, updated_ms: u64) -> (bool, u64) {
+    (!orphaned, updated_ms)
+}
+
 /// The checksum every session's chain starts from.
 pub(super) fn genesis(session: &str) -> [u8; 32] {
     Sha256::new()

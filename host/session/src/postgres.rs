@@ -1228,6 +1228,43 @@ impl Store for PostgresStore {
         rows.iter().map(|r| control_from_row(sid, r)).collect()
     }
 
+    async fn forget_snapshot_blobs(&self, lease: &Lease, blobs: &[BlobRef]) -> Result<u64> {
+        for blob in blobs {
+            contract::check_blob_ref(blob)?;
+        }
+        if blobs.is_empty() {
+            return Ok(0);
+        }
+        let name = self.inner.name.clone();
+        let mut pooled = self.conn().await?;
+        let [lock, read_lease] = pooled.prepare([LOCK_SESSION, READ_LEASE]).await?;
+        let sid = lease.session.as_str();
+        let Locked { tx, .. } = begin_locked(
+            pooled.conn()?,
+            &name,
+            sid,
+            self.skew(),
+            &lock,
+            Some((&read_lease, lease)),
+        )
+        .await?;
+        let digests: Vec<&str> = blobs.iter().map(|b| b.digest.as_str()).collect();
+        let deleted = tx
+            .execute(
+                "DELETE FROM blobs WHERE digest = ANY ($1::text[])",
+                &[&digests],
+            )
+            .await
+            .db(&name, "forgetting snapshot blobs")?;
+        tx.batch_execute("SET LOCAL synchronous_commit = off")
+            .await
+            .db(&name, "relaxing the commit")?;
+        tx.commit()
+            .await
+            .db(&name, "committing forgotten snapshot blobs")?;
+        Ok(deleted)
+    }
+
     async fn settle_control(&self, lease: &Lease, id: u64) -> Result<()> {
         let name = self.inner.name.clone();
         let mut pooled = self.conn().await?;
@@ -1292,34 +1329,8 @@ impl Store for PostgresStore {
         let me = self.process();
         let (host, pid, started, machine) = holder_columns(me.as_ref());
         let mut pooled = self.conn().await?;
-        let [claim, held_here] = pooled
+        let [held_here] = pooled
             .prepare([
-                r#"
-                WITH clock AS (SELECT (extract(epoch FROM now()) * 1000)::int8 + $5 AS now_ms),
-                picked AS (
-                    SELECT s.id FROM sessions s
-                    LEFT JOIN leases l ON l.session_id = s.id
-                    CROSS JOIN clock
-                    WHERE s.status = 'running'
-                      AND (l.owner IS NULL OR l.expires_ms <= clock.now_ms OR l.owner = $1)
-                      AND NOT (s.id = ANY ($3::text[]))
-                    ORDER BY s.priority DESC, s.updated_ms
-                    LIMIT $4
-                    FOR UPDATE OF s SKIP LOCKED
-                )
-                INSERT INTO leases AS l (session_id, owner, token, expires_ms,
-                    holder_host, holder_pid, holder_started, holder_machine, renewed_ms)
-                SELECT picked.id, $1, 1, clock.now_ms + $2, $6::text, $7::int8, $8::int8, $9::text,
-                    clock.now_ms
-                FROM picked CROSS JOIN clock
-                ON CONFLICT (session_id) DO UPDATE
-                SET owner = excluded.owner, token = l.token + 1, expires_ms = excluded.expires_ms,
-                    holder_host = excluded.holder_host, holder_pid = excluded.holder_pid,
-                    holder_started = excluded.holder_started,
-                    holder_machine = excluded.holder_machine, renewed_ms = excluded.renewed_ms
-                WHERE l.owner IS NULL OR l.expires_ms <= (SELECT now_ms FROM clock)
-                    OR l.owner = excluded.owner
-                RETURNING l.session_id"#,
                 // Live leases held by processes of this machine: the
                 // candidates for taking over at once. Bounded: they are
                 // the sessions of this machine's workers, a handful each.
@@ -1335,6 +1346,88 @@ impl Store for PostgresStore {
                 LIMIT 256"#,
             ])
             .await?;
+        let parse = |id: String| {
+            id.parse::<SessionId>().map_err(|_| StoreError::Corrupt {
+                seq: None,
+                detail: format!("{name}: a lease row names a session id that is not one"),
+            })
+        };
+        let room = usize::try_from(limit).unwrap_or(usize::MAX);
+        let mut claimed = Vec::new();
+        // First the sessions whose holder died on this machine (a worker
+        // killed and restarted): they were running, so they go before any
+        // session never started (`contract::claim_order`), whatever the
+        // claim below would fill the room with. Judged here, where their
+        // pids mean something, and taken through `grant_lease`, which
+        // judges again under the row lock so that a holder that is alive
+        // after all keeps its lease.
+        if let Some(me) = &me {
+            let held = pooled
+                .conn()?
+                .client
+                .query(&held_here, &[&me.machine, &owner, &skip, &self.skew()])
+                .await
+                .db(&name, "looking for leases of dead local workers")?;
+            drop(pooled);
+            for row in held {
+                if claimed.len() >= room {
+                    return Ok(claimed);
+                }
+                let dead = holder_of(&row, 1).is_some_and(|h| h.liveness(Some(me)).is_dead());
+                if !dead {
+                    continue;
+                }
+                let id = parse(row.get::<_, String>(0))?;
+                match self
+                    .grant_lease(&id, owner, None, Duration::from_millis(ttl))
+                    .await
+                {
+                    Ok(_) => claimed.push(id),
+                    Err(StoreError::LeaseHeld { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            pooled = self.conn().await?;
+        }
+        if claimed.len() >= room {
+            return Ok(claimed);
+        }
+        let [claim] = pooled
+            .prepare([r#"
+                WITH clock AS (SELECT (extract(epoch FROM now()) * 1000)::int8 + $5 AS now_ms),
+                picked AS (
+                    SELECT s.id FROM sessions s
+                    LEFT JOIN leases l ON l.session_id = s.id
+                    CROSS JOIN clock
+                    WHERE s.status = 'running'
+                      AND (l.owner IS NULL OR l.expires_ms <= clock.now_ms OR l.owner = $1)
+                      AND NOT (s.id = ANY ($3::text[]))
+                    -- Orphans (a lease still naming a holder, expired) first
+                    -- within a priority: `contract::claim_order`.
+                    ORDER BY s.priority DESC, (l.owner IS NULL), s.updated_ms
+                    LIMIT $4
+                    FOR UPDATE OF s SKIP LOCKED
+                )
+                INSERT INTO leases AS l (session_id, owner, token, expires_ms,
+                    holder_host, holder_pid, holder_started, holder_machine, renewed_ms)
+                SELECT picked.id, $1, 1, clock.now_ms + $2, $6::text, $7::int8, $8::int8, $9::text,
+                    clock.now_ms
+                FROM picked CROSS JOIN clock
+                ON CONFLICT (session_id) DO UPDATE
+                SET owner = excluded.owner, token = l.token + 1, expires_ms = excluded.expires_ms,
+                    holder_host = excluded.holder_host, holder_pid = excluded.holder_pid,
+                    holder_started = excluded.holder_started,
+                    holder_machine = excluded.holder_machine, renewed_ms = excluded.renewed_ms
+                WHERE l.owner IS NULL OR l.expires_ms <= (SELECT now_ms FROM clock)
+                    OR l.owner = excluded.owner
+                RETURNING l.session_id"#])
+            .await?;
+        let left = i64::try_from(room - claimed.len()).unwrap_or(i64::MAX);
+        let skip: Vec<&str> = skip
+            .iter()
+            .copied()
+            .chain(claimed.iter().map(SessionId::as_str))
+            .collect();
         let rows = pooled
             .conn()?
             .client
@@ -1344,7 +1437,7 @@ impl Store for PostgresStore {
                     &owner,
                     &i(ttl),
                     &skip,
-                    &limit,
+                    &left,
                     &self.skew(),
                     &host,
                     &pid,
@@ -1354,48 +1447,9 @@ impl Store for PostgresStore {
             )
             .await
             .db(&name, "claiming runnable sessions")?;
-        let parse = |id: String| {
-            id.parse::<SessionId>().map_err(|_| StoreError::Corrupt {
-                seq: None,
-                detail: format!("{name}: a lease row names a session id that is not one"),
-            })
-        };
-        let mut claimed = rows
-            .iter()
-            .map(|r| parse(r.get::<_, String>(0)))
-            .collect::<Result<Vec<_>>>()?;
-        let room = usize::try_from(limit).unwrap_or(usize::MAX);
-        let Some(me) = me.filter(|_| claimed.len() < room) else {
-            return Ok(claimed);
-        };
-        // Sessions whose holder died on this machine (a worker killed and
-        // restarted): judged here, where its pids mean something, and
-        // taken through `grant_lease`, which judges again under the row
-        // lock so that a holder that is alive after all keeps its lease.
-        let held = pooled
-            .conn()?
-            .client
-            .query(&held_here, &[&me.machine, &owner, &skip, &self.skew()])
-            .await
-            .db(&name, "looking for leases of dead local workers")?;
         drop(pooled);
-        for row in held {
-            if claimed.len() >= room {
-                break;
-            }
-            let dead = holder_of(&row, 1).is_some_and(|h| h.liveness(Some(&me)).is_dead());
-            if !dead {
-                continue;
-            }
-            let id = parse(row.get::<_, String>(0))?;
-            match self
-                .grant_lease(&id, owner, None, Duration::from_millis(ttl))
-                .await
-            {
-                Ok(_) => claimed.push(id),
-                Err(StoreError::LeaseHeld { .. }) => {}
-                Err(e) => return Err(e),
-            }
+        for row in &rows {
+            claimed.push(parse(row.get::<_, String>(0))?);
         }
         Ok(claimed)
     }

@@ -175,6 +175,11 @@ const MAX_IDLE_READERS: usize = 2;
 /// a thread and a page cache each.
 const MAX_READERS: usize = 8;
 
+/// The writer connection's page cache, KiB (default 4 MiB): the bound on
+/// what of the database the writer holds in memory, whatever the log's
+/// length (see `open_blocking`).
+const WRITER_CACHE_KIB: i64 = 4096;
+
 /// How a [`SqliteStore`] is opened. `Default`: the system clock and
 /// [`DEFAULT_FLUSH_WINDOW`].
 #[derive(Debug, Clone)]
@@ -214,6 +219,8 @@ struct Inner {
     readers: Mutex<Vec<Connection>>,
     /// One permit per read connection that may be open ([`MAX_READERS`]).
     reader_slots: Arc<tokio::sync::Semaphore>,
+    /// The clock the writer stamps with, for judging leases on reads.
+    clock: Arc<dyn Clock>,
 }
 
 impl Drop for Inner {
@@ -260,9 +267,10 @@ impl SqliteStore {
             clock,
             flush_window,
         } = options;
+        let writer_clock = clock.clone();
         let (writer, path) = tokio::task::spawn_blocking(move || {
             let (conn, path) = open_blocking(&dir)?;
-            let writer = Writer::start(conn, path.clone(), clock, flush_window)?;
+            let writer = Writer::start(conn, path.clone(), clock.clone(), flush_window)?;
             Ok::<_, StoreError>((writer, path))
         })
         .await
@@ -274,6 +282,7 @@ impl SqliteStore {
                 process: RwLock::new(Process::current()),
                 readers: Mutex::new(Vec::new()),
                 reader_slots: Arc::new(tokio::sync::Semaphore::new(MAX_READERS)),
+                clock: writer_clock,
             }),
         })
     }
@@ -516,8 +525,14 @@ fn open_blocking(dir: &Path) -> Result<(Connection, PathBuf)> {
     // The writer's working set with many sessions (their rows, the index
     // pages appends touch) outgrows SQLite's default 2 MB page cache; a miss
     // costs a read from the OS cache on the writer thread, which every
-    // write waits for. 32 MiB at most, allocated as used.
-    conn.pragma_update(None, "cache_size", -32768)
+    // write waits for. But the cache also keeps every page an append
+    // *wrote* until it is full, and an append-only log writes new pages
+    // every step: at 32 MiB (before issue 26) a long run's RSS grew with
+    // its log — 4.5 KB a step — until 32 MiB of the database sat in it.
+    // [`WRITER_CACHE_KIB`]: what appends re-touch (the tail of each
+    // session's rows and indexes) fits; a page missed is one read from
+    // the OS cache.
+    conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)
         .db(p, "setting cache_size")?;
     // Each request's SAVEPOINT keeps the pages it changes in a statement
     // journal so a refusal can roll back alone. That journal spills to a
@@ -821,6 +836,79 @@ impl Store for SqliteStore {
         .await
     }
 
+    /// Every running session, orphans first ([`contract::claim_order`]);
+    /// the lease sorts out who runs which.
+    async fn claim_runnable(
+        &self,
+        _owner: &str,
+        _ttl: Duration,
+        _limit: usize,
+        skip: &[SessionId],
+    ) -> Result<Vec<SessionId>> {
+        let skip: std::collections::HashSet<String> =
+            skip.iter().map(|s| s.as_str().to_owned()).collect();
+        let me = self.process();
+        let now = self.inner.clock.now_ms();
+        let rows = self
+            .read_with(move |conn, p| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT s.id, s.updated_ms, l.owner, l.expires_ms, l.holder_host,
+                             l.holder_pid, l.holder_started, l.holder_machine
+                         FROM sessions s LEFT JOIN leases l ON l.session_id = s.id
+                         WHERE s.status = 'running'",
+                    )
+                    .db(p, "listing runnable sessions")?;
+                let rows = stmt
+                    .query_map([], |r| {
+                        let holder = match (r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?) {
+                            (Some(host), Some(pid), Some(started), Some(machine)) => {
+                                Some(Process {
+                                    host,
+                                    pid,
+                                    started,
+                                    machine,
+                                })
+                            }
+                            _ => None,
+                        };
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, u64>(1)?,
+                            r.get::<_, Option<String>>(2)?,
+                            r.get::<_, Option<u64>>(3)?,
+                            holder,
+                        ))
+                    })
+                    .db(p, "listing runnable sessions")?;
+                let mut out = Vec::new();
+                for row in rows {
+                    out.push(row.db(p, "listing runnable sessions")?);
+                }
+                Ok(out)
+            })
+            .await?;
+        let mut runnable = Vec::new();
+        for (id, updated_ms, owner, expires_ms, holder) in rows {
+            if skip.contains(&id) {
+                continue;
+            }
+            let id = id.parse::<SessionId>().map_err(|_| StoreError::Corrupt {
+                seq: None,
+                detail: format!(
+                    "{}: a session row names an id that is not one",
+                    self.inner.path.display()
+                ),
+            })?;
+            let orphaned = owner.is_some()
+                && (expires_ms.is_some_and(|e| e <= now)
+                    || holder::liveness(holder.as_ref(), me.as_ref()).is_dead());
+            runnable.push((contract::claim_order(orphaned, updated_ms), id));
+        }
+        runnable.sort_by_key(|a| a.0);
+        Ok(runnable.into_iter().map(|(_, id)| id).collect())
+    }
+
     async fn summary(&self, session: &SessionId) -> Result<SessionSummary> {
         let session = session.clone();
         self.read_with(move |conn, p| {
@@ -1056,6 +1144,31 @@ impl Store for SqliteStore {
                 });
             }
             Ok(())
+        })
+        .await
+    }
+
+    async fn forget_snapshot_blobs(&self, lease: &Lease, blobs: &[BlobRef]) -> Result<u64> {
+        for blob in blobs {
+            contract::check_blob_ref(blob)?;
+        }
+        if blobs.is_empty() {
+            return Ok(0);
+        }
+        let lease = lease.clone();
+        let digests: Vec<String> = blobs.iter().map(|b| b.digest.clone()).collect();
+        self.write(Durability::Soon, 0, move |conn, ctx| {
+            let p = ctx.path;
+            session_row(conn, p, lease.session.as_str())?;
+            check_lease(conn, p, &lease)?;
+            let mut deleted = 0;
+            let mut stmt = conn
+                .prepare_cached("DELETE FROM blobs WHERE digest = ?1")
+                .db(p, "forgetting snapshot blobs")?;
+            for digest in &digests {
+                deleted += stmt.execute([digest]).db(p, "forgetting snapshot blobs")? as u64;
+            }
+            Ok(deleted)
         })
         .await
     }

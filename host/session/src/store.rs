@@ -544,6 +544,29 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// above).
     async fn settle_control(&self, lease: &Lease, id: u64) -> Result<()>;
 
+    /// Deletes `blobs`, the parts of a snapshot that a newer snapshot of
+    /// the same session superseded (its root, its history chunks the newer
+    /// ones do not share), so the store does not keep a snapshot per 100
+    /// events forever. Returns how many were deleted. Refused with
+    /// [`StoreError::Fenced`] unless `lease` is the session's current one:
+    /// only the session's writer knows which snapshots it wrote.
+    ///
+    /// What stays: every event (the `snapshot` events too, so the log, its
+    /// checksum chain and an audit of it are whole) and every blob an event
+    /// refers to. A pruned snapshot's event then names a root that is gone:
+    /// only the latest snapshot is ever loaded, and a snapshot is a cache —
+    /// a missing part makes `wake` fold the log instead. The caller names
+    /// only blobs that its snapshot encoder alone produces (roots and
+    /// history chunks): content-addressed, such a blob could be shared only
+    /// with an identical snapshot of an identical session, which then
+    /// wakes by folding its log.
+    ///
+    /// The provided implementation keeps everything (returns 0).
+    async fn forget_snapshot_blobs(&self, lease: &Lease, blobs: &[BlobRef]) -> Result<u64> {
+        let _ = (lease, blobs);
+        Ok(0)
+    }
+
     /// Sessions `owner` (a worker) should try to run next: status
     /// `running`, not in `skip` (those it runs already). The worker wakes
     /// each in turn (taking its lease with [`Store::acquire_lease`]) until

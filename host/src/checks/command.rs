@@ -16,21 +16,20 @@
 //! Exit status 0 passes.
 //!
 //! A check never outlives its run, nor the harness that ran it:
-//! - every process of a run carries `LONGHAND_CHECK=<marker>` in its
-//!   environment ([`MARKER_VAR`]); when the run ends — passed, failed,
-//!   timed out, or dropped because the worker lost its lease — every
-//!   process still carrying the marker is killed, background children and
-//!   those that left the process group included;
-//! - the command is started with `PR_SET_PDEATHSIG(SIGKILL)`, from a thread
-//!   that lives as long as the process (the signal follows the *thread*
-//!   that forked), so a harness killed with `kill -9` takes the command
-//!   with it at once;
-//! - what the command started in the background survives such a kill (no
-//!   signal reaches a grandchild), so [`run_as`] first kills every process
-//!   of this machine still carrying its marker — a resumed session's check
-//!   never runs beside the copy its dead predecessor started. A grandchild
-//!   that clears its own environment escapes the marker; one on another
-//!   machine is that machine's to reap.
+//! - the command's whole process tree is held in a pid namespace of its
+//!   own ([`crate::sandbox::tree`]): when the command ends, times out, is
+//!   dropped (the worker lost its lease) or the harness dies (`kill -9`
+//!   included), the kernel kills every process of it, background children
+//!   and those that left the process group included;
+//! - every process of a run also carries `LONGHAND_CHECK=<marker>` in its
+//!   environment ([`MARKER_VAR`]), and what still carries it when the run
+//!   ends is killed. That is the whole of the cleanup where user namespaces
+//!   are unavailable (the outcome's `process_tree` is then false): there a
+//!   background process survives a `kill -9` of the harness, so [`run_as`]
+//!   first kills every process of this machine still carrying its marker —
+//!   a resumed session's check never runs beside the copy its dead
+//!   predecessor started. A grandchild that clears its own environment
+//!   escapes the marker; one on another machine is that machine's to reap.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -89,6 +88,13 @@ pub struct Confinement {
     pub network: bool,
     /// What was not confined, and why, for people.
     pub note: Option<String>,
+    /// Whether the command's whole process tree was held in a pid
+    /// namespace of its own ([`crate::sandbox::tree`]), so that what it
+    /// left in the background died with the run and with the harness.
+    /// False where user namespaces are unavailable; records written before
+    /// this field read false.
+    #[serde(default)]
+    pub process_tree: bool,
 }
 
 /// What a command check found.
@@ -214,10 +220,12 @@ pub async fn run_as(spec: &CommandSpec, marker: &str) -> Result<CommandOutcome, 
         .kill_on_drop(true);
     #[cfg(unix)]
     command.process_group(0);
-    die_with_parent(&mut command);
+    // First, so Landlock applies in the process that execs, not in the
+    // keeper the tree is held by.
+    let tree = crate::sandbox::tree::hold(&mut command);
     ruleset.apply_in_child(&mut command);
     let started = Instant::now();
-    let mut child = spawner::spawn(command)
+    let mut child = crate::sandbox::tree::spawn(command)
         .await
         .map_err(|source| CommandError::Spawn {
             program: program.clone(),
@@ -262,12 +270,28 @@ pub async fn run_as(spec: &CommandSpec, marker: &str) -> Result<CommandOutcome, 
         stdout,
         stderr,
         dropped_bytes: dropped_out + dropped_err,
-        confinement: if spec.confine {
-            landlock::confinement()
-        } else {
-            unconfined()
-        },
+        confinement: held(
+            tree,
+            if spec.confine {
+                landlock::confinement()
+            } else {
+                unconfined()
+            },
+        ),
     })
+}
+
+/// `confinement` with what held the process tree added to it.
+fn held(tree: crate::sandbox::tree::Tree, confinement: Confinement) -> Confinement {
+    let note = match (confinement.note, tree.note()) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b.map(str::to_owned)),
+    };
+    Confinement {
+        process_tree: tree.contained(),
+        note,
+        ..confinement
+    }
 }
 
 /// What a run with `confine = false` had: nothing, whatever the kernel
@@ -277,6 +301,7 @@ fn unconfined() -> Confinement {
         landlock_abi: landlock::confinement().landlock_abi,
         filesystem: false,
         network: false,
+        process_tree: false,
         note: Some(
             "confinement was not applied to this command: files and network are not confined"
                 .into(),
@@ -394,83 +419,6 @@ fn kill_pid(pid: i32) {
 #[cfg(not(unix))]
 fn kill_pid(_: i32) {}
 
-/// In the child: `PR_SET_PDEATHSIG(SIGKILL)`, so the command dies with the
-/// harness. The signal follows the thread that forked, which is why
-/// [`spawner`] forks from a thread that never exits. If the harness died
-/// between the fork and the `prctl`, the child is an orphan already and
-/// stops there.
-#[cfg(target_os = "linux")]
-fn die_with_parent(command: &mut tokio::process::Command) {
-    let parent = i32::try_from(std::process::id()).unwrap_or(0);
-    // SAFETY: the closure runs between fork and exec and calls only prctl
-    // and getppid, both async-signal-safe; it allocates nothing.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() != parent {
-                return Err(std::io::Error::other(
-                    "the harness exited before the check started",
-                ));
-            }
-            Ok(())
-        });
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn die_with_parent(_: &mut tokio::process::Command) {}
-
-mod spawner {
-    //! One thread that forks every command check and never exits.
-    //!
-    //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child
-    //! exits, not the process. The async task running a check may sit on
-    //! any runtime thread, and the blocking pool's threads exit after ten
-    //! idle seconds: a check forked there would be killed mid-run for no
-    //! reason. Forking here ties the signal to the process's life.
-
-    use std::sync::OnceLock;
-    use std::sync::mpsc;
-
-    type Job = Box<dyn FnOnce() + Send>;
-
-    fn queue() -> Option<&'static mpsc::Sender<Job>> {
-        static QUEUE: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
-        QUEUE
-            .get_or_init(|| {
-                let (tx, rx) = mpsc::channel::<Job>();
-                std::thread::Builder::new()
-                    .name("longhand-spawner".into())
-                    .spawn(move || {
-                        for job in rx {
-                            job();
-                        }
-                    })
-                    .ok()?;
-                Some(tx)
-            })
-            .as_ref()
-    }
-
-    /// Spawns `command` on the spawner thread, registered with the calling
-    /// task's runtime (which reaps it).
-    pub async fn spawn(
-        mut command: tokio::process::Command,
-    ) -> std::io::Result<tokio::process::Child> {
-        let handle = tokio::runtime::Handle::current();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let job: Job = Box::new(move || {
-            let _runtime = handle.enter();
-            let _ = tx.send(command.spawn());
-        });
-        let gone = || std::io::Error::other("the thread that starts command checks is gone");
-        queue().ok_or_else(gone)?.send(job).map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())?
-    }
-}
-
 /// Read a pipe to its end, keeping `cap` bytes; returns the text kept and
 /// the count dropped.
 async fn read_capped(pipe: Option<impl tokio::io::AsyncRead + Unpin>, cap: usize) -> (String, u64) {
@@ -569,6 +517,7 @@ mod landlock {
             landlock_abi: abi,
             filesystem: abi >= 1,
             network: abi >= 4,
+            process_tree: false,
             note: match abi {
                 0 => Some("Landlock is not available: files and network are not confined".into()),
                 1..=3 => Some(format!(
@@ -706,6 +655,7 @@ mod landlock {
             landlock_abi: 0,
             filesystem: false,
             network: false,
+            process_tree: false,
             note: Some("Landlock exists on Linux only: files and network are not confined".into()),
         }
     }

@@ -353,7 +353,7 @@ async fn drive(runner: &mut Runner<'_>, json: bool, from_seq: u64) -> anyhow::Re
     // runner may already be further on (its appends are not waited for),
     // so the line keeps its own fold of what it has printed.
     let mut shown: SessionState = runner.state().clone();
-    runner.observe(Box::new(move |record: &EventRecord, _: &SessionState| {
+    runner.observe(Box::new(move |record: &EventRecord| {
         shown.apply(record);
         let state = &shown;
         if json {

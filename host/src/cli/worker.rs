@@ -24,6 +24,15 @@
 //! - a run that stops on a store error (PostgreSQL restarting) releases its
 //!   lease, retrying until the store is back; and a claim takes back the
 //!   leases held in this worker's own name that it no longer runs.
+//!
+//! A store that does not answer is not idle. While it is unreachable (a
+//! database restarting, a network partition) the worker keeps running what
+//! runs, says on stderr that it is waiting, and asks again with a backoff
+//! from [`POLL`] doubling to [`MAX_BACKOFF`]; `--until-idle` exits only on
+//! an answer that no session is runnable, never on a failure. The worker
+//! exits with an error only once the store has not answered for
+//! `--store-retry-for` (default [`STORE_RETRY_FOR`]) in a row, at start
+//! too: a supervisor then sees a failure, not a worker that found nothing.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -55,6 +64,20 @@ const HELD_REST: Duration = Duration::from_secs(2);
 /// append, and a worker with free slots need not query for each one.
 const MIN_CLAIM_GAP: Duration = Duration::from_millis(50);
 
+/// The longest wait between two attempts at an unreachable store.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// How long the store may go without answering before the worker gives up
+/// (`--store-retry-for`): long enough for a database to restart or fail
+/// over, short enough that a store gone for good is reported.
+const STORE_RETRY_FOR: &str = "5m";
+
+/// How many times in a row a session whose run stopped on a store error is
+/// tried again before `--until-idle` stops waiting for it: a store that
+/// answers claims but fails that one session's appends is a fault to
+/// report, not one to retry forever.
+const STORE_FAILURES_PER_SESSION: u32 = 10;
+
 /// `longhand worker` flags.
 #[derive(Debug, clap::Args)]
 pub struct WorkerArgs {
@@ -76,6 +99,68 @@ pub struct WorkerArgs {
     /// the connection is plain TCP).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
+    /// How long the store may be unreachable, in a row, before the worker
+    /// exits with an error (`30s`, `5m`, `1h`). Until then it waits and
+    /// retries with a backoff, saying so on stderr; `--until-idle` never
+    /// takes an unreachable store for an idle one. Default 5m.
+    #[arg(long, value_name = "DURATION", default_value = STORE_RETRY_FOR,
+          value_parser = humantime::parse_duration)]
+    pub store_retry_for: Duration,
+}
+
+/// A store that has not answered since `since`; the next attempt after
+/// `backoff`.
+struct Outage {
+    since: Instant,
+    backoff: Duration,
+}
+
+impl Outage {
+    /// Record one more failed attempt: the error to exit with once the
+    /// store has failed for `limit`, else `None` after saying on stderr
+    /// when the next attempt comes.
+    fn failed(
+        outage: &mut Option<Outage>,
+        owner: &str,
+        what: &str,
+        error: &dyn std::fmt::Display,
+        limit: Duration,
+    ) -> Option<anyhow::Error> {
+        let now = Instant::now();
+        let o = outage.get_or_insert(Outage {
+            since: now,
+            backoff: POLL / 2,
+        });
+        o.backoff = (o.backoff * 2).min(MAX_BACKOFF);
+        let down = now.duration_since(o.since);
+        if down >= limit {
+            return Some(anyhow::anyhow!(
+                "the session store has not answered for {:.0} s ({what}: {error}); giving up \
+                 (--store-retry-for {:.0} s). Check that the database is up and reachable, then \
+                 start the worker again",
+                down.as_secs_f64(),
+                limit.as_secs_f64()
+            ));
+        }
+        eprintln!(
+            "worker {owner}: the session store is unreachable ({what}: {error}); \
+             retrying in {:.1} s (down {:.0} s; giving up after {:.0} s)",
+            o.backoff.as_secs_f64(),
+            down.as_secs_f64(),
+            limit.as_secs_f64()
+        );
+        None
+    }
+
+    /// The store answered: say so if it had not been.
+    fn over(outage: &mut Option<Outage>, owner: &str) {
+        if let Some(o) = outage.take() {
+            eprintln!(
+                "worker {owner}: the session store answers again after {:.1} s",
+                o.since.elapsed().as_secs_f64()
+            );
+        }
+    }
 }
 
 /// `longhand worker`.
@@ -92,10 +177,37 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
             .map_err(|e| super::usage(format!("--rate `{spec}`: {e}")))?;
         limits.insert(provider.to_owned(), limit);
     }
-    let store = match &args.store {
-        Some(url) => open_url(url).await?,
-        None => open_store().await?,
+    let retry_for = args.store_retry_for;
+    let owner = owner();
+    let mut outage: Option<Outage> = None;
+    let store = loop {
+        let opened = match &args.store {
+            Some(url) => open_url(url).await,
+            None => open_store().await,
+        };
+        match opened {
+            Ok(store) => break store,
+            // Only a store that could not be reached is waited for; a bad
+            // URL or a store built without PostgreSQL is not going to
+            // change.
+            Err(e) if unreachable(&e) => {
+                if let Some(give_up) = Outage::failed(
+                    &mut outage,
+                    &owner,
+                    "opening it",
+                    &format!("{e:#}"),
+                    retry_for,
+                ) {
+                    return Err(give_up);
+                }
+                if let Some(o) = &outage {
+                    tokio::time::sleep(o.backoff).await;
+                }
+            }
+            Err(e) => return Err(e),
+        }
     };
+    Outage::over(&mut outage, &owner);
     // The engine lives as long as the process.
     let hands: &'static crate::hands::Hands = Box::leak(Box::new(hands()?));
     // One set of providers for every session this worker runs, each
@@ -106,7 +218,6 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
             None => p,
         }),
     );
-    let owner = owner();
     let ttl = crate::brain::lease_ttl();
     let mut running: HashSet<SessionId> = HashSet::new();
     // Sessions left alone for a while: one that could not be woken (until
@@ -114,6 +225,10 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
     // leases), one whose run failed (a moment, so a store that is back
     // gets it going again at once without spinning on a broken one).
     let mut resting: HashMap<SessionId, Instant> = HashMap::new();
+    // Sessions whose run stopped on a store error, with how many times in
+    // a row: `--until-idle` waits for them (they are runnable, only
+    // resting) instead of taking the store's silence about them for idle.
+    let mut store_failed: HashMap<SessionId, u32> = HashMap::new();
     // A session's priority is frozen at its start: read once, not per poll.
     let mut priorities: HashMap<SessionId, i64> = HashMap::new();
     let mut pool = FuturesUnordered::new();
@@ -123,6 +238,9 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
         args.concurrency
     );
     loop {
+        // Whether the store answered a claim on this round that no
+        // session is runnable: the only thing `--until-idle` exits on.
+        let mut answered = false;
         if running.len() < args.concurrency {
             if let Some(at) = last_claim {
                 tokio::time::sleep(MIN_CLAIM_GAP.saturating_sub(at.elapsed())).await;
@@ -132,11 +250,19 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
             resting.retain(|_, until| *until > Instant::now());
             let skip: Vec<SessionId> = running.iter().chain(resting.keys()).cloned().collect();
             let claimed = match store.claim_runnable(&owner, ttl, free, &skip).await {
-                Ok(claimed) => claimed,
+                Ok(claimed) => {
+                    Outage::over(&mut outage, &owner);
+                    answered = true;
+                    claimed
+                }
                 // A store that fails for a while (a restarting server):
-                // keep running what runs, and look again.
+                // keep running what runs, and look again after a backoff.
                 Err(e) => {
-                    eprintln!("worker {owner}: cannot look for sessions: {e}");
+                    if let Some(give_up) =
+                        Outage::failed(&mut outage, &owner, "looking for sessions", &e, retry_for)
+                    {
+                        return Err(give_up);
+                    }
                     Vec::new()
                 }
             };
@@ -168,7 +294,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
                 }
             }
         }
-        if pool.is_empty() && args.until_idle {
+        if pool.is_empty() && args.until_idle && answered && store_failed.is_empty() {
             return Ok(Outcome::Done);
         }
         // With every slot busy only an ending session matters; otherwise a
@@ -177,13 +303,30 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
         tokio::select! {
             Some((session, end)) = pool.next() => {
                 running.remove(&session);
+                match &end {
+                    Err(e) if store_fault(e) => {
+                        let n = store_failed.entry(session.clone()).or_default();
+                        *n += 1;
+                        if *n >= STORE_FAILURES_PER_SESSION {
+                            eprintln!(
+                                "worker {owner}: {session} stopped on a store error {n} times \
+                                 in a row; no longer waiting for it"
+                            );
+                            store_failed.remove(&session);
+                        }
+                    }
+                    _ => {
+                        store_failed.remove(&session);
+                    }
+                }
                 if end.is_err() {
                     resting.insert(session.clone(), Instant::now() + AFTER_FAILURE);
                 }
                 report(&owner, &session, end);
             }
-            _ = store.wait_for_change(POLL), if !full => {}
-            _ = tokio::time::sleep(POLL), if full => {}
+            _ = store.wait_for_change(POLL), if !full && outage.is_none() => {}
+            _ = tokio::time::sleep(outage.as_ref().map_or(POLL, |o| o.backoff)),
+                if full || outage.is_some() => {}
         }
     }
 }
@@ -212,6 +355,30 @@ async fn by_priority(
     // Stable: equal priorities keep the store's order.
     ranked.sort_by_key(|r| std::cmp::Reverse(r.0));
     ranked.into_iter().map(|(_, id)| id).collect()
+}
+
+/// Whether opening the store failed because it could not be reached (as
+/// opposed to a bad URL, a refused login or a store too new), so waiting
+/// may help.
+fn unreachable(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<StoreError>(),
+            Some(StoreError::Db { .. } | StoreError::Io { .. })
+        )
+    }) && !error.chain().any(|cause| {
+        let text = cause.to_string();
+        text.contains("password authentication failed") || text.contains("does not exist")
+    })
+}
+
+/// Whether a run stopped because the store failed under it (and so will
+/// run again once the store is back), not because of the session itself.
+fn store_fault(error: &RunError) -> bool {
+    matches!(
+        error,
+        RunError::Store(StoreError::Db { .. } | StoreError::Io { .. }) | RunError::LeaseLost(_)
+    )
 }
 
 /// Whether waking failed because another live worker holds the session.

@@ -346,6 +346,7 @@ fn a_database_restart_does_not_stall_the_sessions_of_a_worker() {
     let Some((url, restart)) = restartable_server() else {
         return;
     };
+    let _server = RESTARTABLE.lock().unwrap_or_else(|e| e.into_inner());
     let schema = format!(
         "lh_restart_{}",
         SessionId::generate(0).as_str()[2..].to_lowercase()
@@ -453,6 +454,193 @@ fn a_database_restart_does_not_stall_the_sessions_of_a_worker() {
         took < Duration::from_secs(30),
         "the sessions took {took:?} after the restart:\n{log}"
     );
+    drop(store);
+    admin(&url, &format!("DROP SCHEMA {schema} CASCADE"));
+}
+
+/// The restartable server is one: tests that stop or restart it take turns.
+static RESTARTABLE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs `command` through `sh -c`, asserting it succeeded.
+fn shell(command: &str) {
+    let out = std::process::Command::new("sh")
+        .args(["-c", command])
+        .output()
+        .expect("run a server command");
+    assert!(
+        out.status.success(),
+        "{command}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A process that exists and is not a zombie.
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z")
+    })
+}
+
+/// Issue 26: `worker --until-idle` took a store it could not reach for an
+/// idle one and exited 0, leaving its sessions unrun (during a database
+/// restart a fleet lost a worker that way). Now, with the server stopped
+/// under it, the worker waits and says so, carries on when the server is
+/// back, and exits 0 only once every session is finished; and a store that
+/// stays away past `--store-retry-for` makes it exit non-zero, naming the
+/// limit.
+#[test]
+fn an_unreachable_store_is_waited_for_not_taken_for_idle() {
+    const RUNS: usize = 3;
+    const TURNS: usize = 60;
+    let Some((url, restart)) = restartable_server() else {
+        return;
+    };
+    let _server = RESTARTABLE.lock().unwrap_or_else(|e| e.into_inner());
+    // `pg_ctlcluster V NAME restart` → its `stop` and `start`.
+    let base = restart
+        .trim()
+        .strip_suffix("restart")
+        .expect("LONGHAND_TEST_PG_RESTART ends in `restart`")
+        .to_owned();
+    let (stop, start) = (format!("{base}stop"), format!("{base}start"));
+    let schema = format!(
+        "lh_unreach_{}",
+        SessionId::generate(0).as_str()[2..].to_lowercase()
+    );
+    admin(&url, &format!("CREATE SCHEMA {schema}"));
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let store_url = format!("{url}{sep}options=-c%20search_path%3D{schema}");
+    let store = block_on(PostgresStore::connect(&store_url)).expect("open the store");
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let look = |i: usize| {
+        tool_turn(
+            "looking",
+            vec![call(&format!("s{i}"), "fs__stat", json!({"path": "/w"}))],
+            10,
+            1,
+        )
+    };
+    let mut responses: Vec<Value> = (0..TURNS).map(look).collect();
+    responses.push(text_turn("done", 10, 1));
+    let script = scripted_agent(
+        dir.path(),
+        "unreachable",
+        "max_steps = 1000\nmax_tool_calls = 1000",
+        &responses,
+    );
+    let mut ids = Vec::new();
+    for _ in 0..RUNS {
+        let mut cmd = home.cmd(&[
+            "run",
+            dir.path().to_str().expect("utf-8"),
+            "--script",
+            script.to_str().expect("utf-8"),
+            "--detach",
+            "--json",
+        ]);
+        cmd.env("LONGHAND_STORE", &store_url)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let id: SessionId = session_of(cmd.spawn().expect("run --detach"))
+            .parse()
+            .expect("id");
+        ids.push(id);
+    }
+    let mut worker = Proc::spawn(home.cmd(&[
+        "worker",
+        "--until-idle",
+        "--store",
+        &store_url,
+        "--concurrency",
+        &RUNS.to_string(),
+    ]));
+    let started = Instant::now();
+    loop {
+        let seqs: Vec<u64> = ids
+            .iter()
+            .map(|id| block_on(store.summary(id)).expect("summary").last_seq)
+            .collect();
+        if seqs.iter().any(|s| *s > 20) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the sessions did not get going: {seqs:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    shell(&stop);
+    let stopped = Instant::now();
+    // Down for a while: long enough for several claims to fail.
+    std::thread::sleep(Duration::from_secs(5));
+    let alive_while_down = running(worker.pid());
+    shell(&start);
+    eprintln!(
+        "unreachable: server down {:?}; worker alive at the end of it: {alive_while_down}",
+        stopped.elapsed()
+    );
+    let ended = worker.finish();
+    assert!(
+        alive_while_down,
+        "the worker exited while the store was down (code {:?}):\n{}",
+        ended.code, ended.stderr
+    );
+    assert_eq!(ended.code, Some(0), "{}", ended.stderr);
+    assert!(
+        ended.stderr.contains("the session store is unreachable")
+            && ended.stderr.contains("answers again"),
+        "the worker did not say it was waiting:\n{}",
+        ended.stderr
+    );
+    for id in &ids {
+        let summary = block_on(store.summary(id)).expect("summary");
+        assert_eq!(
+            summary.status,
+            SessionStatus::Finished,
+            "{id}\n{}",
+            ended.stderr
+        );
+    }
+
+    // A store that stays away: non-zero, after the limit, saying which.
+    shell(&stop);
+    let since = Instant::now();
+    let gave_up = home.run(&[
+        "worker",
+        "--until-idle",
+        "--store",
+        &store_url,
+        "--store-retry-for",
+        "3s",
+    ]);
+    let took = since.elapsed();
+    shell(&start);
+    eprintln!(
+        "unreachable: a worker with --store-retry-for 3s gave up after {took:?} with {:?}",
+        gave_up.code
+    );
+    assert_ne!(gave_up.code, Some(0), "{}", gave_up.stderr);
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(60),
+        "{took:?}"
+    );
+    assert!(
+        gave_up.stderr.contains("--store-retry-for"),
+        "{}",
+        gave_up.stderr
+    );
+    // The server is back for whoever comes next.
+    let start_wait = Instant::now();
+    while block_on(PostgresStore::connect(&store_url)).is_err() {
+        assert!(
+            start_wait.elapsed() < Duration::from_secs(60),
+            "the server did not come back"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     drop(store);
     admin(&url, &format!("DROP SCHEMA {schema} CASCADE"));
 }

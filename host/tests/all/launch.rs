@@ -585,3 +585,86 @@ fn record_keeps_every_agents_answers_in_one_cassette_across_a_resume() {
     again.run(&["approve", &writer, &request]).expect_code(0);
     again.run(&["resume", &lead]).expect_code(0);
 }
+
+/// Issue 26: `run --json` printed a child's `child_started` only when the
+/// child ended (it sat in an append the parent had not waited for while the
+/// child ran): the parent's events must show as they happen. The reader's
+/// answers here take 1.5 s each, so its run lasts at least 3 s; its
+/// `child_started` must be printed long before the `tool_finished` of the
+/// `delegate` call that waits for it.
+#[test]
+fn run_json_prints_child_started_while_the_child_runs() {
+    const THINK: std::time::Duration = std::time::Duration::from_millis(1500);
+    let home = Home::new();
+    price_model(&home);
+    let dir = TempDir::new().expect("tempdir");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/research-team");
+    let root = dir.path().join("research-team");
+    copy_tree(&example, &root);
+    let script: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("script.json")).expect("script.json"),
+    )
+    .expect("script JSON");
+    let (url, _log) = model_server(Box::new(move |seen: &Seen| {
+        let list = if seen.system.contains("You lead a small research team") {
+            &script["responses"]
+        } else if seen.system.contains("Read the files you are pointed to") {
+            std::thread::sleep(THINK);
+            &script["agents"]["reader"]
+        } else if seen.system.contains("Write exactly the file") {
+            &script["agents"]["writer"]
+        } else {
+            return None;
+        };
+        list.get(seen.answers).cloned()
+    }));
+    let flag = format!("openai:{MODEL}@{url}");
+    let mut run = crate::support::Proc::spawn(home.cmd(&[
+        "run",
+        root.to_str().expect("utf-8"),
+        "--model",
+        &flag,
+        "--json",
+    ]));
+    let mut started_at = None;
+    let mut finished_at = None;
+    let mut call = None;
+    while let Some(line) = run.next_line() {
+        let now = std::time::Instant::now();
+        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        match v["event"]["type"].as_str().or(v["type"].as_str()) {
+            Some("child_started") if started_at.is_none() => {
+                let event = if v["event"].is_object() {
+                    &v["event"]
+                } else {
+                    &v
+                };
+                call = event["call_id"].as_str().map(str::to_owned);
+                started_at = Some(now);
+            }
+            Some("tool_finished") => {
+                let event = if v["event"].is_object() {
+                    &v["event"]
+                } else {
+                    &v
+                };
+                if call.is_some() && event["call_id"].as_str() == call.as_deref() {
+                    finished_at = Some(now);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    run.kill();
+    let (Some(started), Some(finished)) = (started_at, finished_at) else {
+        panic!("no child_started and tool_finished of its delegate call in the output");
+    };
+    let gap = finished - started;
+    eprintln!("run --json: child_started printed {gap:?} before its delegate call finished");
+    assert!(
+        gap >= THINK,
+        "child_started was printed only {gap:?} before the child's call finished: \
+         held back until the child ended"
+    );
+}

@@ -1,17 +1,20 @@
 //! Issue 16: a killed harness leaves nothing running and nothing waiting.
 //!
 //! A session's command check is a shell script that starts a background
-//! `sleep` and then becomes a `sleep` itself. `longhand` (a `run`, or a
-//! `worker`) is killed with SIGKILL while the check runs, and — like a
-//! shell that has not reaped it yet — the test leaves the dead process
-//! unreaped (a zombie) while it goes on:
-//! - the check's own process dies with the harness (`PR_SET_PDEATHSIG`);
+//! `sleep`, another one that leaves the process group and clears its
+//! environment (`setsid env -i sleep`), and then becomes a `sleep` itself.
+//! `longhand` (a `run`, or a `worker`) is killed with SIGKILL while the
+//! check runs, and — like a shell that has not reaped it yet — the test
+//! leaves the dead process unreaped (a zombie) while it goes on:
+//! - the check's whole process tree dies with the harness, at once (issue
+//!   26: it is held in a pid namespace, `sandbox::tree`; before, the
+//!   background processes lived on under init until a resume reaped the
+//!   ones still carrying the check's marker, and the one that cleared its
+//!   environment forever);
 //! - `resume` (or a new `worker`) takes the session over at once, although
 //!   the lease has most of its 60 s left: its holder is a dead process of
 //!   this machine;
-//! - before the check runs again, what the dead run left in the background
-//!   is killed: the second run never sees the first one's process alive,
-//!   and the check's script ran exactly twice.
+//! - the check's script ran exactly twice, and nothing of it is left.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -21,22 +24,20 @@ use tempfile::TempDir;
 
 use crate::support::{Home, Proc, text_turn, write};
 
-/// The check: first run, a background sleep (its pid in `bg`) and the
-/// script itself becoming a sleep (its pid the first line of `starts`);
-/// second run, note whether the first run's background process is still
-/// alive, then pass.
+/// The check: first run, a background sleep, a sleep out of the process
+/// group without the check's environment, and the script itself becoming a
+/// sleep (`bg` written once they are started); second run, pass. Pids are
+/// not written down: inside the check's pid namespace they are not the
+/// ones the test sees.
 const CHECK: &str = r#"
-echo $$ >> starts
+echo run >> starts
 if [ "$(wc -l < starts)" -ge 2 ]; then
-    for p in $(cat bg) $(head -1 starts); do
-        s=$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null)
-        if [ -n "$s" ] && [ "$s" != Z ]; then echo "$p alive ($s)" >> overlap; fi
-    done
     exit 0
 fi
 sleep 120 &
-echo $! > bg
-exec sleep 120
+setsid env -i /bin/sleep 121 &
+echo started > bg
+exec sleep 122
 "#;
 
 fn agent(dir: &Path) -> std::path::PathBuf {
@@ -103,21 +104,47 @@ fn wait_for(path: &Path, limit: Duration) {
     }
 }
 
-/// A process that exists and is not a zombie.
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z")
-    })
+/// The live (not zombie) processes whose working directory is `dir`: the
+/// check's, as the test sees them from outside its pid namespace.
+fn processes_in(dir: &Path) -> Vec<(u32, String)> {
+    let dir = dir.canonicalize().expect("canonical work dir");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == dir))
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let state = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .next()?
+                .to_owned();
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            (state != "Z").then_some((pid, cmdline))
+        })
+        .collect()
 }
 
-fn pids(path: &Path) -> Vec<u32> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
+/// Waits until the check's three sleeps run (the script has become one).
+fn wait_for_tree(work: &Path) {
+    let start = Instant::now();
+    while processes_in(work)
+        .iter()
+        .filter(|(_, cmd)| cmd.contains("sleep 12"))
+        .count()
+        < 3
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the check's sleeps did not start: {:?}",
+            processes_in(work)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// SIGKILL without reaping: the dead harness stays a zombie, as it does
@@ -128,36 +155,36 @@ fn kill_unreaped(pid: u32) {
     assert_eq!(r, 0, "kill {pid}");
 }
 
-/// After the kill: the check's leader dies with the harness, its
-/// background child lives on (nothing signals a grandchild) until the next
-/// run of the check reaps it.
-fn assert_leader_died(work: &Path) -> (u32, u32) {
-    let leader = pids(&work.join("starts"))[0];
-    let bg = pids(&work.join("bg"))[0];
+/// After the kill: every process of the check — the sleep it became, the
+/// one in the background, the one that left its group and environment —
+/// dies with the harness, before anything resumes the session.
+fn assert_tree_died(work: &Path) {
     let start = Instant::now();
-    while alive(leader) {
+    let before = processes_in(work);
+    loop {
+        let left = processes_in(work);
+        if left.is_empty() {
+            break;
+        }
         assert!(
             start.elapsed() < Duration::from_secs(5),
-            "the check (pid {leader}) outlived the killed harness"
+            "the check's processes outlived the killed harness: {left:?} (of {before:?})"
         );
         std::thread::sleep(Duration::from_millis(10));
     }
     eprintln!(
-        "takeover: check leader gone {:?} after the kill",
+        "takeover: the check's {} processes gone {:?} after the kill",
+        before.len(),
         start.elapsed()
     );
-    (leader, bg)
 }
 
 /// What the second run found and what is left.
-fn assert_one_copy(work: &Path, bg: u32) {
-    assert_eq!(pids(&work.join("starts")).len(), 2, "the check ran twice");
-    let overlap = std::fs::read_to_string(work.join("overlap")).unwrap_or_default();
-    assert!(
-        overlap.is_empty(),
-        "the second run ran beside the first: {overlap}"
-    );
-    assert!(!alive(bg), "the first run's background process {bg} lives");
+fn assert_ran_twice_and_nothing_is_left(work: &Path) {
+    let starts = std::fs::read_to_string(work.join("starts")).unwrap_or_default();
+    assert_eq!(starts.lines().count(), 2, "the check ran twice");
+    let left = processes_in(work);
+    assert!(left.is_empty(), "left running: {left:?}");
 }
 
 #[test]
@@ -176,9 +203,10 @@ fn a_killed_run_is_resumed_at_once_and_its_check_runs_once_more() {
     let first = run.next_line().expect("the session line");
     let session = crate::support::session_of_json(&first);
     wait_for(&work.join("bg"), Duration::from_secs(60));
+    wait_for_tree(&work);
     kill_unreaped(run.pid());
     let killed = Instant::now();
-    let (_, bg) = assert_leader_died(&work);
+    assert_tree_died(&work);
 
     // At once, with the dead `run` still a zombie and its lease 60 s long.
     let resumed = home.run(&["resume", &session]);
@@ -204,7 +232,7 @@ fn a_killed_run_is_resumed_at_once_and_its_check_runs_once_more() {
         "the killed run's check never finished; the resumed one did"
     );
     assert_eq!(home.state(&session).status.as_str(), "finished");
-    assert_one_copy(&work, bg);
+    assert_ran_twice_and_nothing_is_left(&work);
     run.kill();
 }
 
@@ -226,9 +254,10 @@ fn a_new_worker_takes_a_killed_workers_session_at_once() {
     let session = crate::support::session_of_json(&detached.stdout[0]);
     let mut worker = Proc::spawn(home.cmd(&["worker"]));
     wait_for(&work.join("bg"), Duration::from_secs(60));
+    wait_for_tree(&work);
     kill_unreaped(worker.pid());
     let killed = Instant::now();
-    let (_, bg) = assert_leader_died(&work);
+    assert_tree_died(&work);
 
     let second = home.run(&["worker", "--until-idle"]);
     let took = killed.elapsed();
@@ -241,6 +270,6 @@ fn a_new_worker_takes_a_killed_workers_session_at_once() {
         second.stderr
     );
     assert!(took < Duration::from_secs(30), "{took:?}");
-    assert_one_copy(&work, bg);
+    assert_ran_twice_and_nothing_is_left(&work);
     worker.kill();
 }

@@ -28,13 +28,22 @@ use crate::session::{
 /// Snapshot the folded state after this many events.
 pub const SNAPSHOT_EVERY: u64 = 100;
 
-/// Blobs a runner keeps in memory (bytes) before it forgets them; they are
-/// read back from the store when needed again.
-pub(in crate::brain) const BLOB_CACHE_BYTES: usize = 32 << 20;
+/// Snapshots whose blobs a journal keeps in the store: the latest, which a
+/// wake loads, and the one before it, in case the latest's append has not
+/// reached the store when the next is written. Older ones are forgotten
+/// (their events stay): without this the store kept every snapshot, one
+/// per 100 events, for the life of the session (issue 26).
+pub const SNAPSHOTS_KEPT: usize = 2;
 
-/// What an append task gives back: the store's answer, the first seq and
-/// the events (for the observer).
-type InFlight = Result<(Appended, u64, Vec<Event>), StoreError>;
+/// Blobs a runner keeps in memory (bytes) before it forgets them; they are
+/// read back from the store when needed again. 4 MiB: more than the blobs a
+/// request's history refers to under the default context budget, and a
+/// bound a session running for days holds flat (at 32 MiB, before issue
+/// 26, a long run's RSS grew with its steps until the cache was full).
+pub(in crate::brain) const BLOB_CACHE_BYTES: usize = 4 << 20;
+
+/// What an append task gives back (its records were shown from the task).
+type InFlight = Result<(), StoreError>;
 
 /// A `Soon` append on its way to the store.
 struct Pending {
@@ -50,7 +59,7 @@ struct Pending {
 const MAX_IN_FLIGHT: usize = 2;
 
 /// Called with every event appended, for progress output.
-pub type Observer = Box<dyn FnMut(&EventRecord, &SessionState) + Send + Sync>;
+pub type Observer = Box<dyn FnMut(&EventRecord) + Send + Sync>;
 
 /// The writer of one session's log and of its folded state.
 pub struct Journal {
@@ -65,6 +74,10 @@ pub struct Journal {
     blob_bytes: usize,
     /// Full history chunks this journal's snapshots already stored.
     chunks: super::state::snapshot::FullChunks,
+    /// The parts (root, history chunks) of the snapshots this journal
+    /// wrote that the store still keeps, oldest first: at most
+    /// [`SNAPSHOTS_KEPT`] after each snapshot.
+    snapshot_parts: VecDeque<Vec<BlobRef>>,
     /// Events folded into `state` but not yet written, and the new blobs
     /// they refer to: written together, in one append, by the next
     /// [`Journal::flush`].
@@ -75,7 +88,44 @@ pub struct Journal {
     /// the digests of its blobs (kept in the cache until the store has
     /// them) and a signal that it is done, which the next one waits for.
     in_flight: VecDeque<Pending>,
-    observer: Option<Observer>,
+    /// Shown each append's records as soon as the store has them — from
+    /// the append's own task, before the next append may complete, so in
+    /// log order — not when the loop next waits for its appends: a loop
+    /// blocked in a long tool call or a child session would otherwise hold
+    /// back what it wrote before (issue 26: `child_started` printed when
+    /// the child ended).
+    observer: Arc<std::sync::Mutex<Option<Observer>>>,
+}
+
+fn lock(
+    observer: &std::sync::Mutex<Option<Observer>>,
+) -> std::sync::MutexGuard<'_, Option<Observer>> {
+    observer
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Show `events`, written from seq `first` by `appended`, to telemetry and
+/// the observer. The store's time, so what is shown matches a later read.
+fn show_appended(
+    observer: &std::sync::Mutex<Option<Observer>>,
+    session: &SessionId,
+    appended: &Appended,
+    first: u64,
+    events: &[Event],
+) {
+    let mut observer = lock(observer);
+    for (i, event) in events.iter().enumerate() {
+        let record = EventRecord {
+            seq: first + i as u64,
+            at_ms: appended.at_ms,
+            event: event.clone(),
+        };
+        crate::telemetry::observe(session, &record);
+        if let Some(obs) = observer.as_mut() {
+            obs(&record);
+        }
+    }
 }
 
 /// The loop's clock is the store's (one clock for the whole process).
@@ -122,11 +172,12 @@ impl Journal {
             blobs: HashMap::new(),
             blob_bytes: 0,
             chunks: super::state::snapshot::FullChunks::default(),
+            snapshot_parts: VecDeque::new(),
             staged: Vec::new(),
             staged_blobs: Vec::new(),
             staged_digests: Vec::new(),
             in_flight: VecDeque::new(),
-            observer: None,
+            observer: Arc::default(),
         }
     }
 
@@ -166,19 +217,19 @@ impl Journal {
 
     /// Set the progress observer.
     pub fn observe(&mut self, observer: Observer) {
-        self.observer = Some(observer);
+        *lock(&self.observer) = Some(observer);
     }
 
     /// Whether an observer is attached.
     pub fn observed(&self) -> bool {
-        self.observer.is_some()
+        lock(&self.observer).is_some()
     }
 
     /// Show the observer `records` (already in the log).
     pub fn show(&mut self, records: &[EventRecord]) {
-        if let Some(obs) = self.observer.as_mut() {
+        if let Some(obs) = lock(&self.observer).as_mut() {
             for record in records {
-                obs(record, &self.state);
+                obs(record);
             }
         }
     }
@@ -234,8 +285,41 @@ impl Journal {
             // Written alone: its fold resets `since_snapshot`.
             self.stage(vec![event]);
             self.append_staged().await?;
+            self.forget_old_snapshots(encoded.parts).await;
         }
         Ok(())
+    }
+
+    /// Remember `parts` as the newest snapshot's, and ask the store to
+    /// forget what of the snapshots before the last [`SNAPSHOTS_KEPT`] no
+    /// kept one shares. Housekeeping: a failure is logged, not fatal (the
+    /// next append meets a lost lease or a broken store anyway). Snapshots
+    /// written before this journal (by the run before a resume) are not
+    /// known here and stay.
+    async fn forget_old_snapshots(&mut self, parts: Vec<BlobRef>) {
+        self.snapshot_parts.push_back(parts);
+        while self.snapshot_parts.len() > SNAPSHOTS_KEPT {
+            let Some(old) = self.snapshot_parts.pop_front() else {
+                break;
+            };
+            let kept: std::collections::HashSet<&str> = self
+                .snapshot_parts
+                .iter()
+                .flatten()
+                .map(|b| b.digest.as_str())
+                .collect();
+            let forget: Vec<BlobRef> = old
+                .into_iter()
+                .filter(|b| !kept.contains(b.digest.as_str()))
+                .collect();
+            if let Err(e) = self.store.forget_snapshot_blobs(&self.lease, &forget).await {
+                tracing::warn!(
+                    session = %self.session,
+                    "could not forget {} blobs of an old snapshot: {e}",
+                    forget.len()
+                );
+            }
+        }
     }
 
     /// Send everything staged to the store in one append. A `Soon` append
@@ -265,6 +349,7 @@ impl Journal {
             (self.store.clone(), self.session.clone(), self.lease.clone());
         let before = self.in_flight.back().map(|p| p.done.clone());
         let (done, done_rx) = tokio::sync::watch::channel(None);
+        let observer = self.observer.clone();
         let append = async move {
             // In order: after the append sent before this one.
             if let Some(mut before) = before {
@@ -283,8 +368,14 @@ impl Journal {
             let result = store
                 .append_with(&session, &lease, first, &events, blobs, durability)
                 .await;
+            if let Ok(appended) = &result {
+                // Before `done`: the next append waits for it, so records
+                // are shown in log order.
+                show_appended(&observer, &session, appended, first, &events);
+            }
             let _ = done.send(Some(result.is_ok()));
-            Ok::<_, StoreError>((result?, first, events))
+            result?;
+            Ok::<_, StoreError>(())
         };
         match durability {
             Durability::Now => {
@@ -292,8 +383,7 @@ impl Journal {
                 // earlier failure is the one reported.
                 let result = append.await;
                 self.settle().await?;
-                let (appended, first, events) = result?;
-                self.observe_appended(appended, first, events);
+                result?;
             }
             Durability::Soon => {
                 while self.in_flight.len() >= MAX_IN_FLIGHT {
@@ -328,27 +418,11 @@ impl Journal {
         let Some(pending) = self.in_flight.pop_front() else {
             return Ok(());
         };
-        let (appended, first, events) = pending
+        pending
             .task
             .await
             .map_err(|e| RunError::Log(LogError::Task(e.to_string())))??;
-        self.observe_appended(appended, first, events);
         Ok(())
-    }
-
-    fn observe_appended(&mut self, appended: Appended, first: u64, events: Vec<Event>) {
-        // The store's time, so what is shown matches a later read.
-        for (i, event) in events.into_iter().enumerate() {
-            let record = EventRecord {
-                seq: first + i as u64,
-                at_ms: appended.at_ms,
-                event,
-            };
-            crate::telemetry::observe(&self.session, &record);
-            if let Some(obs) = self.observer.as_mut() {
-                obs(&record, &self.state);
-            }
-        }
     }
 
     /// Remember `bytes` as a blob to be written with the next append, and

@@ -85,6 +85,12 @@ pub struct Encoded {
     /// the store already (full chunks, an unchanged agent): storing them
     /// again stores nothing.
     pub blobs: Vec<Vec<u8>>,
+    /// The blobs only a snapshot produces and only snapshots refer to: the
+    /// root and every history chunk (not the out-of-line fields, whose
+    /// bytes could equal a blob something else refers to). What a writer
+    /// may forget once newer snapshots no longer use them
+    /// (`Store::forget_snapshot_blobs`).
+    pub parts: Vec<BlobRef>,
 }
 
 /// The root blob of a version 2 snapshot.
@@ -196,6 +202,7 @@ fn encode_with(state: &SessionState, chunk_items: u64, known: &mut FullChunks) -
         start = end;
     }
 
+    let mut parts = chunks.clone();
     let root = Root {
         format: FORMAT.to_owned(),
         version: VERSION,
@@ -210,7 +217,8 @@ fn encode_with(state: &SessionState, chunk_items: u64, known: &mut FullChunks) -
     let bytes = to_json(&root);
     let root = BlobRef::of(&bytes);
     blobs.push(bytes);
-    Encoded { root, blobs }
+    parts.push(root.clone());
+    Encoded { root, blobs, parts }
 }
 
 /// JSON of a value made of `HistoryItem`s, `BlobRef`s and JSON maps.
