@@ -19,7 +19,7 @@ mod call;
 pub mod caps;
 mod component;
 pub mod dev;
-mod dirs;
+pub mod dirs;
 mod exec;
 mod fs;
 pub mod grants;
@@ -27,6 +27,7 @@ mod net;
 pub mod receipt;
 mod redact;
 pub mod schema;
+pub mod seal;
 mod sockets;
 pub mod tape;
 
@@ -90,7 +91,14 @@ const POOL_MEMORY_BYTES: usize = if cfg!(target_pointer_width = "64") {
 pub struct HandsConfig {
     /// Where compiled components are cached. Default `None`: compile on every
     /// load. The CLI uses `$LONGHAND_HOME/cache` (or the XDG cache dir).
+    /// Used only together with [`HandsConfig::cache_key`].
     pub cache_dir: Option<PathBuf>,
+    /// The host key file that seals cache entries ([`seal::HostKey`];
+    /// made on first use). Default `None`: the cache is neither read nor
+    /// written, because compiled code is run only when the host can tell
+    /// it wrote it. The CLI uses `$LONGHAND_KEY_DIR/host.key`, else
+    /// `host.key` in the cache directory.
+    pub cache_key: Option<PathBuf>,
     /// Calls that may run at once; further calls wait. Also sizes the
     /// instance pool. Default 64.
     pub max_concurrent_calls: u32,
@@ -105,6 +113,7 @@ impl Default for HandsConfig {
     fn default() -> Self {
         Self {
             cache_dir: None,
+            cache_key: None,
             max_concurrent_calls: 64,
             interpreter: false,
         }
@@ -115,7 +124,7 @@ impl Default for HandsConfig {
 pub struct Hands {
     engine: Engine,
     linker: Linker<CallState>,
-    cache_dir: Option<PathBuf>,
+    cache: Option<component::Cache>,
     permits: Arc<Semaphore>,
     /// Loaded components by digest: loading the same bytes twice returns the
     /// same compiled, described component (it holds no guest state).
@@ -339,10 +348,24 @@ impl Hands {
                 }
             })?;
 
+        // No key, no cache: a cache entry is run only when its seal
+        // verifies. A key that cannot be read or made is said once, and
+        // every load compiles.
+        let cache = match (config.cache_dir, config.cache_key) {
+            (Some(dir), Some(key)) => match seal::HostKey::open_or_create(&key) {
+                Ok(key) => Some(component::Cache { dir, key }),
+                Err(err) => {
+                    tracing::warn!(%err, "not using the compile cache");
+                    None
+                }
+            },
+            _ => None,
+        };
+
         Ok(Self {
             engine,
             linker,
-            cache_dir: config.cache_dir,
+            cache,
             permits: Arc::new(Semaphore::new(slots as usize)),
             loaded: std::sync::Mutex::new(std::collections::HashMap::new()),
             offloader: exec::Offloader::default(),
@@ -445,7 +468,7 @@ impl Hands {
             fresh,
         } = component::compile(
             &self.engine,
-            self.cache_dir.as_deref(),
+            self.cache.as_ref(),
             &label,
             &bytes,
             &digest,
@@ -528,8 +551,8 @@ impl Hands {
             "loaded"
         );
         // Only components that passed every check are cached.
-        if let Some(path) = cache_to {
-            component::remember(&path, &compiled);
+        if let (Some(cache), Some(entry)) = (&self.cache, cache_to) {
+            component::remember(cache, &entry, &compiled);
         }
         let tool = Arc::new(LoadedTool {
             label,
