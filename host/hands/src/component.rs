@@ -503,15 +503,12 @@ fn read_sealed(cache: &Cache, entry: &CacheEntry) -> Result<Option<Vec<u8>>, Str
     let (compiled, tag) = bytes.split_at(split);
     if !cache.key.verify(
         CACHE_DOMAIN,
-        &[
-            entry.digest.as_bytes(),
-            entry.engine.as_bytes(),
-            compiled,
-        ],
+        &[entry.digest.as_bytes(), entry.engine.as_bytes(), compiled],
         tag,
     ) {
-        return Err("its seal does not verify: another component's entry, truncated, or changed"
-            .to_owned());
+        return Err(
+            "its seal does not verify: another component's entry, truncated, or changed".to_owned(),
+        );
     }
     bytes.truncate(split);
     Ok(Some(bytes))

@@ -91,13 +91,14 @@ const POOL_MEMORY_BYTES: usize = if cfg!(target_pointer_width = "64") {
 pub struct HandsConfig {
     /// Where compiled components are cached. Default `None`: compile on every
     /// load. The CLI uses `$LONGHAND_HOME/cache` (or the XDG cache dir).
-    /// Used only together with [`HandsConfig::cache_key`].
+    /// Entries are sealed with [`HandsConfig::cache_key`].
     pub cache_dir: Option<PathBuf>,
     /// The host key file that seals cache entries ([`seal::HostKey`];
-    /// made on first use). Default `None`: the cache is neither read nor
-    /// written, because compiled code is run only when the host can tell
-    /// it wrote it. The CLI uses `$LONGHAND_KEY_DIR/host.key`, else
-    /// `host.key` in the cache directory.
+    /// made on first use, mode 0600). Default `None`: `host.key` in
+    /// [`HandsConfig::cache_dir`]. An entry is run only when its seal
+    /// verifies; a key that cannot be read or made turns the cache off.
+    /// The CLI uses `$LONGHAND_KEY_DIR/host.key`, else `host.key` in the
+    /// cache directory, and keeps every directory grant away from it.
     pub cache_key: Option<PathBuf>,
     /// Calls that may run at once; further calls wait. Also sizes the
     /// instance pool. Default 64.
@@ -351,16 +352,16 @@ impl Hands {
         // No key, no cache: a cache entry is run only when its seal
         // verifies. A key that cannot be read or made is said once, and
         // every load compiles.
-        let cache = match (config.cache_dir, config.cache_key) {
-            (Some(dir), Some(key)) => match seal::HostKey::open_or_create(&key) {
+        let cache = config.cache_dir.and_then(|dir| {
+            let key = config.cache_key.unwrap_or_else(|| dir.join("host.key"));
+            match seal::HostKey::open_or_create(&key) {
                 Ok(key) => Some(component::Cache { dir, key }),
                 Err(err) => {
                     tracing::warn!(%err, "not using the compile cache");
                     None
                 }
-            },
-            _ => None,
-        };
+            }
+        });
 
         Ok(Self {
             engine,
@@ -466,13 +467,7 @@ impl Hands {
             component: compiled,
             cache_to,
             fresh,
-        } = component::compile(
-            &self.engine,
-            self.cache.as_ref(),
-            &label,
-            &bytes,
-            &digest,
-        )?;
+        } = component::compile(&self.engine, self.cache.as_ref(), &label, &bytes, &digest)?;
         if fresh {
             self.compiles
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

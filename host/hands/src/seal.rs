@@ -201,8 +201,8 @@ pub fn check_dir(dir: &Path) -> Result<(), String> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(dir)
-            .map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        let meta =
+            std::fs::metadata(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
         if !meta.is_dir() {
             return Err(format!("{} is not a directory", dir.display()));
         }
@@ -266,7 +266,11 @@ mod tests {
         assert!(!key.verify("d", &[b"a", b"bc"], &seal));
         assert!(!key.verify("e", &[b"ab", b"c"], &seal));
         assert!(!key.verify("d", &[b"ab", b"c"], &seal[..31]));
-        assert!(!HostKey::from_bytes(&[8; 32]).unwrap().verify("d", &[b"ab", b"c"], &seal));
+        assert!(
+            !HostKey::from_bytes(&[8; 32])
+                .unwrap()
+                .verify("d", &[b"ab", b"c"], &seal)
+        );
     }
 
     #[test]

@@ -71,11 +71,7 @@ pub fn protect_home() {
         }
     };
     add("the data directory (LONGHAND_HOME)", data_dir(), true);
-    add(
-        "the trust store",
-        data_dir().map(|d| d.join("trust")),
-        true,
-    );
+    add("the trust store", data_dir().map(|d| d.join("trust")), true);
     add("the compile cache", cache_dir(), true);
     add("the host key (LONGHAND_KEY_DIR)", key_file(), false);
     let allow = std::env::var(ALLOW_HOME_GRANTS).is_ok_and(|v| v == "1");

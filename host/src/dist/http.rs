@@ -126,4 +126,3 @@ pub(crate) async fn error_answer(response: reqwest::Response, url: &str) -> Dist
         shown(body.trim(), 512)
     ))
 }
-

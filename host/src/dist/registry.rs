@@ -38,9 +38,9 @@ use oci_client::{Client, Reference, RegistryOperation};
 use serde_json::json;
 
 use super::error::{DistError, shown};
+use super::http::{error_answer, pull_client, read_bounded, send};
 use super::names::is_digest;
 use super::source::OciRef;
-use super::http::{error_answer, pull_client, read_bounded, send};
 use super::token::{self, Auth};
 use crate::hands::digest_of;
 

@@ -176,11 +176,21 @@ mod tests {
 
     #[test]
     fn an_added_or_dropped_tool_or_a_changed_effect_needs_approval() {
-        let mut old = Asks::default();
-        old.tools = [tool_line("a", Effect::ReadOnly), tool_line("b", Effect::ReadOnly)].into();
+        let old = Asks {
+            tools: [
+                tool_line("a", Effect::ReadOnly),
+                tool_line("b", Effect::ReadOnly),
+            ]
+            .into(),
+            ..Asks::default()
+        };
         let mut new = old.clone();
         assert!(old.diff(&new).to_approve().is_empty());
-        new.tools = [tool_line("a", Effect::Writes), tool_line("c", Effect::ReadOnly)].into();
+        new.tools = [
+            tool_line("a", Effect::Writes),
+            tool_line("c", Effect::ReadOnly),
+        ]
+        .into();
         let approve = old.diff(&new).to_approve();
         assert_eq!(
             approve,

@@ -364,7 +364,10 @@ fn check_key_file(path: &Path) -> Result<(), DistError> {
     {
         use std::os::unix::fs::MetadataExt;
         if crate::hands::seal::effective_uid().is_some_and(|uid| uid != meta.uid()) {
-            return Err(refuse(format!("it belongs to uid {}, not to you", meta.uid())));
+            return Err(refuse(format!(
+                "it belongs to uid {}, not to you",
+                meta.uid()
+            )));
         }
         if meta.mode() & 0o022 != 0 {
             return Err(refuse(format!(

@@ -217,7 +217,12 @@ impl Store {
         )
     }
 
-    fn read_record(&self, path: &Path, kind: &str, name: &str) -> Result<Option<Record>, DistError> {
+    fn read_record(
+        &self,
+        path: &Path,
+        kind: &str,
+        name: &str,
+    ) -> Result<Option<Record>, DistError> {
         let Some(sealed) = read_record(path)? else {
             return Ok(None);
         };

@@ -383,7 +383,14 @@ mod tests {
 
     #[test]
     fn inside_addresses_are_named() {
-        for host in ["localhost", "127.0.0.1", "10.1.2.3", "[::1]", "169.254.169.254", "[fd00::1]"] {
+        for host in [
+            "localhost",
+            "127.0.0.1",
+            "10.1.2.3",
+            "[::1]",
+            "169.254.169.254",
+            "[fd00::1]",
+        ] {
             assert!(inside_address(host), "{host}");
         }
         for host in ["auth.docker.io", "8.8.8.8", "[2001:db8::1]"] {

@@ -90,7 +90,8 @@ impl Lab {
     fn describe(&self, component: &str) -> Value {
         let out = self.run(&["tool", "describe", component, "--json"]);
         out.expect_code(0);
-        let v: Value = serde_json::from_str(&out.stdout_text()).expect("describe --json prints JSON");
+        let v: Value =
+            serde_json::from_str(&out.stdout_text()).expect("describe --json prints JSON");
         v["info"].clone()
     }
 }
@@ -161,7 +162,11 @@ fn elf_section(elf: &[u8], name: &str) -> Option<(usize, usize)> {
     let u16_at = |o: usize| u16::from_le_bytes(elf[o..o + 2].try_into().unwrap()) as usize;
     let u32_at = |o: usize| u32::from_le_bytes(elf[o..o + 4].try_into().unwrap()) as usize;
     let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap()) as usize;
-    assert_eq!(&elf[..4], b"\x7fELF", "a compiled component is an ELF image");
+    assert_eq!(
+        &elf[..4],
+        b"\x7fELF",
+        "a compiled component is an ELF image"
+    );
     let (shoff, shentsize, shnum, shstrndx) =
         (u64_at(0x28), u16_at(0x3a), u16_at(0x3c), u16_at(0x3e));
     let header = |i: usize| shoff + i * shentsize;
@@ -206,7 +211,15 @@ fn a_guest_granted_the_home_cannot_swap_cache_entries() {
     let grant = format!("{}:/home:rw", lab.home.path().display());
     let call = |allow: bool| {
         let mut cmd = lab.cmd(&[
-            "tool", "call", probe(), "rename", "--input", &input, "--dir", &grant, "--json",
+            "tool",
+            "call",
+            probe(),
+            "rename",
+            "--input",
+            &input,
+            "--dir",
+            &grant,
+            "--json",
         ]);
         if allow {
             cmd.env("LONGHAND_ALLOW_HOME_GRANTS", "1");
@@ -246,7 +259,16 @@ fn grants_reaching_the_home_the_cache_or_the_key_are_refused_however_named() {
     let refused = |dir: String, allow: bool, keys_outside: bool| {
         let mut cmd = support::command(
             home,
-            &["tool", "call", "fs", "list", "--input", r#"{"path":"/g"}"#, "--dir", &dir],
+            &[
+                "tool",
+                "call",
+                "fs",
+                "list",
+                "--input",
+                r#"{"path":"/g"}"#,
+                "--dir",
+                &dir,
+            ],
         );
         if keys_outside {
             cmd.env("LONGHAND_KEY_DIR", lab.keys.path());
@@ -309,8 +331,15 @@ fn grants_reaching_the_home_the_cache_or_the_key_are_refused_however_named() {
 #[test]
 fn a_rewritten_install_record_or_a_planted_trusted_key_is_refused() {
     let lab = Lab::new();
-    lab.run(&["tool", "install", probe(), "--name", "probe", "--allow-unsigned"])
-        .expect_code(0);
+    lab.run(&[
+        "tool",
+        "install",
+        probe(),
+        "--name",
+        "probe",
+        "--allow-unsigned",
+    ])
+    .expect_code(0);
     lab.run(&["tool", "describe", "probe"]).expect_code(0);
     // What a tool granted the home could do: rewrite the record (here only
     // its source; a real attack would name other bytes).
@@ -350,7 +379,11 @@ fn a_rewritten_install_record_or_a_planted_trusted_key_is_refused() {
     }
     let out = lab.run(&["trust", "list"]);
     out.expect_code(0);
-    assert!(out.stdout.is_empty(), "a planted key is trusted: {:?}", out.stdout);
+    assert!(
+        out.stdout.is_empty(),
+        "a planted key is trusted: {:?}",
+        out.stdout
+    );
     assert!(out.stderr.contains("trust add"), "{}", out.stderr);
     // Added by `trust add`, the same key is trusted.
     std::fs::remove_file(&planted).unwrap();

@@ -977,7 +977,7 @@ impl Spy {
                 let seen = seen.clone();
                 let answer = answer.clone();
                 std::thread::spawn(move || {
-                    let Some((head, _)) = support::read_http_request(&stream) else {
+                    let Some(head) = read_head(&stream) else {
                         return;
                     };
                     let head = head.to_ascii_lowercase();
@@ -992,6 +992,23 @@ impl Spy {
 
     fn heads(&self) -> Vec<String> {
         self.heads.lock().unwrap().clone()
+    }
+}
+
+/// The request line and headers of one request (a GET: no body).
+fn read_head(stream: &TcpStream) -> Option<String> {
+    use std::io::BufRead;
+    let mut reader = std::io::BufReader::new(stream.try_clone().ok()?);
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if line.trim_end().is_empty() {
+            return Some(head);
+        }
+        head.push_str(&line);
     }
 }
 
@@ -1109,6 +1126,10 @@ fn registry_credentials_go_only_to_the_registrys_origin_or_an_allowed_one() {
 
 /// Run `cmd` to the end; its exit code (`None`: killed by a signal), its
 /// stderr, and its peak resident memory in KiB (from `wait4`).
+#[expect(
+    clippy::zombie_processes,
+    reason = "the child is reaped by wait4 (for its rusage), which `Child` does not see"
+)]
 fn run_measured(mut cmd: Command) -> (Option<i32>, String, u64) {
     use std::os::unix::process::ExitStatusExt;
     let mut child = cmd
@@ -1148,7 +1169,11 @@ fn run_measured(mut cmd: Command) -> (Option<i32>, String, u64) {
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     assert_eq!(waited, pid);
     let status = std::process::ExitStatus::from_raw(status);
-    (status.code(), reader.join().unwrap(), usage.ru_maxrss as u64)
+    (
+        status.code(),
+        reader.join().unwrap(),
+        usage.ru_maxrss as u64,
+    )
 }
 
 #[test]
@@ -1218,12 +1243,26 @@ fn devices_and_fifos_are_refused_as_components_and_keys() {
     std::fs::write(&component, b"\0asm\x0d\0\x01\0").unwrap();
     let component = path_str(&component).to_owned();
     for args in [
-        vec!["tool", "install", "/dev/zero", "--name", "z", "--allow-unsigned"],
+        vec![
+            "tool",
+            "install",
+            "/dev/zero",
+            "--name",
+            "z",
+            "--allow-unsigned",
+        ],
         vec!["tool", "install", &fifo, "--name", "f", "--allow-unsigned"],
         vec!["trust", "add", "/dev/zero"],
         vec!["trust", "add", &fifo],
         vec!["tool", "publish", "/dev/zero", "oci://127.0.0.1:9/x:v1"],
-        vec!["tool", "publish", &component, "oci://127.0.0.1:9/x:v1", "--sign", "/dev/zero"],
+        vec![
+            "tool",
+            "publish",
+            &component,
+            "oci://127.0.0.1:9/x:v1",
+            "--sign",
+            "/dev/zero",
+        ],
     ] {
         let started = Instant::now();
         let out = support::Proc::spawn(home.cmd(&args))
@@ -1261,7 +1300,8 @@ fn the_trust_store_refuses_what_others_could_have_planted() {
         .map(|e| e.path())
         .find(|p| p.extension().is_some_and(|e| e == "pub"))
         .unwrap();
-    let mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
 
     // A directory others may write: whatever is in it could be theirs.
     mode(&trust, 0o777);
