@@ -28,9 +28,10 @@
 //! [`super::fs`]'s business.
 //!
 //! It also keeps the host's own directories out of every grant
-//! ([`protect`]): a grant that contains or lies inside the data directory,
-//! the compile cache, the trust store or the host key is refused when it
-//! is resolved and again when a call opens it. A guest with write access
+//! ([`protect`]): a grant that contains the data directory, or contains or
+//! lies inside the install store, the trust store, the compile cache or
+//! the host key, is refused when it is resolved and again when a call
+//! opens it. A guest with write access
 //! there could replace compiled code, install records or trusted keys.
 //! The operator may allow the first three explicitly; the host key never
 //! (whoever reads it can seal anything).
@@ -89,6 +90,12 @@ pub struct ProtectedPath {
     /// Whether the operator's override may allow a grant over it. `false`
     /// for the host key.
     pub overridable: bool,
+    /// Whether a grant *inside* it is refused too, not only one that
+    /// contains it: `true` for the stores (a grant of `cache/components`
+    /// is the cache), `false` for the data directory as a whole (a
+    /// workspace the operator keeps in it reaches none of the stores,
+    /// which are listed on their own).
+    pub inside_too: bool,
 }
 
 /// The host's paths, as [`protect`] was given them, made real.
@@ -154,7 +161,7 @@ pub fn check_protected(host_path: &Path) -> Result<(), String> {
     // is judged by where it leads.
     let granted = real_path(host_path).unwrap_or_else(|| host_path.to_owned());
     for (p, real) in &protected.paths {
-        let overlaps = real.starts_with(&granted) || granted.starts_with(real);
+        let overlaps = real.starts_with(&granted) || (p.inside_too && granted.starts_with(real));
         if !overlaps {
             continue;
         }

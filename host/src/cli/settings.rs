@@ -54,26 +54,46 @@ pub const ALLOW_HOME_GRANTS: &str = "LONGHAND_ALLOW_HOME_GRANTS";
 
 /// Keep the host's own directories out of every directory grant this
 /// process resolves (agent files, `--dir`/`--mount`, skills, `mcp`,
-/// `serve`, command checks): the data directory, the compile cache, the
-/// trust store and the host key ([`crate::hands::dirs::protect`]).
-/// `LONGHAND_ALLOW_HOME_GRANTS=1` allows the first three; nothing allows
-/// the host key.
+/// `serve`, command checks): the data directory, the install and trust
+/// stores, the compile cache and the host key
+/// ([`crate::hands::dirs::protect`]). `LONGHAND_ALLOW_HOME_GRANTS=1`
+/// allows all but the host key; nothing allows that.
 pub fn protect_home() {
     use crate::hands::dirs::{ProtectedPath, protect};
     let mut paths = Vec::new();
-    let mut add = |what: &str, path: Option<PathBuf>, overridable: bool| {
+    let mut add = |what: &str, path: Option<PathBuf>, overridable: bool, inside_too: bool| {
         if let Some(path) = path {
             paths.push(ProtectedPath {
                 what: what.to_owned(),
                 path,
                 overridable,
+                inside_too,
             });
         }
     };
-    add("the data directory (LONGHAND_HOME)", data_dir(), true);
-    add("the trust store", data_dir().map(|d| d.join("trust")), true);
-    add("the compile cache", cache_dir(), true);
-    add("the host key (LONGHAND_KEY_DIR)", key_file(), false);
+    // The data directory as a whole: a grant that contains it. Its stores
+    // (and the cache, and the key, wherever they are): a grant that
+    // contains them or lies inside them.
+    add(
+        "the data directory (LONGHAND_HOME)",
+        data_dir(),
+        true,
+        false,
+    );
+    add(
+        "the install store",
+        data_dir().map(|d| d.join("tools")),
+        true,
+        true,
+    );
+    add(
+        "the trust store",
+        data_dir().map(|d| d.join("trust")),
+        true,
+        true,
+    );
+    add("the compile cache", cache_dir(), true, true);
+    add("the host key (LONGHAND_KEY_DIR)", key_file(), false, true);
     let allow = std::env::var(ALLOW_HOME_GRANTS).is_ok_and(|v| v == "1");
     protect(
         paths,

@@ -256,6 +256,7 @@ fn grants_reaching_the_home_the_cache_or_the_key_are_refused_however_named() {
     let home = lab.home.path();
     std::fs::create_dir_all(home.join("cache/components")).unwrap();
     std::fs::create_dir_all(home.join("work")).unwrap();
+    std::fs::create_dir_all(home.join("tools")).unwrap();
     let refused = |dir: String, allow: bool, keys_outside: bool| {
         let mut cmd = support::command(
             home,
@@ -286,6 +287,7 @@ fn grants_reaching_the_home_the_cache_or_the_key_are_refused_however_named() {
         format!("{h}:/g"),
         format!("{h}/work/..:/g"),
         format!("{h}/cache/components:/g:rw"),
+        format!("{h}/tools:/g:rw"),
     ] {
         let stderr = refused(dir.clone(), false, true);
         assert!(stderr.contains("directory grant"), "{dir}: {stderr}");
@@ -309,6 +311,22 @@ fn grants_reaching_the_home_the_cache_or_the_key_are_refused_however_named() {
     // A grant of the key's own directory, whatever the override says.
     let stderr = refused(format!("{}:/g", lab.keys.path().display()), true, true);
     assert!(stderr.contains("the host key"), "{stderr}");
+    // A workspace kept inside the home reaches none of its stores.
+    let mut cmd = support::command(
+        home,
+        &[
+            "tool",
+            "call",
+            "fs",
+            "list",
+            "--input",
+            r#"{"path":"/g"}"#,
+            "--dir",
+            &format!("{h}/work:/g"),
+        ],
+    );
+    cmd.env("LONGHAND_KEY_DIR", lab.keys.path());
+    support::run(cmd).expect_code(0);
     // And a directory beside the home is granted as before.
     let beside = TempDir::new().unwrap();
     let mut cmd = support::command(
