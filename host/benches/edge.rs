@@ -431,6 +431,7 @@ fn pulley_part(work: &Path, n: usize) -> Result<()> {
     for interpreter in [false, true] {
         let hands = Hands::new(HandsConfig {
             cache_dir: Some(work.join("pulley-cache")),
+            cache_key: None,
             max_concurrent_calls: 4,
             interpreter,
         })?;

@@ -198,6 +198,7 @@ async fn the_interpreter_answers_like_native_code_and_caches_apart() {
     let host = |interpreter| {
         Hands::new(HandsConfig {
             cache_dir: Some(cache.clone()),
+            cache_key: None,
             max_concurrent_calls: 2,
             interpreter,
         })

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -25,6 +25,7 @@ use super::call::CallState;
 use super::caps::{UnsupportedImport, check_imports};
 use super::grants::Access;
 use super::schema::{InputSchema, SchemaLoader};
+use super::seal::{self, HostKey, SEAL_LEN};
 use wasmparser::{Chunk, ComponentTypeRef, Encoding, Parser, Payload};
 
 /// What running a tool does to the world; decides what is re-run after a crash.
@@ -364,25 +365,60 @@ pub(crate) fn judge_imports(
     })
 }
 
+/// The compile cache: a directory of compiled components, each sealed with
+/// the host key ([`super::seal`]).
+///
+/// `Component::deserialize` maps the bytes it is given as native code and
+/// runs them: wasmtime documents it as safe only for bytes it produced
+/// itself. The directory's owner and mode say nothing about who wrote an
+/// entry (a guest granted a directory that contains the cache writes as
+/// this user), so every entry carries an HMAC-SHA256 seal over the
+/// component's digest, the engine's compatibility hash and the compiled
+/// bytes, under a key no grant can reach. An entry is read once into
+/// memory, its seal checked, and only those bytes are deserialized: a
+/// foreign entry (another component's code, renamed), a truncated one or
+/// one with bytes changed is a miss, compiled again and rewritten.
+#[derive(Debug)]
+pub(crate) struct Cache {
+    pub(crate) dir: PathBuf,
+    pub(crate) key: HostKey,
+}
+
+/// What a seal of a cache entry is for.
+const CACHE_DOMAIN: &str = "longhand compile cache v1";
+
+/// Largest cache entry read: 1 GiB. A 40 MiB component compiles to about
+/// three times its size; anything near the limit is not one of ours.
+const MAX_CACHE_ENTRY_BYTES: u64 = 1 << 30;
+
 /// A compiled component, and where to cache it once it has passed every
 /// check (`None`: it came from the cache, or there is no cache).
 pub(crate) struct Compiled {
     pub(crate) component: Component,
-    pub(crate) cache_to: Option<PathBuf>,
+    pub(crate) cache_to: Option<CacheEntry>,
     /// Whether Cranelift ran (false for a cache hit).
     pub(crate) fresh: bool,
 }
 
-/// Compile `bytes`, or load the compiled form from `cache_dir`. Only for
+/// Where one component's compiled form is cached, and what its seal binds.
+pub(crate) struct CacheEntry {
+    path: PathBuf,
+    digest: String,
+    engine: String,
+}
+
+/// Compile `bytes`, or load the compiled form from `cache`. Only for
 /// bytes whose digest and imports have passed ([`imports_of`]).
 ///
 /// The cache key is the content digest plus a hash of everything in the
 /// engine configuration that affects compiled code, so a changed binary or
-/// a changed engine never reuses stale code. Cache entries are written to a
-/// temporary file and renamed into place, so a crash leaves no torn entry.
+/// a changed engine never reuses stale code. An entry is used only when
+/// its seal verifies (see [`Cache`]). Entries are written to a temporary
+/// file and renamed into place, so a crash leaves no torn entry (and a
+/// torn one would not verify).
 pub(crate) fn compile(
     engine: &Engine,
-    cache_dir: Option<&Path>,
+    cache: Option<&Cache>,
     label: &str,
     bytes: &[u8],
     digest: &str,
@@ -392,30 +428,48 @@ pub(crate) fn compile(
         reason,
     };
 
-    let cache_path = cache_dir.filter(|dir| trusted_cache_dir(dir)).map(|dir| {
+    let entry = cache.filter(|c| trusted_cache_dir(&c.dir)).map(|c| {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
+        let engine_hash = format!("{:016x}", hasher.finish());
         let hex = digest.trim_start_matches("sha256:");
-        dir.join(format!("{hex}-{:016x}.cwasm", hasher.finish()))
+        (
+            c,
+            CacheEntry {
+                path: c.dir.join(format!("{hex}-{engine_hash}.cwasm")),
+                digest: digest.to_owned(),
+                engine: engine_hash,
+            },
+        )
     });
-    if let Some(path) = &cache_path
-        && path.exists()
-        && trusted_entry(path)
-    {
-        // SAFETY: the cache directory is private to this user (created 0700)
-        // and entries are only ever written by `Component::serialize` below,
-        // under a name derived from the digest of the source bytes.
-        match unsafe { Component::deserialize_file(engine, path) } {
-            Ok(component) => {
-                return Ok(Compiled {
-                    component,
-                    cache_to: None,
-                    fresh: false,
-                });
+    if let Some((cache, entry)) = &entry {
+        match read_sealed(cache, entry) {
+            Ok(None) => {}
+            Ok(Some(compiled)) => {
+                // SAFETY: `compiled` is the exact bytes whose seal was just
+                // verified under the host key: bytes `Component::serialize`
+                // produced in `remember` for this digest and this engine.
+                // They are in our memory, so nothing can change them
+                // between the check and the use.
+                match unsafe { Component::deserialize(engine, &compiled) } {
+                    Ok(component) => {
+                        return Ok(Compiled {
+                            component,
+                            cache_to: None,
+                            fresh: false,
+                        });
+                    }
+                    Err(err) => {
+                        tracing::warn!(path = %entry.path.display(), %err, "ignoring unusable cache entry");
+                    }
+                }
             }
-            Err(err) => {
-                tracing::warn!(path = %path.display(), %err, "ignoring unusable cache entry");
-                let _ = std::fs::remove_file(path);
+            Err(why) => {
+                tracing::warn!(
+                    path = %entry.path.display(),
+                    "the compile cache entry was not written by this host for {digest} ({why}); \
+                     compiling it again"
+                );
             }
         }
     }
@@ -423,78 +477,79 @@ pub(crate) fn compile(
     let component = Component::new(engine, bytes).map_err(|e| not_component(format!("{e:#}")))?;
     Ok(Compiled {
         component,
-        cache_to: cache_path,
+        cache_to: entry.map(|(_, e)| e),
         fresh: true,
     })
 }
 
-/// Store a compiled component that passed its checks in the cache.
-pub(crate) fn remember(path: &Path, component: &Component) {
-    if let Err(err) = write_cache(path, component) {
-        tracing::warn!(path = %path.display(), %err, "could not write the compile cache");
+/// The compiled bytes of `entry` when they carry a valid seal; `Ok(None)`
+/// when there is no entry; `Err(why)` when there is one that is not ours.
+fn read_sealed(cache: &Cache, entry: &CacheEntry) -> Result<Option<Vec<u8>>, String> {
+    let file = match seal::open_private(&entry.path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_CACHE_ENTRY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    if bytes.len() as u64 > MAX_CACHE_ENTRY_BYTES {
+        return Err(format!("it is over {MAX_CACHE_ENTRY_BYTES} bytes"));
+    }
+    let Some(split) = bytes.len().checked_sub(SEAL_LEN) else {
+        return Err("it is shorter than a seal".to_owned());
+    };
+    let (compiled, tag) = bytes.split_at(split);
+    if !cache.key.verify(
+        CACHE_DOMAIN,
+        &[entry.digest.as_bytes(), entry.engine.as_bytes(), compiled],
+        tag,
+    ) {
+        return Err(
+            "its seal does not verify: another component's entry, truncated, or changed".to_owned(),
+        );
+    }
+    bytes.truncate(split);
+    Ok(Some(bytes))
+}
+
+/// Store a compiled component that passed its checks in the cache, sealed.
+pub(crate) fn remember(cache: &Cache, entry: &CacheEntry, component: &Component) {
+    if let Err(err) = write_cache(cache, entry, component) {
+        tracing::warn!(path = %entry.path.display(), %err, "could not write the compile cache");
     }
 }
 
-/// The effective user id, from `/proc/self/status` (Linux); `None` elsewhere.
-#[cfg(unix)]
-fn effective_uid() -> Option<u32> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    line.split_whitespace().nth(2)?.parse().ok()
-}
-
-/// Compiled code in the cache is loaded without re-validation, so the
-/// directory must be ours and writable by nobody else. If it exists and is
-/// not, the cache is not used (and we say so).
+/// Compiled code in the cache is loaded only with a valid seal, but a
+/// directory others may write is refused as well: they could at least
+/// delete or fill it. If it exists and is not ours, the cache is not used
+/// (and we say so).
 fn trusted_cache_dir(dir: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        match std::fs::metadata(dir) {
-            Err(_) => true, // created 0700 by us on first write
-            Ok(meta) => {
-                let owner_ok = effective_uid().is_none_or(|uid| uid == meta.uid());
-                let ok = meta.is_dir() && owner_ok && meta.mode() & 0o022 == 0;
-                if !ok {
-                    tracing::warn!(
-                        dir = %dir.display(),
-                        "not using the compile cache: the directory must be owned by you and not group- or world-writable"
-                    );
-                }
-                ok
-            }
+    if !dir.exists() {
+        return true; // created 0700 by us on first write
+    }
+    match seal::check_dir(dir) {
+        Ok(()) => true,
+        Err(why) => {
+            tracing::warn!(dir = %dir.display(), "not using the compile cache: {why}");
+            false
         }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = dir;
-        true
-    }
 }
 
-/// A cache entry must be a regular file of ours, writable by nobody else.
-fn trusted_entry(path: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::symlink_metadata(path).is_ok_and(|meta| {
-            meta.is_file()
-                && effective_uid().is_none_or(|uid| uid == meta.uid())
-                && meta.mode() & 0o022 == 0
-        })
-    }
-    #[cfg(not(unix))]
-    {
-        path.is_file()
-    }
-}
-
-fn write_cache(path: &Path, component: &Component) -> anyhow::Result<()> {
+fn write_cache(cache: &Cache, entry: &CacheEntry, component: &Component) -> anyhow::Result<()> {
+    let path = &entry.path;
     let dir = path
         .parent()
         .ok_or_else(|| anyhow::anyhow!("cache path has no parent"))?;
-    create_private_dir(dir)?;
-    let bytes = component.serialize()?;
+    seal::private_dir(dir)?;
+    let mut bytes = component.serialize()?;
+    let tag = cache.key.seal(
+        CACHE_DOMAIN,
+        &[entry.digest.as_bytes(), entry.engine.as_bytes(), &bytes],
+    );
+    bytes.extend_from_slice(&tag);
     let tmp = dir.join(format!(
         ".tmp-{}-{}",
         std::process::id(),
@@ -515,21 +570,6 @@ fn write_cache(path: &Path, component: &Component) -> anyhow::Result<()> {
     }
     std::fs::rename(&tmp, path)?;
     Ok(())
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-    }
-    #[cfg(not(unix))]
-    {
-        std::fs::create_dir_all(dir)
-    }
 }
 
 /// Check what `describe` returned and compile the input schemas.

@@ -26,8 +26,18 @@
 //!
 //! This module opens directories only; what a guest may do inside one is
 //! [`super::fs`]'s business.
+//!
+//! It also keeps the host's own directories out of every grant
+//! ([`protect`]): a grant that contains the data directory, or contains or
+//! lies inside the install store, the trust store, the compile cache or
+//! the host key, is refused when it is resolved and again when a call
+//! opens it. A guest with write access
+//! there could replace compiled code, install records or trusted keys.
+//! The operator may allow the first three explicitly; the host key never
+//! (whoever reads it can seal anything).
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
 
 use super::grants::{Access, DirGrant, DirIdentity, DirSpec, GrantError};
 
@@ -65,8 +75,129 @@ impl DirSpec {
             base.join(&self.host_path)
         };
         let (host_path, identity) = pin(&joined).map_err(bad)?;
+        check_protected(&host_path).map_err(bad)?;
         Ok(DirGrant::pinned(self, host_path, identity))
     }
+}
+
+/// A directory (or file) of the host's that no grant may reach.
+#[derive(Debug, Clone)]
+pub struct ProtectedPath {
+    /// What it is, for the error: "the data directory (LONGHAND_HOME)".
+    pub what: String,
+    /// Where it is; need not exist yet.
+    pub path: PathBuf,
+    /// Whether the operator's override may allow a grant over it. `false`
+    /// for the host key.
+    pub overridable: bool,
+    /// Whether a grant *inside* it is refused too, not only one that
+    /// contains it: `true` for the stores (a grant of `cache/components`
+    /// is the cache), `false` for the data directory as a whole (a
+    /// workspace the operator keeps in it reaches none of the stores,
+    /// which are listed on their own).
+    pub inside_too: bool,
+}
+
+/// The host's paths, as [`protect`] was given them, made real.
+struct Protected {
+    paths: Vec<(ProtectedPath, PathBuf)>,
+    allow_override: bool,
+    how_to_allow: String,
+}
+
+static PROTECTED: OnceLock<Protected> = OnceLock::new();
+
+/// Keep `paths` out of every directory grant this process resolves or
+/// opens. `allow_override` is the operator's explicit decision to grant
+/// the overridable ones anyway; `how_to_allow` is what the refusal tells
+/// them to do for that (the CLI: `LONGHAND_ALLOW_HOME_GRANTS=1`). Set once,
+/// at start, before any grant is resolved; a second call is ignored (the
+/// first one is the process's). A library host that never calls it
+/// protects nothing: it has no home of its own.
+pub fn protect(paths: Vec<ProtectedPath>, allow_override: bool, how_to_allow: &str) {
+    let paths = paths
+        .into_iter()
+        .filter_map(|p| {
+            let real = real_path(&p.path)?;
+            Some((p, real))
+        })
+        .collect();
+    let _ = PROTECTED.set(Protected {
+        paths,
+        allow_override,
+        how_to_allow: how_to_allow.to_owned(),
+    });
+}
+
+/// `path` with symlinks resolved as far as it exists, the rest appended
+/// lexically; `None` when it cannot be made absolute.
+fn real_path(path: &Path) -> Option<PathBuf> {
+    let normal = normalize(path).ok()?;
+    let mut existing = normal.clone();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            let mut out = real;
+            out.extend(rest.iter().rev());
+            return Some(out);
+        }
+        let name = existing.file_name()?.to_owned();
+        rest.push(name);
+        if !existing.pop() {
+            return None;
+        }
+    }
+}
+
+/// Refuse `host_path` (absolute, normal, free of symlinks: what [`pin`]
+/// returns) when it contains, or lies inside, one of the host's protected
+/// paths. Also used for the read-only paths of command checks.
+pub fn check_protected(host_path: &Path) -> Result<(), String> {
+    let Some(protected) = PROTECTED.get() else {
+        return Ok(());
+    };
+    // The grant's own path is free of symlinks; it is made real anyway so
+    // that a path given through one (a command check's read-only path)
+    // is judged by where it leads.
+    let granted = real_path(host_path).unwrap_or_else(|| host_path.to_owned());
+    for (p, real) in &protected.paths {
+        let overlaps = real.starts_with(&granted) || (p.inside_too && granted.starts_with(real));
+        if !overlaps {
+            continue;
+        }
+        if p.overridable && protected.allow_override {
+            tracing::warn!(
+                grant = %granted.display(),
+                protected = %real.display(),
+                "a directory grant reaches {} (allowed by the operator)",
+                p.what
+            );
+            continue;
+        }
+        let relation = if real.starts_with(&granted) {
+            "contains"
+        } else {
+            "is inside"
+        };
+        let what_to_do = if p.overridable {
+            format!(
+                "grant a directory that does not hold it, or, if a tool really must reach it, {}",
+                protected.how_to_allow
+            )
+        } else {
+            "grant a directory that does not hold it; this one is never granted (whoever reads \
+             it can forge what the host trusts): move it with LONGHAND_KEY_DIR if you must grant \
+             this directory"
+                .to_owned()
+        };
+        return Err(format!(
+            "it {relation} {} ({}): a tool with access there could replace what the host \
+             trusts and runs; {what_to_do}",
+            p.what,
+            real.display()
+        ));
+    }
+    Ok(())
 }
 
 /// Make `path` absolute and lexically normal, open it without following
@@ -92,6 +223,9 @@ pub(crate) fn open(grant: &DirGrant) -> Result<std::fs::File, String> {
             path.display()
         )
     };
+    // A grant frozen into a session before the home was protected (or
+    // resolved in another process) is judged again here.
+    check_protected(path).map_err(|why| format!("{}: {why}", named()))?;
     let dir =
         open_nofollow(path).map_err(|e| format!("{}: {}", named(), describe_failure(path, &e)))?;
     let now = identity_of(&dir).map_err(|e| format!("{}: cannot stat it: {e}", named()))?;

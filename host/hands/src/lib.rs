@@ -19,7 +19,7 @@ mod call;
 pub mod caps;
 mod component;
 pub mod dev;
-mod dirs;
+pub mod dirs;
 mod exec;
 mod fs;
 pub mod grants;
@@ -27,6 +27,7 @@ mod net;
 pub mod receipt;
 mod redact;
 pub mod schema;
+pub mod seal;
 mod sockets;
 pub mod tape;
 
@@ -90,7 +91,15 @@ const POOL_MEMORY_BYTES: usize = if cfg!(target_pointer_width = "64") {
 pub struct HandsConfig {
     /// Where compiled components are cached. Default `None`: compile on every
     /// load. The CLI uses `$LONGHAND_HOME/cache` (or the XDG cache dir).
+    /// Entries are sealed with [`HandsConfig::cache_key`].
     pub cache_dir: Option<PathBuf>,
+    /// The host key file that seals cache entries ([`seal::HostKey`];
+    /// made on first use, mode 0600). Default `None`: `host.key` in
+    /// [`HandsConfig::cache_dir`]. An entry is run only when its seal
+    /// verifies; a key that cannot be read or made turns the cache off.
+    /// The CLI uses `$LONGHAND_KEY_DIR/host.key`, else `host.key` in the
+    /// cache directory, and keeps every directory grant away from it.
+    pub cache_key: Option<PathBuf>,
     /// Calls that may run at once; further calls wait. Also sizes the
     /// instance pool. Default 64.
     pub max_concurrent_calls: u32,
@@ -105,6 +114,7 @@ impl Default for HandsConfig {
     fn default() -> Self {
         Self {
             cache_dir: None,
+            cache_key: None,
             max_concurrent_calls: 64,
             interpreter: false,
         }
@@ -115,7 +125,7 @@ impl Default for HandsConfig {
 pub struct Hands {
     engine: Engine,
     linker: Linker<CallState>,
-    cache_dir: Option<PathBuf>,
+    cache: Option<component::Cache>,
     permits: Arc<Semaphore>,
     /// Loaded components by digest: loading the same bytes twice returns the
     /// same compiled, described component (it holds no guest state).
@@ -339,10 +349,24 @@ impl Hands {
                 }
             })?;
 
+        // No key, no cache: a cache entry is run only when its seal
+        // verifies. A key that cannot be read or made is said once, and
+        // every load compiles.
+        let cache = config.cache_dir.and_then(|dir| {
+            let key = config.cache_key.unwrap_or_else(|| dir.join("host.key"));
+            match seal::HostKey::open_or_create(&key) {
+                Ok(key) => Some(component::Cache { dir, key }),
+                Err(err) => {
+                    tracing::warn!(%err, "not using the compile cache");
+                    None
+                }
+            }
+        });
+
         Ok(Self {
             engine,
             linker,
-            cache_dir: config.cache_dir,
+            cache,
             permits: Arc::new(Semaphore::new(slots as usize)),
             loaded: std::sync::Mutex::new(std::collections::HashMap::new()),
             offloader: exec::Offloader::default(),
@@ -443,13 +467,7 @@ impl Hands {
             component: compiled,
             cache_to,
             fresh,
-        } = component::compile(
-            &self.engine,
-            self.cache_dir.as_deref(),
-            &label,
-            &bytes,
-            &digest,
-        )?;
+        } = component::compile(&self.engine, self.cache.as_ref(), &label, &bytes, &digest)?;
         if fresh {
             self.compiles
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -528,8 +546,8 @@ impl Hands {
             "loaded"
         );
         // Only components that passed every check are cached.
-        if let Some(path) = cache_to {
-            component::remember(&path, &compiled);
+        if let (Some(cache), Some(entry)) = (&self.cache, cache_to) {
+            component::remember(cache, &entry, &compiled);
         }
         let tool = Arc::new(LoadedTool {
             label,

@@ -222,6 +222,10 @@ pub fn resolve(
             ));
         }
         if path.exists() {
+            // A check reads where the agent's grants could not reach; the
+            // host's own directories stay out of that too.
+            crate::hands::dirs::check_protected(&path)
+                .map_err(|r| err("read_only", format!("`{text}`: {r}")))?;
             push_new(&mut read_only, path);
         } else {
             notes.push(format!(

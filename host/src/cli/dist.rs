@@ -13,6 +13,7 @@ use super::settings::data_dir;
 use super::term::one_line;
 use super::{Outcome, usage};
 use crate::brain::agent::config::AgentConfig;
+use crate::dist::file::read_regular;
 use crate::dist::lock::{FILE_NAME, Lock, Locked};
 use crate::dist::registry;
 use crate::dist::review::Asks;
@@ -94,8 +95,7 @@ pub async fn publish(
             "publish to an OCI registry: oci://HOST[:PORT]/REPO:TAG",
         ));
     };
-    let bytes = std::fs::read(component)
-        .map_err(|e| usage(format!("cannot read {}: {e}", component.display())))?;
+    let bytes = read_regular(component, registry::MAX_COMPONENT_BYTES, "a component")?;
     let bytes = match key {
         Some(key) => sign::sign(&bytes, &sign::read_secret(key)?)?,
         None => bytes,
@@ -141,18 +141,7 @@ struct Fetched {
 async fn fetch(source: &Source, text: &str, store: &Store) -> anyhow::Result<Fetched> {
     match source {
         Source::Path(path) => {
-            let meta = std::fs::metadata(path)
-                .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
-            if meta.len() > registry::MAX_COMPONENT_BYTES {
-                return Err(usage(format!(
-                    "{} is {} bytes, over the {}-byte limit",
-                    path.display(),
-                    meta.len(),
-                    registry::MAX_COMPONENT_BYTES
-                )));
-            }
-            let bytes = std::fs::read(path)
-                .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
+            let bytes = read_regular(path, registry::MAX_COMPONENT_BYTES, "a component")?;
             let source = std::fs::canonicalize(path)
                 .unwrap_or_else(|_| path.clone())
                 .display()
@@ -464,12 +453,14 @@ pub async fn upgrade(name: &str, approve: bool) -> anyhow::Result<Outcome> {
     for line in diff.lines() {
         println!("  {}", one_line(&line));
     }
-    if !diff.more.is_empty() && !approve {
+    let to_approve = diff.to_approve();
+    if !to_approve.is_empty() && !approve {
         store.hold(&new, &fetched.bytes)?;
         return Err(DistError::Refused(format!(
-            "held: the new version of `{name}` asks for more than the installed one ({}); nothing \
-             changed. Review it, then `longhand tool upgrade {name} --approve`",
-            one_line(&diff.more.join(", "))
+            "held: the new version of `{name}` asks for more than the installed one, or changes \
+             its tools or their effects ({}); nothing changed. Review it, then `longhand tool \
+             upgrade {name} --approve`",
+            one_line(&to_approve.join(", "))
         ))
         .into());
     }

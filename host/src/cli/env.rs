@@ -70,11 +70,18 @@ pub(super) fn with_installed(hands: Hands) -> anyhow::Result<Hands> {
 /// The install store (`DATA_DIR/tools`) and the trust store it verifies
 /// signatures against (`DATA_DIR/trust`); `None` without a data directory.
 pub(super) fn install_store() -> Option<crate::dist::store::Store> {
+    use crate::dist::sign::{Sealing, TrustStore};
     let dir = data_dir()?;
-    Some(crate::dist::store::Store::new(
-        dir.join("tools"),
-        crate::dist::sign::TrustStore::new(dir.join("trust")),
-    ))
+    // Both sealed with the host key (docs/security.md): a record or a key
+    // this host did not write is refused.
+    let seal = Sealing::with_key_at(super::settings::key_file().as_deref());
+    Some(
+        crate::dist::store::Store::new(
+            dir.join("tools"),
+            TrustStore::new(dir.join("trust")).sealed(seal.clone()),
+        )
+        .sealed(seal),
+    )
 }
 
 /// The name this process writes under (leases, approvals): host and pid.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use super::settings::{GrantFlags, cache_dir};
+use super::settings::GrantFlags;
 use super::term::json_line;
 use super::{Outcome, usage};
 use crate::hands::{Hands, HandsConfig};
@@ -98,9 +98,8 @@ pub async fn mcp(args: McpArgs) -> anyhow::Result<Outcome> {
     }
     let hands = super::env::with_installed(
         Hands::new(HandsConfig {
-            cache_dir: cache_dir().map(|d| d.join("components")),
             max_concurrent_calls: args.max_concurrent,
-            ..HandsConfig::default()
+            ..super::settings::hands_config()
         })
         .context("cannot start the tool host")?,
     )?;

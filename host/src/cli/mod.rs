@@ -281,6 +281,8 @@ pub fn main() -> ExitCode {
             return ExitCode::from(exit_code(&Err(err.into())));
         }
     };
+    sigpipe_for(&cli.command);
+    settings::protect_home();
     let result = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -328,6 +330,34 @@ pub fn main() -> ExitCode {
         eprintln!("error: {}", term::printable(&message));
     }
     ExitCode::from(exit_code(&result))
+}
+
+/// Rust starts programs with SIGPIPE ignored, so a write to a closed pipe
+/// or socket is an `EPIPE` error, not a silent death. A command whose
+/// point is printing to a pipe (`longhand log … | head`) should end
+/// quietly when the reader goes, as `cat` does: those get the default
+/// back. Everything else keeps it ignored: servers and workers (a client
+/// that hangs up must not kill them), and every command that talks to a
+/// network peer (a registry, a model, a guest's host) or runs guests,
+/// where a peer closing its end would otherwise kill the process with
+/// exit 141 and no word. There `EPIPE` is an error like any other.
+fn sigpipe_for(command: &Command) {
+    let printer = match command {
+        Command::Log(_) | Command::Sessions { .. } | Command::Plan(_) => true,
+        Command::Approvals(_) => true,
+        Command::Trust(dist::TrustCommand::List) => true,
+        Command::Tool(cmd) => tool::only_prints(cmd),
+        _ => false,
+    };
+    if printer {
+        #[cfg(unix)]
+        // SAFETY: called before the async runtime (or any other thread)
+        // exists; setting a signal's disposition to the default has no
+        // other effect.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
 }
 
 /// Longest error message the CLI prints, in bytes: 64 KiB. Each layer

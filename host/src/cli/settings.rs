@@ -36,10 +36,77 @@ pub fn cache_dir() -> Option<PathBuf> {
         .map(|h| PathBuf::from(h).join(".cache/longhand"))
 }
 
+/// The host key that seals the compile cache, install records and trusted
+/// keys: `$LONGHAND_KEY_DIR/host.key`, else `host.key` in the cache
+/// directory ([`cache_dir`]). No directory grant may contain it, with or
+/// without `LONGHAND_ALLOW_HOME_GRANTS` (docs/security.md): to grant a
+/// directory that holds the cache, put the key elsewhere first.
+pub fn key_file() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("LONGHAND_KEY_DIR").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(dir).join("host.key"));
+    }
+    cache_dir().map(|d| d.join("host.key"))
+}
+
+/// The environment variable by which the operator allows directory grants
+/// that reach the data directory, the compile cache or the trust store.
+pub const ALLOW_HOME_GRANTS: &str = "LONGHAND_ALLOW_HOME_GRANTS";
+
+/// Keep the host's own directories out of every directory grant this
+/// process resolves (agent files, `--dir`/`--mount`, skills, `mcp`,
+/// `serve`, command checks): the data directory, the install and trust
+/// stores, the compile cache and the host key
+/// ([`crate::hands::dirs::protect`]). `LONGHAND_ALLOW_HOME_GRANTS=1`
+/// allows all but the host key; nothing allows that.
+pub fn protect_home() {
+    use crate::hands::dirs::{ProtectedPath, protect};
+    let mut paths = Vec::new();
+    let mut add = |what: &str, path: Option<PathBuf>, overridable: bool, inside_too: bool| {
+        if let Some(path) = path {
+            paths.push(ProtectedPath {
+                what: what.to_owned(),
+                path,
+                overridable,
+                inside_too,
+            });
+        }
+    };
+    // The data directory as a whole: a grant that contains it. Its stores
+    // (and the cache, and the key, wherever they are): a grant that
+    // contains them or lies inside them.
+    add(
+        "the data directory (LONGHAND_HOME)",
+        data_dir(),
+        true,
+        false,
+    );
+    add(
+        "the install store",
+        data_dir().map(|d| d.join("tools")),
+        true,
+        true,
+    );
+    add(
+        "the trust store",
+        data_dir().map(|d| d.join("trust")),
+        true,
+        true,
+    );
+    add("the compile cache", cache_dir(), true, true);
+    add("the host key (LONGHAND_KEY_DIR)", key_file(), false, true);
+    let allow = std::env::var(ALLOW_HOME_GRANTS).is_ok_and(|v| v == "1");
+    protect(
+        paths,
+        allow,
+        &format!("set {ALLOW_HOME_GRANTS}=1 (docs/security.md says what that exposes)"),
+    );
+}
+
 /// Engine settings for the CLI.
 pub fn hands_config() -> HandsConfig {
     HandsConfig {
         cache_dir: cache_dir().map(|d| d.join("components")),
+        cache_key: key_file(),
         // One command runs one call at a time; keep the pool small so start-up
         // reserves little address space.
         max_concurrent_calls: 4,

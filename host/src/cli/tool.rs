@@ -161,6 +161,12 @@ pub enum ToolCommand {
     },
 }
 
+/// Whether `cmd` only prints what is on this machine (so SIGPIPE may end
+/// it quietly when its reader goes; see `cli::sigpipe_for`).
+pub(super) fn only_prints(cmd: &ToolCommand) -> bool {
+    matches!(cmd, ToolCommand::List { .. } | ToolCommand::Describe { .. })
+}
+
 pub async fn run(cmd: ToolCommand) -> anyhow::Result<Outcome> {
     match cmd {
         ToolCommand::List { json } => list(json).await,

@@ -16,6 +16,8 @@
 //! named it, refused with an error that says what was wrong.
 
 pub mod error;
+pub mod file;
+mod http;
 pub mod lock;
 pub mod names;
 pub mod registry;
@@ -23,6 +25,7 @@ pub mod review;
 pub mod sign;
 pub mod source;
 pub mod store;
+pub mod token;
 
 pub use error::DistError;
 pub use names::{is_digest, is_tool_name};

@@ -2,11 +2,12 @@
 //! manifest whose config is `application/vnd.wasm.config.v0+json` and
 //! whose one layer is `application/wasm`), and pulling one back.
 //!
-//! Publishing goes through `oci-client` (blob uploads, the manifest, the
-//! registry's token dance). Pulling reads the manifest and the layer with
-//! the host's own HTTP client, and `oci-client` only for a pull token:
-//! `oci-client` buffers a manifest of any size and follows redirects to any
-//! host, and a registry's answers are hostile input here. So a pull:
+//! Publishing goes through `oci-client` (blob uploads, the manifest), with
+//! a token fetched by [`super::token`]. Pulling reads the manifest and the
+//! layer with the host's own HTTP client, and the token too: `oci-client`
+//! buffers a manifest (and a token answer) of any size, follows redirects
+//! to any host and sends credentials to any realm, and a registry's
+//! answers are hostile input here. So a pull:
 //! - refuses a manifest over [`MAX_MANIFEST_BYTES`] and a component over
 //!   [`MAX_COMPONENT_BYTES`], before buffering them (by `Content-Length`,
 //!   and again while reading);
@@ -22,8 +23,8 @@
 //! localhost); every other registry is HTTPS.
 //!
 //! `oci-client` is the cargo feature `oci` (on by default). A build without
-//! it pulls from registries that answer without a token, and refuses to
-//! publish or to fetch a token, saying which feature it lacks.
+//! it pulls (tokens included) and refuses to publish, saying which feature
+//! it lacks.
 
 use std::time::Duration;
 
@@ -37,8 +38,10 @@ use oci_client::{Client, Reference, RegistryOperation};
 use serde_json::json;
 
 use super::error::{DistError, shown};
+use super::http::{error_answer, pull_client, read_bounded, send};
 use super::names::is_digest;
 use super::source::OciRef;
+use super::token::{self, Auth};
 use crate::hands::digest_of;
 
 /// The manifest media type of a published tool.
@@ -54,13 +57,7 @@ pub const MAX_MANIFEST_BYTES: u64 = 64 << 10;
 /// Largest component pulled or downloaded: 128 MiB. Python and
 /// SpiderMonkey components are 13-40 MiB.
 pub const MAX_COMPONENT_BYTES: u64 = 128 << 20;
-/// Largest error body quoted from a registry: 4 KiB (cut further when shown).
-const MAX_ERROR_BODY_BYTES: u64 = 4 << 10;
-/// Redirects followed within one origin.
-pub const MAX_REDIRECTS: usize = 5;
-/// Longest one request of a pull may take, body included: 10 minutes (128
-/// MiB at ~220 KB/s).
-pub const PULL_TIMEOUT_SECS: u64 = 600;
+pub use super::http::{MAX_REDIRECTS, PULL_TIMEOUT_SECS};
 
 /// What [`pull`] fetched, every digest checked.
 #[derive(Debug, Clone)]
@@ -117,19 +114,6 @@ fn oci_reference(r: &OciRef) -> Reference {
 }
 
 #[cfg(feature = "oci")]
-/// Credentials for a registry: `LONGHAND_REGISTRY_USERNAME` and
-/// `LONGHAND_REGISTRY_PASSWORD` when both are set, else anonymous.
-fn registry_auth(lookup: impl Fn(&str) -> Option<String>) -> RegistryAuth {
-    match (
-        lookup("LONGHAND_REGISTRY_USERNAME"),
-        lookup("LONGHAND_REGISTRY_PASSWORD"),
-    ) {
-        (Some(user), Some(password)) if !user.is_empty() => RegistryAuth::Basic(user, password),
-        _ => RegistryAuth::Anonymous,
-    }
-}
-
-#[cfg(feature = "oci")]
 fn remote(what: &str) -> impl Fn(oci_client::errors::OciDistributionError) -> DistError + '_ {
     move |e| DistError::Remote(format!("{what}: {e}"))
 }
@@ -157,7 +141,11 @@ pub async fn publish(
     }
     let client = oci_client(target);
     let reference = oci_reference(target);
-    let auth = registry_auth(lookup);
+    // The token is fetched here, under the rules of `token` (credentials
+    // to the registry's own origin only, bounded answer), and handed to
+    // `oci-client` ready-made: its own token dance would send the
+    // credentials to whatever realm the registry names.
+    let auth = push_auth(target, &lookup).await?;
     client
         .auth(&reference, &auth, RegistryOperation::Push)
         .await
@@ -224,171 +212,96 @@ pub async fn publish(
     Err(DistError::Usage(NO_OCI.to_owned()))
 }
 
-/// A registry that asks for a token, in a build without `oci-client`.
-#[cfg(not(feature = "oci"))]
-async fn pull_token(r: &OciRef) -> Result<Option<String>, DistError> {
-    Err(DistError::Usage(format!(
-        "{} asks for a token: {NO_OCI}",
-        r.registry
-    )))
-}
-
 #[cfg(not(feature = "oci"))]
 const NO_OCI: &str = "this longhand was built without the registry client (cargo feature \
                       `oci`): build it with `cargo build --release` (all features) or add \
                       `--features oci`";
 
-/// The HTTP client of pulls: the host's TLS, redirects followed only within
-/// the origin they start from, bounded waits.
-fn pull_client() -> Result<reqwest::Client, DistError> {
-    let policy = reqwest::redirect::Policy::custom(|attempt| {
-        let same = attempt.previous().first().is_some_and(|first| {
-            first.scheme() == attempt.url().scheme()
-                && first.host_str() == attempt.url().host_str()
-                && first.port_or_known_default() == attempt.url().port_or_known_default()
-        });
-        if !same || attempt.previous().len() > MAX_REDIRECTS {
-            // Stopped, the 3xx comes back to [`get`], which says why.
-            attempt.stop()
-        } else {
-            attempt.follow()
-        }
-    });
-    crate::http_client::builder()
-        .map_err(|e| DistError::Remote(e.to_string()))?
-        .redirect(policy)
-        .connect_timeout(Duration::from_secs(10))
-        .read_timeout(Duration::from_secs(60))
-        // A whole request, body included: a server dribbling bytes under
-        // the read timeout is cut here.
-        .timeout(Duration::from_secs(PULL_TIMEOUT_SECS))
-        .build()
-        .map_err(|e| DistError::Remote(format!("building the HTTP client: {e}")))
-}
-
-/// GET `url`, refusing a redirect that leaves its origin and any answer
-/// but a success. `auth` is a bearer token.
+/// GET `url` with `auth`, refusing a redirect that leaves its origin.
 async fn get(
     client: &reqwest::Client,
     url: &str,
     accept: Option<&str>,
-    auth: Option<&str>,
+    auth: &Auth,
 ) -> Result<reqwest::Response, DistError> {
     let mut request = client.get(url);
     if let Some(accept) = accept {
         request = request.header(http::header::ACCEPT, accept);
     }
-    if let Some(token) = auth {
-        request = request.bearer_auth(token);
-    }
-    let response = request
-        .send()
-        .await
-        .map_err(|e| DistError::Remote(format!("GET {url}: {}", reqwest_reason(&e))))?;
-    let status = response.status();
-    if status.is_redirection() {
-        let to = response
-            .headers()
-            .get(http::header::LOCATION)
-            .and_then(|l| l.to_str().ok())
-            .unwrap_or("(no Location)");
-        return Err(DistError::Refused(format!(
-            "GET {url} was redirected to {} ({status}): a redirect to another host, scheme or port \
-             is refused (or more than {MAX_REDIRECTS} within one); install from where the bytes are",
-            shown(to, 512)
-        )));
-    }
-    Ok(response)
-}
-
-/// reqwest's error and its causes on one line.
-fn reqwest_reason(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
-/// The body of `response`, refused past `limit` bytes (by its
-/// `Content-Length` before reading, and while reading).
-async fn read_bounded(
-    mut response: reqwest::Response,
-    limit: u64,
-    what: &str,
-) -> Result<Vec<u8>, DistError> {
-    let over = |n: u64| {
-        DistError::Refused(format!(
-            "{what} is {n} bytes or more, over the {limit}-byte limit; refused"
-        ))
-    };
-    if let Some(len) = response.content_length()
-        && len > limit
-    {
-        return Err(over(len));
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| DistError::Remote(format!("reading {what}: {}", reqwest_reason(&e))))?
-    {
-        if body.len() as u64 + chunk.len() as u64 > limit {
-            return Err(over(body.len() as u64 + chunk.len() as u64));
+    request = match auth {
+        Auth::Anonymous => request,
+        Auth::Bearer(token) => request.bearer_auth(token),
+        Auth::Basic(c) => {
+            let (user, password) = c.parts();
+            request.basic_auth(user, Some(password))
         }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
+    };
+    send(request, url).await
 }
 
-/// An error answer, quoting a bounded part of its body.
-async fn error_answer(response: reqwest::Response, url: &str) -> DistError {
-    let status = response.status();
-    let body = read_bounded(response, MAX_ERROR_BODY_BYTES, "the error body")
-        .await
-        .unwrap_or_default();
-    let body = String::from_utf8_lossy(&body);
-    DistError::Remote(format!(
-        "GET {url}: the server answered {status}: {}",
-        shown(body.trim(), 512)
-    ))
-}
-
-#[cfg(feature = "oci")]
-/// A pull token, when the registry asks for one (401), through
-/// `oci-client`'s implementation of the registry token protocol.
-async fn pull_token(r: &OciRef) -> Result<Option<String>, DistError> {
-    let client = oci_client(r);
-    client
-        .auth(
-            &oci_reference(r),
-            &registry_auth(|n| std::env::var(n).ok()),
-            RegistryOperation::Pull,
-        )
-        .await
-        .map_err(remote(&format!("authenticating to {}", r.registry)))
-}
-
-/// GET a registry path, with a pull token when the first answer is 401.
+/// GET a registry path, answering a `401` once ([`token::answer`]).
 async fn registry_get(
     client: &reqwest::Client,
     r: &OciRef,
     url: &str,
     accept: Option<&str>,
-    token: &mut Option<String>,
+    auth: &mut Option<Auth>,
 ) -> Result<reqwest::Response, DistError> {
-    let response = get(client, url, accept, token.as_deref()).await?;
-    if response.status() != reqwest::StatusCode::UNAUTHORIZED || token.is_some() {
+    let first = auth.clone().unwrap_or(Auth::Anonymous);
+    let response = get(client, url, accept, &first).await?;
+    if response.status() != reqwest::StatusCode::UNAUTHORIZED || auth.is_some() {
         return Ok(response);
     }
-    *token = pull_token(r).await?;
-    if token.is_none() {
+    let challenge = response
+        .headers()
+        .get(http::header::WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let answered = token::answer(
+        client,
+        r,
+        challenge.as_deref(),
+        &format!("repository:{}:pull", r.repository),
+        |n| std::env::var(n).ok(),
+    )
+    .await?;
+    if matches!(answered, Auth::Anonymous) {
         return Ok(response);
     }
-    get(client, url, accept, token.as_deref()).await
+    let retried = get(client, url, accept, &answered).await;
+    *auth = Some(answered);
+    retried
+}
+
+#[cfg(feature = "oci")]
+/// What a push sends: the registry's `/v2/` asked, and answered under the
+/// rules of [`token`].
+async fn push_auth(
+    target: &OciRef,
+    lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<RegistryAuth, DistError> {
+    let client = pull_client()?;
+    let url = format!("{}://{}/v2/", target.scheme(), target.registry);
+    let response = get(&client, &url, None, &Auth::Anonymous).await?;
+    if response.status() != reqwest::StatusCode::UNAUTHORIZED {
+        return Ok(RegistryAuth::Anonymous);
+    }
+    let challenge = response
+        .headers()
+        .get(http::header::WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let scope = format!("repository:{}:pull,push", target.repository);
+    Ok(
+        match token::answer(&client, target, challenge.as_deref(), &scope, lookup).await? {
+            Auth::Anonymous => RegistryAuth::Anonymous,
+            Auth::Bearer(token) => RegistryAuth::Bearer(token),
+            Auth::Basic(c) => {
+                let (user, password) = c.parts();
+                RegistryAuth::Basic(user.to_owned(), password.to_owned())
+            }
+        },
+    )
 }
 
 /// The parts of an OCI image manifest a pull reads (the image-spec's
@@ -427,7 +340,7 @@ struct Descriptor {
 async fn manifest(
     client: &reqwest::Client,
     r: &OciRef,
-    token: &mut Option<String>,
+    auth: &mut Option<Auth>,
 ) -> Result<(String, Manifest), DistError> {
     let url = format!(
         "{}://{}/v2/{}/manifests/{}",
@@ -436,7 +349,7 @@ async fn manifest(
         r.repository,
         r.reference()
     );
-    let response = registry_get(client, r, &url, Some(MANIFEST_MEDIA_TYPE), token).await?;
+    let response = registry_get(client, r, &url, Some(MANIFEST_MEDIA_TYPE), auth).await?;
     if !response.status().is_success() {
         return Err(error_answer(response, &url).await);
     }
@@ -539,15 +452,15 @@ async fn manifest(
 /// The manifest digest `r` resolves to now (the tag's current target).
 pub async fn resolve(r: &OciRef) -> Result<String, DistError> {
     let client = pull_client()?;
-    let mut token = None;
-    Ok(manifest(&client, r, &mut token).await?.0)
+    let mut auth = None;
+    Ok(manifest(&client, r, &mut auth).await?.0)
 }
 
 /// Pull the component `r` names, every digest checked.
 pub async fn pull(r: &OciRef) -> Result<Pulled, DistError> {
     let client = pull_client()?;
-    let mut token = None;
-    let (manifest_digest, manifest) = manifest(&client, r, &mut token).await?;
+    let mut auth = None;
+    let (manifest_digest, manifest) = manifest(&client, r, &mut auth).await?;
     let layer = &manifest.layers[0];
     let size = layer.size as u64;
     let url = format!(
@@ -557,7 +470,7 @@ pub async fn pull(r: &OciRef) -> Result<Pulled, DistError> {
         r.repository,
         layer.digest
     );
-    let response = registry_get(&client, r, &url, None, &mut token).await?;
+    let response = registry_get(&client, r, &url, None, &mut auth).await?;
     if !response.status().is_success() {
         return Err(error_answer(response, &url).await);
     }
@@ -587,7 +500,7 @@ pub async fn pull(r: &OciRef) -> Result<Pulled, DistError> {
 /// its origin. The caller checks what it got (a digest pin or a signature).
 pub async fn download(url: &str) -> Result<Vec<u8>, DistError> {
     let client = pull_client()?;
-    let response = get(&client, url, None, None).await?;
+    let response = get(&client, url, None, &Auth::Anonymous).await?;
     if !response.status().is_success() {
         return Err(error_answer(response, url).await);
     }

@@ -11,7 +11,17 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::hands::{Access, CapabilityRequests, LoadedTool};
+use crate::hands::{Access, CapabilityRequests, Effect, LoadedTool};
+
+/// A tool as the review shows it: `NAME (effect)`.
+fn tool_line(name: &str, effect: Effect) -> String {
+    let effect = match effect {
+        Effect::ReadOnly => "read-only",
+        Effect::Idempotent => "idempotent",
+        Effect::Writes => "writes",
+    };
+    format!("{name} ({effect})")
+}
 
 /// What a component asks for, in a form that diffs line by line.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,16 +40,29 @@ pub struct Asks {
     /// Secret names it requests.
     #[serde(default)]
     pub secrets: BTreeSet<String>,
+    /// Its tools with their effects, `NAME (read-only|idempotent|writes)`.
+    /// Tool names drive approvals and `only`; effects drive what is re-run
+    /// after a crash: a change to either is the operator's to approve.
+    #[serde(default)]
+    pub tools: BTreeSet<String>,
 }
 
 impl Asks {
     /// What `tool` asks for.
     pub fn of(tool: &LoadedTool) -> Self {
-        Self::from_parts(tool.capabilities(), &tool.info().requests)
+        let mut asks = Self::from_parts(tool.capabilities(), &tool.info().requests);
+        asks.tools = tool
+            .info()
+            .tools
+            .iter()
+            .map(|t| tool_line(&t.name, t.effect))
+            .collect();
+        asks
     }
 
     fn from_parts(imports: &[&str], requests: &CapabilityRequests) -> Self {
         Self {
+            tools: BTreeSet::new(),
             imports: imports.iter().map(|s| (*s).to_owned()).collect(),
             dirs: requests
                 .dirs
@@ -67,8 +90,9 @@ impl Asks {
         lines
     }
 
-    fn sets(&self) -> [(&'static str, &BTreeSet<String>); 5] {
+    fn sets(&self) -> [(&'static str, &BTreeSet<String>); 6] {
         [
+            ("tool", &self.tools),
             ("import", &self.imports),
             ("dir", &self.dirs),
             ("host", &self.hosts),
@@ -99,6 +123,19 @@ pub struct Diff {
 }
 
 impl Diff {
+    /// What holds an upgrade until the operator approves it: everything
+    /// asked for anew, and every tool dropped (a name an approval rule or
+    /// an `only` list relies on; with a changed effect, the old line is
+    /// dropped and the new one added).
+    pub fn to_approve(&self) -> Vec<String> {
+        let dropped = self
+            .less
+            .iter()
+            .filter(|l| l.starts_with("tool "))
+            .map(|l| format!("no longer {l}"));
+        self.more.iter().cloned().chain(dropped).collect()
+    }
+
     /// `+ …` and `- …` lines, the additions first.
     pub fn lines(&self) -> Vec<String> {
         let plus = self.more.iter().map(|l| format!("+ {l}"));
@@ -134,6 +171,35 @@ mod tests {
         assert_eq!(
             old.lines(),
             ["import http", "dir /w (ro)", "host a.example"]
+        );
+    }
+
+    #[test]
+    fn an_added_or_dropped_tool_or_a_changed_effect_needs_approval() {
+        let old = Asks {
+            tools: [
+                tool_line("a", Effect::ReadOnly),
+                tool_line("b", Effect::ReadOnly),
+            ]
+            .into(),
+            ..Asks::default()
+        };
+        let mut new = old.clone();
+        assert!(old.diff(&new).to_approve().is_empty());
+        new.tools = [
+            tool_line("a", Effect::Writes),
+            tool_line("c", Effect::ReadOnly),
+        ]
+        .into();
+        let approve = old.diff(&new).to_approve();
+        assert_eq!(
+            approve,
+            [
+                "tool a (writes)",
+                "tool c (read-only)",
+                "no longer tool a (read-only)",
+                "no longer tool b (read-only)"
+            ]
         );
     }
 }

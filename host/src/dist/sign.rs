@@ -88,21 +88,13 @@ fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), DistError> {
 }
 
 fn read_key_file(path: &Path) -> Result<Vec<u8>, DistError> {
-    let meta =
-        std::fs::metadata(path).map_err(DistError::io(format!("reading {}", path.display())))?;
-    if meta.len() > MAX_KEY_FILE_BYTES {
-        return Err(DistError::Usage(format!(
-            "{} is {} bytes; a key file is under {MAX_KEY_FILE_BYTES}",
-            path.display(),
-            meta.len()
-        )));
-    }
-    std::fs::read(path).map_err(DistError::io(format!("reading {}", path.display())))
+    super::file::read_regular(path, MAX_KEY_FILE_BYTES, "a key file")
 }
 
 /// The secret key in `path` (written by [`keygen`]). A secret key file that
 /// others may read is refused: it signs for whoever trusts it.
 pub fn read_secret(path: &Path) -> Result<SecretKey, DistError> {
+    let bytes = read_key_file(path)?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -116,7 +108,6 @@ pub fn read_secret(path: &Path) -> Result<SecretKey, DistError> {
             )));
         }
     }
-    let bytes = read_key_file(path)?;
     SecretKey::from_any(&bytes).map_err(|e| {
         DistError::Usage(format!(
             "{} is not an Ed25519 secret key ({e}); make one with `longhand tool keygen`",
@@ -167,34 +158,140 @@ pub fn check(bytes: &[u8], trusted: &[PublicKey]) -> Signature {
     Signature::Untrusted
 }
 
-/// The trust store: one `.pub` per trusted signer under `dir`.
+/// What a trusted key's seal is for.
+const TRUST_DOMAIN: &str = "longhand trusted key v1";
+
+/// The trust store: one `.pub` per trusted signer under `dir`, each with a
+/// `.seal` beside it when the store is sealed ([`TrustStore::sealed`]).
 #[derive(Debug, Clone)]
 pub struct TrustStore {
     dir: PathBuf,
+    seal: Sealing,
+}
+
+/// Whether what a store reads must carry the host key's seal.
+#[derive(Debug, Clone)]
+pub enum Sealing {
+    /// No seals written or checked (a library host without a key).
+    Off,
+    /// Seals written with, and checked against, this key.
+    On(crate::hands::seal::HostKey),
+    /// The host key could not be read or made: nothing sealed is trusted,
+    /// and the reason is every read's error.
+    Broken(String),
+}
+
+impl Sealing {
+    /// The CLI's: sealed with the host key at `path`, or broken saying why.
+    pub fn with_key_at(path: Option<&Path>) -> Self {
+        match path {
+            None => Self::Broken(
+                "there is no host key (no cache directory: set LONGHAND_HOME or \
+                 LONGHAND_KEY_DIR)"
+                    .to_owned(),
+            ),
+            Some(path) => match crate::hands::seal::HostKey::open_or_create(path) {
+                Ok(key) => Self::On(key),
+                Err(e) => Self::Broken(e.to_string()),
+            },
+        }
+    }
+
+    /// The key, or `None` when sealing is off; an error when it is broken.
+    pub(crate) fn key(&self) -> Result<Option<&crate::hands::seal::HostKey>, DistError> {
+        match self {
+            Self::Off => Ok(None),
+            Self::On(key) => Ok(Some(key)),
+            Self::Broken(why) => Err(DistError::Refused(format!(
+                "the host key that seals the install and trust stores is unusable: {why}"
+            ))),
+        }
+    }
 }
 
 impl TrustStore {
-    /// The store in `dir` (created on the first [`TrustStore::add`]).
+    /// The store in `dir` (created on the first [`TrustStore::add`]),
+    /// unsealed.
     pub fn new(dir: PathBuf) -> Self {
-        Self { dir }
+        Self {
+            dir,
+            seal: Sealing::Off,
+        }
+    }
+
+    /// The same store, each key sealed on `add` and checked on read: a
+    /// key file `trust add` did not write on this host (planted by a tool
+    /// granted the home) trusts nobody.
+    pub fn sealed(mut self, seal: Sealing) -> Self {
+        self.seal = seal;
+        self
+    }
+
+    /// The `.seal` beside a key file.
+    fn seal_path(key_file: &Path) -> PathBuf {
+        key_file.with_extension("seal")
     }
 
     /// Trust the public key in `path`; returns its signer name. Adding a
-    /// key already trusted is not an error.
+    /// key already trusted is not an error. The store's directory is made
+    /// 0700 and the key file 0600: only this user may change whom the
+    /// host trusts.
     pub fn add(&self, path: &Path) -> Result<String, DistError> {
         let pk = read_public(path)?;
         let signer = signer_of(&pk);
-        std::fs::create_dir_all(&self.dir)
+        crate::hands::seal::private_dir(&self.dir)
             .map_err(DistError::io(format!("creating {}", self.dir.display())))?;
+        self.check_dir()?;
         let file = self.dir.join(format!("{}.pub", file_stem(&signer)));
-        let tmp = self.dir.join(format!(".tmp-{}", std::process::id()));
-        std::fs::write(&tmp, pk.to_pem())
-            .and_then(|()| std::fs::rename(&tmp, &file))
-            .map_err(DistError::io(format!("writing {}", file.display())))?;
+        let key = self.seal.key()?;
+        // The seal first: a crash between the two leaves a seal without a
+        // key (nothing trusted), never a key without its seal.
+        if let Some(key) = key {
+            let seal = hex::encode(key.seal(TRUST_DOMAIN, &[signer.as_bytes()]));
+            self.write_private(&Self::seal_path(&file), seal.as_bytes())?;
+        }
+        self.write_private(&file, pk.to_pem().as_bytes())?;
         Ok(signer)
     }
 
-    /// Every trusted key. A file that is not a key is skipped with a
+    /// Write `bytes` to `path` in the store, mode 0600, atomically.
+    fn write_private(&self, path: &Path, bytes: &[u8]) -> Result<(), DistError> {
+        let tmp = self.dir.join(format!(".tmp-{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        write_new(&tmp, bytes, 0o600)?;
+        std::fs::rename(&tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            DistError::io(format!("writing {}", path.display()))(e)
+        })
+    }
+
+    /// The store's directory must be this user's and writable by nobody
+    /// else, and not a symlink: whoever can write it decides whom the host
+    /// trusts.
+    fn check_dir(&self) -> Result<(), DistError> {
+        let refuse = |why: String| {
+            DistError::Refused(format!(
+                "the trust store {} is not trusted: {why}. Nothing it holds is trusted until \
+                 it is fixed; check every key in it (`longhand trust list`) afterwards",
+                self.dir.display()
+            ))
+        };
+        let meta = std::fs::symlink_metadata(&self.dir)
+            .map_err(DistError::io(format!("reading {}", self.dir.display())))?;
+        if meta.file_type().is_symlink() {
+            return Err(refuse(
+                "it is a symbolic link; make it a directory of its own (`mkdir -m 700`) and \
+                 `longhand trust add` each key again"
+                    .to_owned(),
+            ));
+        }
+        crate::hands::seal::check_dir(&self.dir).map_err(refuse)
+    }
+
+    /// Every trusted key. The store's directory and each key file must be
+    /// this user's, writable by nobody else, and not symbolic links; one
+    /// that is not refuses the whole store (a key someone else could have
+    /// planted trusts nobody). A file that is not a key is skipped with a
     /// warning (it trusts nobody).
     pub fn keys(&self) -> Result<Vec<PublicKey>, DistError> {
         let entries = match std::fs::read_dir(&self.dir) {
@@ -202,18 +299,85 @@ impl TrustStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(DistError::io(format!("reading {}", self.dir.display()))(e)),
         };
+        self.check_dir()?;
+        let seal = self.seal.key()?;
         let mut keys = Vec::new();
         for entry in entries.flatten() {
             let path = entry.path();
             if path.extension().is_some_and(|e| e == "pub") {
-                match read_public(&path) {
-                    Ok(pk) => keys.push(pk),
-                    Err(e) => tracing::warn!(path = %path.display(), %e, "not a trusted key"),
+                check_key_file(&path)?;
+                let pk = match read_public(&path) {
+                    Ok(pk) => pk,
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), %e, "not a trusted key");
+                        continue;
+                    }
+                };
+                if let Some(key) = seal
+                    && !self.sealed_by(key, &path, &signer_of(&pk))
+                {
+                    tracing::warn!(
+                        path = %path.display(),
+                        "not a trusted key: `longhand trust add` did not write it on this host \
+                         (no valid seal beside it); if you do trust it, `longhand trust add` it"
+                    );
+                    continue;
                 }
+                keys.push(pk);
             }
         }
         Ok(keys)
     }
+
+    /// Whether the `.seal` beside `path` is this host's seal of `signer`.
+    fn sealed_by(&self, key: &crate::hands::seal::HostKey, path: &Path, signer: &str) -> bool {
+        let seal_path = Self::seal_path(path);
+        let Ok(text) = super::file::read_regular(&seal_path, 256, "a seal") else {
+            return false;
+        };
+        let Ok(seal) = hex::decode(text.trim_ascii()) else {
+            return false;
+        };
+        key.verify(TRUST_DOMAIN, &[signer.as_bytes()], &seal)
+    }
+}
+
+/// A trusted key file: a regular file (not a symlink) of this user's that
+/// nobody else may write.
+fn check_key_file(path: &Path) -> Result<(), DistError> {
+    let meta = std::fs::symlink_metadata(path)
+        .map_err(DistError::io(format!("reading {}", path.display())))?;
+    let refuse = |why: String| {
+        DistError::Refused(format!(
+            "trusted key {} is refused: {why}. Remove it, and `longhand trust add` the \
+             publisher's KEY.pub if you do trust them",
+            path.display()
+        ))
+    };
+    if meta.file_type().is_symlink() {
+        return Err(refuse("it is a symbolic link".to_owned()));
+    }
+    if !meta.is_file() {
+        return Err(refuse("it is not a regular file".to_owned()));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if crate::hands::seal::effective_uid().is_some_and(|uid| uid != meta.uid()) {
+            return Err(refuse(format!(
+                "it belongs to uid {}, not to you",
+                meta.uid()
+            )));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(refuse(format!(
+                "others may write it (mode {:o}); if it is the key you added, `chmod 600 {}`",
+                meta.mode() & 0o777,
+                path.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A signer name as a file name (`ed25519-<hex>`).

@@ -22,7 +22,7 @@ use super::error::DistError;
 use super::names::{is_digest, is_tool_name};
 use super::registry::MAX_COMPONENT_BYTES;
 use super::review::Asks;
-use super::sign::{self, Signature, TrustStore};
+use super::sign::{self, Sealing, Signature, TrustStore};
 use crate::hands::{Installed, InstalledBytes, digest_of};
 
 /// Largest record read, in bytes.
@@ -69,18 +69,44 @@ pub struct Record {
     pub asks: Asks,
 }
 
+/// What an install record's seal is for.
+const RECORD_DOMAIN: &str = "longhand install record v1";
+
+/// A record as it is written: the record, and the host key's seal over
+/// its compact JSON, its kind (installed or held) and its name.
+#[derive(Serialize, Deserialize)]
+struct SealedRecord {
+    #[serde(flatten)]
+    record: Record,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seal: Option<String>,
+}
+
 /// The install store under a directory, with the trust store it verifies
 /// signatures against.
 #[derive(Debug, Clone)]
 pub struct Store {
     root: PathBuf,
     trust: TrustStore,
+    seal: Sealing,
 }
 
 impl Store {
-    /// The store in `root` (created on the first write).
+    /// The store in `root` (created on the first write), unsealed.
     pub fn new(root: PathBuf, trust: TrustStore) -> Self {
-        Self { root, trust }
+        Self {
+            root,
+            trust,
+            seal: Sealing::Off,
+        }
+    }
+
+    /// The same store, each record sealed when written and checked when
+    /// read: a record this host did not write (one a tool granted the home
+    /// rewrote to name its own bytes) is refused.
+    pub fn sealed(mut self, seal: Sealing) -> Self {
+        self.seal = seal;
+        self
     }
 
     /// The trust store.
@@ -108,7 +134,7 @@ impl Store {
         if !is_tool_name(name) {
             return Ok(None);
         }
-        read_record(&self.record_path(name))
+        self.read_record(&self.record_path(name), "installed", name)
     }
 
     /// The upgrade of `name` held for review, if any.
@@ -116,7 +142,7 @@ impl Store {
         if !is_tool_name(name) {
             return Ok(None);
         }
-        read_record(&self.held_path(name))
+        self.read_record(&self.held_path(name), "held", name)
     }
 
     /// Every installed record, by name.
@@ -149,7 +175,7 @@ impl Store {
     /// dropping any held upgrade of it.
     pub fn install(&self, record: &Record, bytes: &[u8]) -> Result<(), DistError> {
         self.put_blob(&record.digest, bytes)?;
-        write_json(&self.record_path(&record.name), record)?;
+        self.write_record(&self.record_path(&record.name), "installed", record)?;
         let held = self.held_path(&record.name);
         if held.exists() {
             std::fs::remove_file(&held)
@@ -161,7 +187,78 @@ impl Store {
     /// Keep `bytes` as the held upgrade of `record.name`, for `--approve`.
     pub fn hold(&self, record: &Record, bytes: &[u8]) -> Result<(), DistError> {
         self.put_blob(&record.digest, bytes)?;
-        write_json(&self.held_path(&record.name), record)
+        self.write_record(&self.held_path(&record.name), "held", record)
+    }
+
+    fn record_seal(
+        key: &crate::hands::seal::HostKey,
+        kind: &str,
+        record: &Record,
+    ) -> Result<[u8; 32], DistError> {
+        let compact = serde_json::to_vec(record)
+            .map_err(|e| DistError::Usage(format!("encoding the record: {e}")))?;
+        Ok(key.seal(
+            RECORD_DOMAIN,
+            &[kind.as_bytes(), record.name.as_bytes(), &compact],
+        ))
+    }
+
+    fn write_record(&self, path: &Path, kind: &str, record: &Record) -> Result<(), DistError> {
+        let seal = match self.seal.key()? {
+            Some(key) => Some(hex::encode(Self::record_seal(key, kind, record)?)),
+            None => None,
+        };
+        write_json(
+            path,
+            &SealedRecord {
+                record: record.clone(),
+                seal,
+            },
+        )
+    }
+
+    fn read_record(
+        &self,
+        path: &Path,
+        kind: &str,
+        name: &str,
+    ) -> Result<Option<Record>, DistError> {
+        let Some(sealed) = read_record(path)? else {
+            return Ok(None);
+        };
+        let record = sealed.record;
+        if record.name != name {
+            return Err(DistError::Refused(format!(
+                "{} names `{}`, not `{name}`; reinstall the tool",
+                path.display(),
+                super::error::shown(&record.name, 64)
+            )));
+        }
+        if let Some(key) = self.seal.key()? {
+            let compact = serde_json::to_vec(&record)
+                .map_err(|e| DistError::Usage(format!("encoding the record: {e}")))?;
+            let ok = sealed
+                .seal
+                .as_deref()
+                .and_then(|s| hex::decode(s).ok())
+                .is_some_and(|seal| {
+                    key.verify(
+                        RECORD_DOMAIN,
+                        &[kind.as_bytes(), record.name.as_bytes(), &compact],
+                        &seal,
+                    )
+                });
+            if !ok {
+                return Err(DistError::Refused(format!(
+                    "{} was not written by `longhand tool install` on this host (its seal is \
+                     missing or does not verify: changed on disk, or written by an older \
+                     longhand); reinstall it: `longhand tool install {}`",
+                    path.display(),
+                    super::error::shown(&record.source, 256)
+                )));
+            }
+        }
+        Ok(Some(record))
     }
 
     fn put_blob(&self, digest: &str, bytes: &[u8]) -> Result<(), DistError> {
@@ -251,7 +348,7 @@ impl Installed for Store {
     }
 }
 
-fn read_record(path: &Path) -> Result<Option<Record>, DistError> {
+fn read_record(path: &Path) -> Result<Option<SealedRecord>, DistError> {
     let file = match std::fs::File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

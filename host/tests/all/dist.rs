@@ -952,3 +952,478 @@ fn a_javascript_tool_is_published_and_installed() {
         ),
     }
 }
+
+// Issue 26, part 2: credentials, bounds on what is read, the trust store,
+// SIGPIPE and upgrades that change tools.
+
+/// A loopback server that records each request's head (lowercased) and
+/// answers through `answer(path, head, stream)`, which may write as much
+/// as it likes (an endless body ends when the client hangs up).
+struct Spy {
+    port: u16,
+    heads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Spy {
+    fn start(answer: impl Fn(&str, &str, &mut TcpStream) + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = heads.clone();
+        let answer = std::sync::Arc::new(answer);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let seen = seen.clone();
+                let answer = answer.clone();
+                std::thread::spawn(move || {
+                    let Some(head) = read_head(&stream) else {
+                        return;
+                    };
+                    let head = head.to_ascii_lowercase();
+                    seen.lock().unwrap().push(head.clone());
+                    let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                    answer(&path, &head, &mut stream);
+                });
+            }
+        });
+        Self { port, heads }
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
+}
+
+/// The request line and headers of one request (a GET: no body).
+fn read_head(stream: &TcpStream) -> Option<String> {
+    use std::io::BufRead;
+    let mut reader = std::io::BufReader::new(stream.try_clone().ok()?);
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if line.trim_end().is_empty() {
+            return Some(head);
+        }
+        head.push_str(&line);
+    }
+}
+
+/// The credentials every test here sets.
+const USER: &str = "alice";
+const PASSWORD: &str = "s3cret-pass";
+
+/// `tool install oci://127.0.0.1:PORT/evil:v1` with registry credentials
+/// set, and `extra` environment.
+fn install_with_credentials(home: &Home, port: u16, extra: &[(&str, String)]) -> Ended {
+    let mut cmd = home.cmd(&[
+        "tool",
+        "install",
+        &format!("oci://127.0.0.1:{port}/evil:v1"),
+        "--allow-unsigned",
+    ]);
+    cmd.env("LONGHAND_REGISTRY_USERNAME", USER)
+        .env("LONGHAND_REGISTRY_PASSWORD", PASSWORD);
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    support::run(cmd)
+}
+
+/// A registry that asks every request without a bearer token for one
+/// from `realm`, and answers 404 to the others.
+fn token_registry(realm: String) -> Spy {
+    Spy::start(move |_, head, stream| {
+        let answer = if head.contains("authorization: bearer") {
+            response("404 Not Found", &[], b"{}", true)
+        } else {
+            response(
+                "401 Unauthorized",
+                &[(
+                    "WWW-Authenticate",
+                    format!(r#"Bearer realm="{realm}",service="evil""#),
+                )],
+                b"{}",
+                true,
+            )
+        };
+        let _ = stream.write_all(&answer);
+    })
+}
+
+#[test]
+fn registry_credentials_go_only_to_the_registrys_origin_or_an_allowed_one() {
+    let home = Home::new();
+    let token = |_: &str, _: &str, stream: &mut TcpStream| {
+        let _ = stream.write_all(&response(
+            "200 OK",
+            &[("Content-Type", "application/json".to_owned())],
+            br#"{"token":"t0k3n"}"#,
+            true,
+        ));
+    };
+    let sent_credentials = |spy: &Spy| spy.heads().iter().any(|h| h.contains("authorization"));
+
+    // Another port is another origin: asked anonymously, never with the
+    // credentials.
+    let elsewhere = Spy::start(token);
+    let registry = token_registry(format!("http://127.0.0.1:{}/token", elsewhere.port));
+    let out = install_with_credentials(&home, registry.port, &[]);
+    assert_ne!(out.code, Some(0));
+    assert!(!elsewhere.heads().is_empty(), "the token was asked for");
+    assert!(
+        !sent_credentials(&elsewhere),
+        "credentials went to another origin: {:?}",
+        elsewhere.heads()
+    );
+    assert!(
+        out.stderr.contains("LONGHAND_REGISTRY_TOKEN_ORIGINS"),
+        "{}",
+        out.stderr
+    );
+
+    // Allowed by the operator, that origin gets them.
+    let allowed = Spy::start(token);
+    let registry = token_registry(format!("http://127.0.0.1:{}/token", allowed.port));
+    install_with_credentials(
+        &home,
+        registry.port,
+        &[(
+            "LONGHAND_REGISTRY_TOKEN_ORIGINS",
+            format!("http://127.0.0.1:{}", allowed.port),
+        )],
+    );
+    assert!(sent_credentials(&allowed), "{:?}", allowed.heads());
+
+    // A token service that redirects to another origin is not followed.
+    let beyond = Spy::start(token);
+    let target = format!("http://127.0.0.1:{}/token", beyond.port);
+    let redirecting = Spy::start(move |_, _, stream| {
+        let _ = stream.write_all(&response(
+            "302 Found",
+            &[("Location", target.clone())],
+            b"",
+            true,
+        ));
+    });
+    let registry = token_registry(format!("http://127.0.0.1:{}/token", redirecting.port));
+    let out = install_with_credentials(
+        &home,
+        registry.port,
+        &[(
+            "LONGHAND_REGISTRY_TOKEN_ORIGINS",
+            format!("http://127.0.0.1:{}", redirecting.port),
+        )],
+    );
+    out.expect_code(3);
+    assert!(out.stderr.contains("was redirected to"), "{}", out.stderr);
+    assert!(beyond.heads().is_empty(), "the redirect was followed");
+    assert!(listed(&home).is_empty());
+}
+
+/// Run `cmd` to the end; its exit code (`None`: killed by a signal), its
+/// stderr, and its peak resident memory in KiB (from `wait4`).
+#[expect(
+    clippy::zombie_processes,
+    reason = "the child is reaped by wait4 (for its rusage), which `Child` does not see"
+)]
+fn run_measured(mut cmd: Command) -> (Option<i32>, String, u64) {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let pid = child.id() as libc::pid_t;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let finished = done.clone();
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + support::PROCESS_LIMIT;
+        while Instant::now() < deadline {
+            if finished.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if !finished.load(std::sync::atomic::Ordering::SeqCst) {
+            // SAFETY: kill has no memory effects; the child is not reaped
+            // yet (wait4 below has not returned), so the pid is still its.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waiting on our own child with valid pointers.
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(waited, pid);
+    let status = std::process::ExitStatus::from_raw(status);
+    (
+        status.code(),
+        reader.join().unwrap(),
+        usage.ru_maxrss as u64,
+    )
+}
+
+#[test]
+fn an_endless_token_answer_is_cut_at_64_kib() {
+    let home = Home::new();
+    // The registry's own origin names itself as the token service, and
+    // streams a token that never ends.
+    let registry = Spy::start(|path, _, stream| {
+        if path.starts_with("/token") {
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+            );
+            let chunk = vec![b'a'; 64 << 10];
+            let start = br#"{"token":"aaaaaa"#;
+            let mut first = format!("{:x}\r\n", start.len()).into_bytes();
+            first.extend_from_slice(start);
+            first.extend_from_slice(b"\r\n");
+            let _ = stream.write_all(&first);
+            loop {
+                let mut out = format!("{:x}\r\n", chunk.len()).into_bytes();
+                out.extend_from_slice(&chunk);
+                out.extend_from_slice(b"\r\n");
+                if stream.write_all(&out).is_err() {
+                    return;
+                }
+            }
+        }
+        let port = stream.local_addr().unwrap().port();
+        let _ = stream.write_all(&response(
+            "401 Unauthorized",
+            &[(
+                "WWW-Authenticate",
+                format!(r#"Bearer realm="http://127.0.0.1:{port}/token",service="evil""#),
+            )],
+            b"{}",
+            true,
+        ));
+    });
+    let mut cmd = home.cmd(&[
+        "tool",
+        "install",
+        &format!("oci://127.0.0.1:{}/evil:v1", registry.port),
+        "--allow-unsigned",
+    ]);
+    cmd.env("LONGHAND_REGISTRY_USERNAME", USER)
+        .env("LONGHAND_REGISTRY_PASSWORD", PASSWORD);
+    let started = Instant::now();
+    let (code, stderr, max_rss_kib) = run_measured(cmd);
+    let took = started.elapsed();
+    eprintln!("token bomb: exit {code:?} after {took:?}, peak RSS {max_rss_kib} KiB");
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(stderr.contains("over the 65536-byte limit"), "{stderr}");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    assert!(max_rss_kib < 256 << 10, "peak RSS {max_rss_kib} KiB");
+}
+
+#[test]
+fn devices_and_fifos_are_refused_as_components_and_keys() {
+    let home = Home::new();
+    let dir = TempDir::new().unwrap();
+    let fifo = dir.path().join("fifo");
+    let c_fifo = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string; mkfifo has no other effect.
+    assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o600) }, 0);
+    let fifo = path_str(&fifo).to_owned();
+    let component = dir.path().join("c.wasm");
+    std::fs::write(&component, b"\0asm\x0d\0\x01\0").unwrap();
+    let component = path_str(&component).to_owned();
+    for args in [
+        vec![
+            "tool",
+            "install",
+            "/dev/zero",
+            "--name",
+            "z",
+            "--allow-unsigned",
+        ],
+        vec!["tool", "install", &fifo, "--name", "f", "--allow-unsigned"],
+        vec!["trust", "add", "/dev/zero"],
+        vec!["trust", "add", &fifo],
+        vec!["tool", "publish", "/dev/zero", "oci://127.0.0.1:9/x:v1"],
+        vec![
+            "tool",
+            "publish",
+            &component,
+            "oci://127.0.0.1:9/x:v1",
+            "--sign",
+            "/dev/zero",
+        ],
+    ] {
+        let started = Instant::now();
+        let out = support::Proc::spawn(home.cmd(&args))
+            .with_limit(Duration::from_secs(30))
+            .finish();
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("is not a regular file"),
+            "{args:?}: {}",
+            out.stderr
+        );
+        assert!(started.elapsed() < Duration::from_secs(20), "{args:?}");
+    }
+}
+
+#[test]
+fn the_trust_store_refuses_what_others_could_have_planted() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = Home::new();
+    let keys = TempDir::new().unwrap();
+    let secret = keys.path().join("k");
+    home.run(&["tool", "keygen", path_str(&secret)])
+        .expect_code(0);
+    let public = keys.path().join("k.pub");
+    home.run(&["trust", "add", path_str(&public)])
+        .expect_code(0);
+    let trust = home.path().join("trust");
+    let list = || home.run(&["trust", "list"]);
+    let listed = list();
+    listed.expect_code(0);
+    assert_eq!(listed.stdout.len(), 1, "{:?}", listed.stdout);
+    let key_file = std::fs::read_dir(&trust)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "pub"))
+        .unwrap();
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+
+    // A directory others may write: whatever is in it could be theirs.
+    mode(&trust, 0o777);
+    let out = list();
+    out.expect_code(3);
+    assert!(out.stderr.contains("chmod go-w"), "{}", out.stderr);
+    mode(&trust, 0o700);
+
+    // A key file others may write.
+    mode(&key_file, 0o666);
+    let out = list();
+    out.expect_code(3);
+    assert!(out.stderr.contains("chmod 600"), "{}", out.stderr);
+    mode(&key_file, 0o600);
+
+    // A symbolic link to a key elsewhere.
+    std::fs::remove_file(&key_file).unwrap();
+    std::os::unix::fs::symlink(&public, &key_file).unwrap();
+    let out = list();
+    out.expect_code(3);
+    assert!(out.stderr.contains("symbolic link"), "{}", out.stderr);
+    std::fs::remove_file(&key_file).unwrap();
+
+    // Added again, it is trusted again.
+    home.run(&["trust", "add", path_str(&public)])
+        .expect_code(0);
+    list().expect_code(0);
+}
+
+#[test]
+fn a_registry_client_is_not_killed_by_sigpipe() {
+    let home = Home::new();
+    // A registry that takes the request and answers nothing until told.
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let rx = std::sync::Mutex::new(rx);
+    let (got_tx, got) = std::sync::mpsc::channel::<()>();
+    let got_tx = std::sync::Mutex::new(got_tx);
+    let registry = Spy::start(move |_, _, _stream| {
+        let _ = got_tx.lock().unwrap().send(());
+        let _ = rx.lock().unwrap().recv_timeout(Duration::from_secs(60));
+    });
+    let mut proc = support::Proc::spawn(home.cmd(&[
+        "tool",
+        "install",
+        &format!("oci://127.0.0.1:{}/evil:v1", registry.port),
+        "--allow-unsigned",
+    ]));
+    got.recv_timeout(Duration::from_secs(60))
+        .expect("the install reached the registry");
+    // What a peer closing a connection mid-write raises: it must be an
+    // error the client reports, not a silent death with 141.
+    // SAFETY: kill has no memory effects.
+    assert_eq!(unsafe { libc::kill(proc.pid() as i32, libc::SIGPIPE) }, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = tx.send(());
+    let out = proc.finish();
+    assert!(
+        out.code.is_some(),
+        "tool install was killed by a signal: {}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("error:"), "{}", out.stderr);
+}
+
+/// The Rust `greet` component with its tool's effect changed to `writes`.
+fn greet_writes() -> &'static PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dist-greet-writes");
+        let _ = std::fs::remove_dir_all(&out);
+        std::fs::create_dir_all(&out).unwrap();
+        let home = TempDir::new().unwrap();
+        let bytes = new_and_build(
+            home.path(),
+            &out,
+            "greet",
+            &["--lang", "rust"],
+            None,
+            |project| {
+                let lib = project.join("src/lib.rs");
+                let text = std::fs::read_to_string(&lib).unwrap();
+                let writes = text.replacen(
+                    "const EFFECT: Effect = Effect::ReadOnly;",
+                    "const EFFECT: Effect = Effect::Writes;",
+                    1,
+                );
+                assert_ne!(text, writes, "the template's effect changed shape");
+                std::fs::write(&lib, writes).unwrap();
+            },
+        );
+        std::fs::write(out.join("greet-writes.wasm"), &bytes).unwrap();
+        out.join("greet-writes.wasm")
+    })
+}
+
+#[test]
+fn an_upgrade_that_changes_a_tools_effect_is_held_until_approved() {
+    let Some(registry) = Registry::start() else {
+        return;
+    };
+    let (v1, _) = greet_components();
+    let writes = greet_writes();
+    let keys = TempDir::new().unwrap();
+    let home = Home::new();
+    let secret = key(keys.path(), &[&home]);
+    let author_home = Home::new();
+    let source = registry.url("greet:latest");
+    publish(&author_home, v1, &source, Some(&secret));
+    home.run(&["tool", "install", &source]).expect_code(0);
+    let v1_digest = listed(&home)[0]["digest"].as_str().unwrap().to_owned();
+
+    // Same imports, same requests: only the effect differs.
+    publish(&author_home, writes, &source, Some(&secret));
+    let out = home.run(&["tool", "upgrade", "greet"]);
+    out.expect_code(3);
+    let shown = out.stdout_text();
+    assert!(shown.contains("+ tool greet (writes)"), "{shown}");
+    assert!(shown.contains("- tool greet (read-only)"), "{shown}");
+    assert!(out.stderr.contains("held"), "{}", out.stderr);
+    assert_eq!(listed(&home)[0]["digest"], v1_digest, "nothing changed");
+
+    home.run(&["tool", "upgrade", "greet", "--approve"])
+        .expect_code(0);
+    assert_ne!(listed(&home)[0]["digest"], v1_digest);
+}

@@ -46,6 +46,10 @@
 //! - [`record`]: `tool call --record` keeps a call and its HTTP exchanges
 //!   without the secret; `tool test` replays it offline, and fails with a
 //!   diff when a request or the output differs.
+//! - [`cache`]: the compile cache runs only entries the host sealed: a
+//!   foreign, truncated or `int3`-filled entry, or one a guest granted the
+//!   home swapped, is compiled again; grants reaching the home, the cache
+//!   or the host key are refused.
 //! - [`layout`]: no import cycle among the files of `cli/`, `dist/`, `hands/` and
 //!   `session/`; the ground-floor crates do not depend on the host.
 
@@ -56,6 +60,7 @@ mod triggers;
 mod approvals;
 mod author;
 mod budgets;
+mod cache;
 mod canary;
 mod checks;
 mod config;
