@@ -793,30 +793,92 @@ async fn resumable(state: &AppState, id: &SessionId) -> ApiResult<SessionStatus>
     }
 }
 
-/// `GET /api/approvals`: every pending request, across sessions.
-pub async fn list_approvals(State(state): State<AppState>) -> ApiResult<Json<Value>> {
+/// `GET /api/approvals?max=`: every pending request, across sessions, each
+/// with its session's agent and goal (cut to [`LIST_GOAL_CHARS`]) and its
+/// arguments bounded as `…/previews` bounds a blob: `input` holds at most
+/// `max` characters of text (default 2000, at most 16 Ki; long strings cut
+/// with `…`), `input_bytes` and `input_cut` say how much there is and
+/// whether it was cut, `input_blob` is where the whole is
+/// (`…/blobs/{digest}`), and `input_hidden` counts the invisible or
+/// reordering characters in the *whole* input, so a warning does not
+/// depend on what the preview kept. A page polls this every few seconds:
+/// a 1 MiB argument must not travel each time.
+pub async fn list_approvals(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> ApiResult<Json<Value>> {
+    let params = query(raw)?;
+    let (default, most) = PREVIEW_CHARS;
+    let max = number(&params, "max", default, 1, most)? as usize;
     let pending = crate::brain::control::approvals::pending_everywhere(state.store.as_ref())
         .await
         .map_err(run_error)?;
+    let mut sessions: BTreeMap<String, (String, Option<String>)> = BTreeMap::new();
     let mut out = Vec::with_capacity(pending.len());
     for (session, request, a) in pending {
-        let input = match state.store.get_blob(&a.input).await {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned())),
-            Err(e) => return Err(ApiError::from_store(e)),
-        };
+        if !sessions.contains_key(session.as_str()) {
+            let agent = summary(&state, &session).await?.agent_name;
+            let goal = load_state(state.store.as_ref(), &session)
+                .await
+                .map_err(run_error)?
+                .goal
+                .map(|g| cut_chars(&g, LIST_GOAL_CHARS));
+            sessions.insert(session.as_str().to_owned(), (agent, goal));
+        }
+        let (agent, goal) = sessions.get(session.as_str()).cloned().unwrap_or_default();
+        let bytes = state
+            .store
+            .get_blob(&a.input)
+            .await
+            .map_err(ApiError::from_store)?;
+        let shown = preview(&bytes, max);
         out.push(json!({
             "session": session.as_str(),
+            "agent": agent,
+            "goal": goal,
             "request": request,
             "step": a.step,
             "call_id": a.call_id,
             "tool": a.tool,
             "effect": a.effect,
             "fingerprint": a.fingerprint,
-            "input": input,
+            "input": shown.get("json").or_else(|| shown.get("text")).cloned().unwrap_or(Value::Null),
+            "input_bytes": bytes.len(),
+            "input_cut": shown["cut"],
+            "input_blob": a.input,
+            "input_hidden": hidden_chars(&bytes),
         }));
     }
     Ok(Json(json!({"approvals": out})))
+}
+
+/// How many characters of the CLI's hidden table (bidi controls,
+/// zero-width characters, controls) a blob's text holds: in its JSON's
+/// strings and keys (where `\u202e` escapes are decoded), or in its text.
+fn hidden_chars(bytes: &[u8]) -> usize {
+    fn walk(value: &Value, depth: usize) -> usize {
+        let count = |t: &str| {
+            t.chars()
+                .filter(|c| crate::cli::term::is_hidden(*c))
+                .count()
+        };
+        match value {
+            Value::String(t) => count(t),
+            Value::Array(items) if depth < 64 => items.iter().map(|v| walk(v, depth + 1)).sum(),
+            Value::Object(fields) if depth < 64 => fields
+                .iter()
+                .map(|(k, v)| count(k) + walk(v, depth + 1))
+                .sum(),
+            _ => 0,
+        }
+    }
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(value) => walk(&value, 0),
+        Err(_) => String::from_utf8_lossy(bytes)
+            .chars()
+            .filter(|c| crate::cli::term::is_hidden(*c))
+            .count(),
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -467,6 +467,18 @@ fn a_cost_limit_on_a_model_without_a_price_is_refused_at_start() {
         );
     }
     assert_eq!(home.run(&["sessions", "--json"]).stdout_text().trim(), "");
+    // Issue 31: its sentences are not broken by runs of spaces (a string
+    // continued across source lines without `\` kept the indentation);
+    // only the TOML sample is indented, by two.
+    for line in out.stderr.lines() {
+        let text = line.trim_start();
+        assert!(!text.contains("   "), "a run of spaces in {line:?}");
+    }
+    assert!(
+        out.stderr.contains("input = 0 and output = 0"),
+        "how to price a local model: {}",
+        out.stderr
+    );
 
     // A child's slice: the parent's model is priced, the child's is not.
     write(

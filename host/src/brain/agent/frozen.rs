@@ -184,7 +184,11 @@ impl Unpriced {
     /// a price.
     pub fn advice(&self, file: &Path) -> String {
         format!(
-            "model `{model}` (provider {provider}, the {role} of {agent}) has no price, so              max_cost_micros = {limit} cannot be counted and would not hold. Give it a price in              {file}:\n\n  as_of = \"YYYY-MM-DD\"\n  [{provider}.\"{model}\"]\n  input = <USD per              million prompt tokens>\n  output = <USD per million generated tokens>\n\nor remove              max_cost_micros{slice}",
+            "model `{model}` (provider {provider}, the {role} of {agent}) has no price, so \
+             max_cost_micros = {limit} cannot be counted and would not hold. Give it a price in \
+             {file} (a model you run yourself costs nothing: give it input = 0 and output = 0):\n\n  \
+             as_of = \"YYYY-MM-DD\"\n  [{provider}.\"{model}\"]\n  input = <USD per million prompt \
+             tokens>\n  output = <USD per million generated tokens>\n\nor remove max_cost_micros{slice}",
             model = self.model,
             provider = self.provider,
             role = self.role,

@@ -64,7 +64,7 @@ async function api(method, path, body) {
 }
 
 function showError(err) {
-  const box = $("error");
+  const box = $("toast");
   if (!err) {
     box.hidden = true;
     return;
@@ -151,6 +151,19 @@ function cost(spend) {
   const dollars = (spend.cost_micros || 0) / 1e6;
   if (spend.answers_without_price && !spend.cost_micros) return "?";
   return "$" + dollars.toFixed(4) + (spend.answers_without_price ? "+" : "");
+}
+
+// What "?" and "+" in a cost mean, for its tooltip.
+const NO_PRICE = "no price is known for this session's model, so what its answers cost is not counted (give it a price in prices.toml)";
+function costTitle(spend) {
+  if (!spend.answers_without_price) return "what the answers cost, by the prices frozen when the session started";
+  return (spend.cost_micros ? "at least: " + plural(spend.answers_without_price, "answer") + " not counted, " : "") + NO_PRICE;
+}
+
+// A cut text's attributes: the text, and its whole as a tooltip when cut.
+function cutText(text, n) {
+  text = String(text === undefined || text === null ? "" : text);
+  return text.length > n ? { text: short(text, n), title: plain(text) } : { text };
 }
 
 function statusBadge(status) {
@@ -269,11 +282,11 @@ function sessionRow(s, depth) {
   const row = el("tr", { "data-id": s.id, "data-status": s.status, "data-depth": String(depth || 0), onclick: open },
     el("td", { "data-label": "Session", class: "mono" }, depth ? el("span", { class: "indent", text: "\u00a0\u00a0".repeat(Math.min(depth, 4) - 1) + "\u2514 " }) : null, el("a", { href: "#/s/" + s.id, text: s.id })),
     el("td", { "data-label": "Agent", text: s.agent }),
-    el("td", { "data-label": "Goal", class: "goal", text: short(s.goal || "", 120) }),
+    el("td", Object.assign({ "data-label": "Goal", class: "goal" }, cutText(s.goal || "", 120))),
     el("td", { "data-label": "Status" }, statusBadge(s.status)),
     el("td", { "data-label": "Step", text: String(s.spend.steps) }),
     el("td", { "data-label": "Tokens", text: s.spend.input_tokens.toLocaleString("en") + " / " + s.spend.output_tokens.toLocaleString("en") }),
-    el("td", { "data-label": "Cost", text: cost(s.spend) }),
+    el("td", { "data-label": "Cost", class: "cost", text: cost(s.spend), title: costTitle(s.spend) }),
     el("td", { "data-label": "Updated", text: when(s.updated_ms) }));
   if (s.parent) row.classList.add("child");
   return row;
@@ -305,19 +318,26 @@ async function openNewSession() {
     select.append(el("option", { value: a.path, text: label }));
   }
   $("new-none").hidden = agents.length > 0;
-  const chosen = () => agents.find((a) => a.path === select.value);
+  // The agent the form starts: the typed path when there is one, else the
+  // chosen one. Its goal fills the box until a person edits it; a goal
+  // shown for one agent is never sent for another.
+  const target = () => $("new-path").value.trim() || select.value;
+  let edited = false;
   const fill = () => {
-    const a = chosen();
-    goal.value = (a && a.goal) || "";
+    const a = agents.find((x) => x.path === target());
+    if (!edited) goal.value = (a && a.goal) || "";
     setText($("new-problem"), (a && a.problem) || "");
   };
   select.onchange = fill;
+  $("new-path").oninput = fill;
+  goal.oninput = () => { edited = goal.value.trim() !== ""; };
+  goal.value = "";
   fill();
   $("new-cancel").onclick = () => { form.hidden = true; };
   form.onsubmit = async (ev) => {
     ev.preventDefault();
     say.hidden = true;
-    const path = $("new-path").value.trim() || select.value;
+    const path = target();
     if (!path) {
       setText(say, "choose an agent, or type its path on the server");
       say.hidden = false;
@@ -325,8 +345,9 @@ async function openNewSession() {
     }
     const body = { agent: path, priority: Number($("new-priority").value) || 0 };
     const a = agents.find((x) => x.path === path);
-    // The agent's own goal is left to the server (the agent file's).
-    if (goal.value.trim() && !(a && goal.value === a.goal)) body.goal = goal.value;
+    // Only a goal a person wrote is sent; the agent's own is left to the
+    // server (the agent file's), whichever agent that is.
+    if (edited && goal.value.trim() && !(a && goal.value === a.goal)) body.goal = goal.value;
     try {
       const r = await api("POST", "/api/sessions", body);
       form.hidden = true;
@@ -340,9 +361,12 @@ async function openNewSession() {
   select.focus();
 }
 
+// The approvals, their arguments as bounded previews (`max` characters):
+// polled every few seconds, so never whole.
+const APPROVAL_CHARS = 2000;
 async function refreshApprovalCount() {
   try {
-    const a = await api("GET", "/api/approvals");
+    const a = await api("GET", "/api/approvals?max=" + APPROVAL_CHARS);
     setText($("approval-count"), a.approvals.length ? String(a.approvals.length) : "");
     return a.approvals;
   } catch (e) {
@@ -489,6 +513,21 @@ function compact(p, n) {
   return short(JSON.stringify(cut(p.json, 0)).replace(/\s+/g, " "), n + 40);
 }
 
+// A tool error's words: `{"error": {"kind", "message"}}` (or a string, or
+// an access denial's resource and reason) as "kind: message", not JSON.
+function errorText(p, n) {
+  if (!p) return "";
+  const v = p.json && typeof p.json === "object" ? p.json : null;
+  if (!v) return compact(p, n);
+  const e = v.error !== undefined ? v.error : v;
+  if (typeof e === "string") return short(e, n);
+  if (e && typeof e === "object") {
+    const words = e.message !== undefined ? e.message : e.reason !== undefined ? (e.resource ? e.resource + ": " : "") + e.reason : null;
+    if (typeof words === "string") return short((e.kind ? e.kind + ": " : "") + words, n);
+  }
+  return compact(p, n);
+}
+
 // SVG, drawn by the page: elements by name, attributes set one by one;
 // text goes in as text nodes, hidden characters written as ⟨U+…⟩.
 const SVG = "http://www.w3.org/2000/svg";
@@ -500,6 +539,14 @@ function svg(tag, attrs, ...children) {
     else node.setAttribute(k, String(v));
   }
   for (const c of children) if (c) node.append(c);
+  return node;
+}
+
+// An SVG label cut to `n` characters; when cut, the whole in its <title>.
+function cutLabel(attrs, text, n) {
+  text = String(text === undefined || text === null ? "" : text);
+  const node = svg("text", Object.assign({ text: short(text, n) }, attrs));
+  if (text.length > n) node.append(svg("title", { text }));
   return node;
 }
 
@@ -519,6 +566,10 @@ function sessionModel() {
     requests: new Map(),   // approval request -> call
     modelCalls: [],        // {step, role, attempt, start, end, outcome, label}
     toolCalls: [],         // {call, start, end, outcome, label}
+    checkBars: [],         // {task, check, kind, start, end, outcome, label}
+    judging: new Map(),    // "task#check" -> when the judge was asked
+    lastAt: 0,             // the time of the event before the one folded
+    cancelled: null,       // the operator's cancel, once the session failed of it
     spend: [],             // {seq, at, input, cached, output, cost}
     checks: new Map(),     // task -> [{check, kind, passed, detail}]
     children: new Map(),   // task -> child session
@@ -549,9 +600,13 @@ function openSession(id) {
       session = s;
       renderFacts(s);
       const statusNode = $("session-status");
-      statusNode.className = "status status-" + s.status;
-      setText(statusNode, s.status);
-      statusNode.setAttribute("data-status", s.status);
+      // A session its operator cancelled ends `failed` in the store; the
+      // log says it was a cancel, and so does the page.
+      const shown = s.status === "failed" && m.cancelled ? "cancelled" : s.status;
+      statusNode.className = "status status-" + shown;
+      setText(statusNode, shown);
+      statusNode.setAttribute("data-status", shown);
+      if (m.cancelled) statusNode.setAttribute("title", "cancelled by " + m.cancelled.by + (m.cancelled.text ? ": " + plain(m.cancelled.text) : ""));
       const ended = s.status === "finished" || s.status === "failed";
       $("btn-pause").disabled = s.status !== "running";
       $("btn-resume").disabled = !(s.status === "paused" || s.status === "created");
@@ -685,7 +740,7 @@ function openSession(id) {
     setText(c.args, short(text, ARGS_SHOWN));
   };
   const outcome = (c, cls, text) => {
-    c.li.classList.remove("ok", "error", "doubt", "denied", "waiting");
+    c.li.classList.remove("ok", "error", "doubt", "denied", "waiting", "cut");
     c.li.classList.add(cls);
     c.li.setAttribute("data-outcome", cls);
     setText(c.outcome, text);
@@ -716,7 +771,12 @@ function openSession(id) {
       case "model_responded": {
         const t = turnFor(e.step, record);
         const mc = [...m.modelCalls].reverse().find((c) => c.step === e.step && c.end === null);
-        if (mc) { mc.end = e.at_ms; mc.latency = e.latency_ms; mc.outcome = "ok"; mc.tokens = e.input_tokens + " in / " + e.output_tokens + " out"; }
+        if (mc) {
+          mc.end = e.at_ms; mc.latency = e.latency_ms; mc.outcome = "ok"; mc.tokens = e.input_tokens + " in / " + e.output_tokens + " out";
+          // The model's own latency, not the log's clock: the records of a
+          // step may be written together.
+          if (e.latency_ms > 0) mc.start = Math.min(mc.start, e.at_ms - e.latency_ms);
+        }
         if (t.spend) setText(t.spend, e.input_tokens.toLocaleString("en") + " in" + (e.cached_input_tokens ? " (" + e.cached_input_tokens.toLocaleString("en") + " cached)" : "") + " / " + e.output_tokens.toLocaleString("en") + " out · " + ms(e.latency_ms) + (e.stop_reason !== "end_turn" && e.stop_reason !== "tool_use" ? " · " + e.stop_reason : ""));
         t.li.setAttribute("data-seq", String(e.seq));
         const prev = m.spend[m.spend.length - 1] || { input: 0, cached: 0, output: 0, cost: 0 };
@@ -748,13 +808,22 @@ function openSession(id) {
       case "tool_finished": {
         const c = m.calls.get(e.call_id) || callFor(turnFor(e.step, record), e.call_id, record);
         const r = e.receipt || {};
-        if (c.bar) { c.bar.end = e.at_ms; c.bar.wall_us = r.wall_us; c.bar.fuel = r.fuel_used; c.bar.outcome = e.ok ? "ok" : "error"; }
+        if (c.bar) {
+          c.bar.end = e.at_ms; c.bar.wall_us = r.wall_us; c.bar.fuel = r.fuel_used; c.bar.outcome = e.ok ? "ok" : "error";
+          // The bar is the receipt's wall time, ending where the call's end
+          // was recorded: a call's start and end may be written together,
+          // so the log's clock can make a 509 ms call 0 ms long.
+          if (typeof r.wall_us === "number") c.bar.start = e.at_ms - r.wall_us / 1000;
+        }
         if (e.ok) outcome(c, "ok", "ok" + receiptText(r));
         else {
           outcome(c, "error", "error" + receiptText(r));
           const why = el("span", { class: "error-text" });
           c.outcome.append(": ", why);
-          preview(e.result, (p) => setText(why, compact(p, RESULT_SHOWN)));
+          preview(e.result, (p) => {
+            setText(why, errorText(p, RESULT_SHOWN));
+            if (p && p.json !== undefined) why.setAttribute("title", plain(short(JSON.stringify(p.json), 2000)));
+          });
         }
         c.li.append(rawButton(record));
         break;
@@ -793,6 +862,16 @@ function openSession(id) {
       case "check_finished": {
         if (!m.checks.has(e.task)) m.checks.set(e.task, []);
         m.checks.get(e.task)[e.check] = e;
+        // A check is a bar too: a judge's from when it was asked, a
+        // harness check's from the event before it (it runs right after),
+        // a command's by its own wall time when its output says it.
+        const key = e.task + "#" + e.check;
+        const bar = { task: e.task, check: e.check, kind: e.kind, start: e.kind === "judge" && m.judging.has(key) ? m.judging.get(key) : (m.lastAt || e.at_ms), end: e.at_ms, outcome: e.passed ? "ok" : "error", label: "check " + e.task + " #" + e.check + " " + e.kind };
+        m.checkBars.push(bar);
+        if (e.kind === "command" && e.output) preview(e.output, (p) => {
+          const w = p && p.json && typeof p.json.wall_ms === "number" ? p.json.wall_ms : null;
+          if (w !== null) { bar.start = e.at_ms - w; bar.wall_ms = w; draw(); }
+        });
         line(record, e.passed ? "good" : "bad", "check " + e.task + " #" + e.check + " (" + e.kind + ") " + (e.passed ? "passed" : "failed") + ": " + short(e.detail, 300));
         break;
       }
@@ -801,10 +880,17 @@ function openSession(id) {
         line(record, "task", "task " + e.task + ": attempt " + e.attempt + " starts in a fresh context" + (e.child ? " in " + e.child : ""));
         break;
       case "task_finished": line(record, e.status === "done" ? "good" : "bad", "task " + e.task + " " + e.status + " after " + plural(e.attempts, "attempt")); break;
-      case "role_started": line(record, "task", "the " + e.role + " is asked" + (e.task ? " about " + e.task : "") + (e.check !== undefined ? ", check #" + e.check : "")); break;
-      case "paused": line(record, "warn", "paused (" + e.reason.kind + "): " + e.reason.detail); break;
+      case "role_started":
+        if (e.role === "judge" && e.task !== undefined && e.check !== undefined) m.judging.set(e.task + "#" + e.check, e.at_ms);
+        line(record, "task", "the " + e.role + " is asked" + (e.task ? " about " + e.task : "") + (e.check !== undefined ? ", check #" + e.check : "")); break;
+      case "paused":
+        cutOpen(e, "stopped by the pause (" + e.reason.kind + ") before it ended: its outcome is not known yet");
+        line(record, "warn", "paused (" + e.reason.kind + "): " + e.reason.detail);
+        break;
       case "resumed": line(record, "good", "resumed" + (describe(e) ? ": " + describe(e).trim() : "")); break;
-      case "steered": line(record, "warn", e.kind + " by " + e.by + (e.text ? ": " + short(e.text, 300) : "")); break;
+      case "steered":
+        if (e.kind === "cancel" || e.kind === "cancel_now") m.cancelAsked = e;
+        line(record, "warn", e.kind + " by " + e.by + (e.text ? ": " + short(e.text, 300) : "")); break;
       case "handoff": line(record, "task", "context handed off" + (e.task ? " in " + e.task : "") + " at " + e.context_tokens.toLocaleString("en") + " tokens, by the " + (e.by_model ? "model" : "harness")); break;
       case "child_started": {
         const c = m.calls.get(e.call_id);
@@ -813,12 +899,33 @@ function openSession(id) {
         break;
       }
       case "snapshot": case "detached": case "calls_learned": break;
+      case "failed": case "finished": {
+        if (e.type === "failed" && m.cancelAsked) m.cancelled = m.cancelAsked;
+        cutOpen(e, m.cancelled ? "cut by the cancel: its outcome is not known" : "the session ended before it did: its outcome is not known");
+        const text = describe(e);
+        line(record, e.type === "finished" ? "good" : m.cancelled ? "cancelled" : "bad", (m.cancelled ? "cancelled" : e.type) + (text ? ": " + short(text, 600) : ""));
+        break;
+      }
       default: {
         const text = describe(e);
         line(record, e.type === "failed" || e.type === "error" ? "bad" : e.type === "finished" ? "good" : "", e.type.replace(/_/g, " ") + (text ? ": " + short(text, 600) : ""));
       }
     }
+    m.lastAt = record.at_ms;
     draw();
+  };
+
+  // Calls and model requests still open when the session stopped (a pause,
+  // a cancel, the end) are not running: they end there, outcome unknown,
+  // until the log says more (a resumed call's finish, or in doubt).
+  const cutOpen = (e, why) => {
+    for (const b of m.modelCalls) if (b.end === null) { b.end = e.at_ms; b.outcome = "cut"; b.error = why; }
+    for (const c of m.calls.values()) {
+      if (!c.bar || c.bar.end !== null) continue;
+      c.bar.end = e.at_ms;
+      c.bar.outcome = "cut";
+      outcome(c, "cut", why);
+    }
   };
 
   // The live stream: fetch (so the token goes in a header), read SSE by
@@ -884,8 +991,29 @@ function openSession(id) {
     }
   };
   $("btn-pause").onclick = control("pause");
-  $("btn-resume").onclick = control("resume");
-  $("btn-cancel").onclick = control("cancel");
+  // Resume on a limit's pause without raising it would pause again at
+  // once, saying nothing: say which limit, and offer the raise instead.
+  $("btn-resume").onclick = () => {
+    const p = session && session.status === "paused" ? session.pause : null;
+    if (p && p.kind === "limit" && p.limit) {
+      const box = $("pause-help");
+      let note = $("resume-note");
+      if (!note) {
+        note = el("p", { id: "resume-note", class: "refusal", role: "alert" });
+        box.prepend(note);
+      }
+      setText(note, "Resuming as it is would stop again at once: the limit " + p.limit + " is still reached. Raise it below and resume.");
+      const input = $("raise-value");
+      if (input) input.focus();
+      return;
+    }
+    control("resume")();
+  };
+  // Cancel ends the session for good: asked first.
+  $("btn-cancel").onclick = () => {
+    if (!window.confirm("Cancel " + id + "? It ends for good (as cancelled): a cancelled session cannot be resumed.")) return;
+    control("cancel")();
+  };
   $("send-form").onsubmit = (ev) => {
     ev.preventDefault();
     const text = $("send-text").value;
@@ -970,7 +1098,7 @@ function renderFacts(s) {
   fact("step", s.spend.steps);
   fact("tool calls", s.spend.tool_calls);
   fact("tokens", s.spend.input_tokens.toLocaleString("en") + " in / " + s.spend.output_tokens.toLocaleString("en") + " out");
-  fact("cost", cost(s.spend));
+  if (s.spend) dl.append(el("dt", { text: "cost" }), el("dd", { class: "cost", title: costTitle(s.spend), text: cost(s.spend) + (s.spend.answers_without_price ? " (no price known: hover for why)" : "") }));
   if (s.parent) dl.append(el("dt", { text: "parent" }), el("dd", {}, el("a", { href: "#/s/" + s.parent, class: "mono", text: s.parent })));
   for (const [k, v] of [["summary", s.summary], ["error", s.error]]) {
     if (v) dl.append(el("dt", { text: k }), el("dd", {}, expandable(String(v), 3)));
@@ -990,7 +1118,7 @@ async function renderSessionApprovals(id, pending) {
     clear(box);
     return;
   }
-  const all = await api("GET", "/api/approvals");
+  const all = await api("GET", "/api/approvals?max=" + APPROVAL_CHARS);
   clear(box);
   for (const a of all.approvals.filter((a) => a.session === id)) box.append(approvalCard(a, () => {}));
 }
@@ -1013,8 +1141,9 @@ function drawWidth(box) {
 // axis from the first to the last of them.
 function drawWaterfall(m) {
   const bars = [
-    ...m.modelCalls.map((c) => ({ kind: "model", start: c.start, end: c.end, outcome: c.outcome, label: c.label, text: c.label + ": " + (c.end !== null ? ms(c.latency !== undefined ? c.latency : c.end - c.start) : "running") + (c.tokens ? ", " + c.tokens + " tokens" : "") + (c.error ? ", " + c.error : "") })),
-    ...m.toolCalls.map((c) => ({ kind: "tool", start: c.start, end: c.end, outcome: c.outcome, label: c.label, text: c.label + " " + c.call + ": " + (c.end !== null ? ms(c.wall_us !== undefined ? c.wall_us / 1000 : c.end - c.start) : "running") + (c.fuel !== undefined ? ", fuel " + c.fuel.toLocaleString("en") : "") + ", " + c.outcome })),
+    ...m.modelCalls.map((c) => ({ kind: "model", start: c.start, end: c.end, outcome: c.outcome, label: c.label, text: c.label + ": " + (c.outcome === "cut" ? "cut off after " + ms(c.end - c.start) + ", no answer" : c.end !== null ? ms(c.latency !== undefined ? c.latency : c.end - c.start) : "running") + (c.tokens ? ", " + c.tokens + " tokens" : "") + (c.error ? ", " + c.error : "") })),
+    ...m.toolCalls.map((c) => ({ kind: "tool", start: c.start, end: c.end, outcome: c.outcome, label: c.label, text: c.label + " " + c.call + ": " + (c.outcome === "cut" ? "cut off after " + ms(c.end - c.start) + ", outcome unknown" : c.end !== null ? ms(c.wall_us !== undefined ? c.wall_us / 1000 : c.end - c.start) + (c.fuel !== undefined ? ", fuel " + c.fuel.toLocaleString("en") : "") + ", " + c.outcome : "running") })),
+    ...m.checkBars.map((c) => ({ kind: "check", start: c.start, end: c.end, outcome: c.outcome, label: c.label, text: c.label + ": " + ms(c.end - c.start) + (c.wall_ms !== undefined ? " (the command's own time)" : "") + ", " + (c.outcome === "ok" ? "passed" : "failed") })),
   ].sort((a, b) => a.start - b.start);
   const box = $("waterfall");
   clear(box);
@@ -1036,7 +1165,7 @@ function drawWaterfall(m) {
       svg("title", { text: b.text }),
       // The whole row answers a pointer or a tap, not only a thin bar.
       svg("rect", { x: 0, y, width: W, height: row, class: "hit" }),
-      svg("text", { x: left - 6, y: y + row - 4, "text-anchor": "end", class: "label", text: short(b.label, Math.floor(left / 6.5)) }),
+      cutLabel({ x: left - 6, y: y + row - 4, "text-anchor": "end", class: "label" }, b.label, Math.floor(left / 6.5)),
       svg("rect", { x: x(b.start).toFixed(1), y: y + 2, width: w.toFixed(1), height: row - 4, rx: 2, class: "span" }));
     const tell = () => info($("wf-info"), b.text);
     g.addEventListener("pointerenter", tell);
@@ -1107,6 +1236,7 @@ function drawTokens(m, s) {
   const legend = el("p", { class: "legend note" });
   for (const [key, name] of series) if (key !== "cached" || last.cached) legend.append(el("span", { class: "key " + key, text: name + " " + last[key].toLocaleString("en") }), " ");
   if (last.priced) legend.append(el("span", { class: "key cost", text: "cost $" + (last.cost / 1e6).toFixed(4) + (limits.max_cost_micros ? " of $" + (limits.max_cost_micros / 1e6).toFixed(2) : "") }), " ");
+  else if (s && s.spend && s.spend.answers_without_price) legend.append(el("span", { class: "key cost no-price", title: NO_PRICE, text: "cost ? (no price known for the model)" }), " ");
   for (const [key, name] of lines) legend.append(el("span", { class: "key limit-" + key, text: name }), " ");
   box.append(legend);
 }
@@ -1250,17 +1380,40 @@ function approvalCard(a, after) {
       showError(e);
     }
   };
-  const input = JSON.stringify(a.input, null, 2);
+  // The server sends a bounded preview of the arguments (a 1 MiB argument
+  // is not re-sent on every poll); the whole is one click away.
+  const input = typeof a.input === "string" ? a.input : JSON.stringify(a.input, null, 2);
   // Say so before the buttons, not only in the marks: the person is about
   // to approve text that a plain rendering would have shown differently.
-  const hidden = ((String(a.tool) + input).match(HIDDEN) || []).length;
+  // The server counts the whole input, not only what the preview kept.
+  const hidden = ((String(a.tool)).match(HIDDEN) || []).length + (a.input_hidden !== undefined ? a.input_hidden : (input.match(HIDDEN) || []).length);
+  const args = el("pre", { class: "args", text: input });
+  let whole = null;
+  if (a.input_cut && a.input_blob) {
+    const button = el("button", { type: "button", class: "show-whole", text: "Show all " + a.input_bytes.toLocaleString("en") + " bytes" });
+    button.addEventListener("click", async () => {
+      try {
+        const bytes = await api("GET", "/api/sessions/" + a.session + "/blobs/" + encodeURIComponent(a.input_blob.digest));
+        let text = new TextDecoder().decode(new Uint8Array(bytes));
+        try { text = JSON.stringify(JSON.parse(text), null, 2); } catch (_) { /* as it is */ }
+        setText(args, text);
+        args.classList.add("whole");
+        button.remove();
+      } catch (e) {
+        showError(e);
+      }
+    });
+    whole = el("p", { class: "note cut-note" }, "Cut to a preview: long strings end in … (" + a.input_bytes.toLocaleString("en") + " bytes in all). ", button);
+  }
   const card = el("div", { class: "approval", "data-session": a.session, "data-request": a.request },
     el("div", { class: "head" },
       el("strong", { text: a.tool }), el("span", { class: "status", text: a.effect }),
+      el("span", { class: "agent", text: a.agent ? "agent " + a.agent : "" }),
       el("a", { href: "#/s/" + a.session, class: "mono", text: a.session }),
       el("span", { class: "note mono", text: a.request + " · step " + a.step + " · " + a.call_id })),
-    hidden ? el("div", { class: "hidden-warning", text: hidden + " character(s) below are invisible or reorder text; each is shown as ⟨U+…⟩ where it stands. Read the arguments as marked." }) : null,
-    el("pre", { text: input }),
+    a.goal ? el("div", Object.assign({ class: "note approval-goal" }, cutText("goal: " + a.goal, 160))) : null,
+    hidden ? el("div", { class: "hidden-warning", text: hidden + " character(s) in the arguments are invisible or reorder text; each is shown as ⟨U+…⟩ where it stands. Read the arguments as marked." }) : null,
+    args, whole,
     el("div", { class: "actions" },
       el("button", { type: "button", class: "approve", text: "Approve once", onclick: answer("approve") }),
       reason,
