@@ -103,7 +103,7 @@ for ev in events:
               f"{ev['error'][:200]}")
 if end:
     detail = end.get("reason", {}).get("detail") or end.get("error") or end.get("summary") or ""
-    print(f"  ended: {end['type']}: {str(detail)[:300]}")
+    print(f"  ended: {end['type']}: {' '.join(str(detail).split())[:300]}")
 PY
 }
 
@@ -124,11 +124,16 @@ done
 # Killed mid-run and resumed: the resumed session sends only requests the
 # server accepts, and ends the way an unkilled run would.
 home=$(mktemp -d)
-echo "== code-audit, SIGKILL after 3 s, then resume"
+echo "== code-audit, SIGKILL while its second model request is out, then resume"
 LONGHAND_HOME=$home "$longhand" run examples/code-audit --model "$flag" --json \
     >"$home/run.jsonl" 2>/dev/null &
 run_pid=$!
-sleep 3
+for _ in $(seq 1 600); do
+    if [[ $(grep -c '"type":"model_requested"' "$home/run.jsonl" 2>/dev/null) -ge 2 ]]; then
+        break
+    fi
+    sleep 0.5
+done
 kill -9 "$run_pid" 2>/dev/null || true
 wait "$run_pid" 2>/dev/null || true
 session=$(head -n1 "$home/run.jsonl" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("session",""))' 2>/dev/null || true)
@@ -139,4 +144,4 @@ if [[ -n "$session" ]]; then
     set -e
     report "$home" "$session"
 fi
-echo "== server: $(grep -c 'POST /v1/chat/completions' "$log" || true) requests, $(grep -ciE 'error|failed to parse' "$log" || true) error lines"
+echo "== server: $(grep -c 'launch_slot_' "$log" || true) requests served, $(grep -ciE ' E |error|failed to parse' "$log" || true) error lines"
