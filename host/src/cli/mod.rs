@@ -387,9 +387,12 @@ fn message_of(error: &anyhow::Error) -> String {
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    // Colours only on a terminal: a log file or a pipe gets plain text (a
+    // warning's escape codes are terminal controls like any other).
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
 

@@ -69,7 +69,7 @@ dirs = ["work:/w:rw"]
 argv = ["/bin/sh", "-c", {check}]
 cwd = "/w"
 writable = ["/w"]
-read_only = ["/"]
+read_only = ["/usr", "/bin", "/lib", "/lib64", "/etc", "/dev/null"]
 set_env = {{ PATH = "/usr/bin:/bin" }}
 timeout = "300s"
 "#,
