@@ -26,6 +26,7 @@
 //! it pulls (tokens included) and refuses to publish, saying which feature
 //! it lacks.
 
+#[cfg(feature = "oci")]
 use std::time::Duration;
 
 #[cfg(feature = "oci")]
