@@ -147,11 +147,7 @@ async fn compile_cache_is_private_reused_and_self_healing() {
         assert_eq!(outcome.result, Ok(json!({ "value": 1 })));
         tool.digest().trim_start_matches("sha256:").to_owned()
     };
-    let entries = || -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(&cache)
-            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-            .unwrap_or_default()
-    };
+    let entries = || cache_entries(&cache);
     let mtime = |path: &std::path::Path| {
         std::fs::metadata(path)
             .and_then(|m| m.modified())
@@ -229,8 +225,7 @@ async fn the_interpreter_answers_like_native_code_and_caches_apart() {
         json!({"results": [[2, 4, 6]], "truncated": false})
     );
     // Two components, each compiled once per engine: four entries.
-    let entries = std::fs::read_dir(&cache).expect("cache").count();
-    assert_eq!(entries, 4);
+    assert_eq!(cache_entries(&cache).len(), 4);
 }
 
 /// A fresh host with a compile cache of its own, and a way to list it.
@@ -243,9 +238,15 @@ fn host_with_cache(cache: &std::path::Path) -> Hands {
     .expect("engine")
 }
 
+/// The compiled entries of a cache (`*.cwasm`): the host key that seals
+/// them lives beside them when no key directory is set, and is no entry.
 fn cache_entries(cache: &std::path::Path) -> Vec<std::path::PathBuf> {
     std::fs::read_dir(cache)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
