@@ -172,6 +172,9 @@ try {
   const red = await page.evaluate(() => getComputedStyle(document.documentElement).getPropertyValue("--bad").trim());
   const color = await badge.evaluate((b) => getComputedStyle(b).color);
   check(color !== "rgb(179, 38, 30)" && red === "#b3261e", "and not in the failure's red: " + color);
+  // The waterfall is drawn after the badge: wait for it (a busy machine
+  // draws it later), then look.
+  await page.waitForFunction(() => document.querySelectorAll("#waterfall g.bar").length > 0, null, { timeout: 10000 }).catch(() => {});
   check(await page.locator("#waterfall g.bar.running").count() === 0 && await page.locator("#waterfall g.bar.cut").count() === 1, "the model call the cancel cut is not running");
 
   // ---- Cancel asks first ----
