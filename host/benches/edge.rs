@@ -35,8 +35,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use longhand_host::hands::{Grants, Hands, HandsConfig, ToolSource};
-use longhand_host::session::{SqliteStore, Store};
+use longhand_hands::{Grants, Hands, HandsConfig, ToolSource};
+use longhand_session::{SqliteStore, Store};
 use serde_json::json;
 
 fn main() -> Result<()> {

@@ -37,10 +37,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use longhand_host::brain::core::state::SessionState;
-use longhand_host::brain::core::state::snapshot;
-use longhand_host::brain::{SNAPSHOT_EVERY, load_state};
-use longhand_host::session::{
+use longhand_brain::core::state::SessionState;
+use longhand_brain::core::state::snapshot;
+use longhand_brain::{SNAPSHOT_EVERY, load_state};
+use longhand_session::{
     Durability, Event, EventRecord, PostgresStore, SessionId, SessionStatus, SqliteStore, Store,
 };
 use serde_json::json;

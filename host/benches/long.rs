@@ -32,14 +32,14 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use async_trait::async_trait;
-use longhand_host::brain::Runner;
-use longhand_host::brain::agent::config::AgentConfig;
-use longhand_host::brain::agent::{self};
-use longhand_host::brain::model::{
+use longhand_brain::Runner;
+use longhand_brain::agent::config::AgentConfig;
+use longhand_brain::agent::{self};
+use longhand_brain::model::{
     ModelError, ModelProvider, ModelRequest, ModelResponse, StopReason, ToolCall, Usage,
 };
-use longhand_host::hands::{Hands, HandsConfig};
-use longhand_host::session::{SessionStatus, SqliteStore};
+use longhand_hands::{Hands, HandsConfig};
+use longhand_session::{SessionStatus, SqliteStore};
 use serde_json::{Value, json};
 
 /// Set (to the step count) in the child process that runs one session.

@@ -21,14 +21,14 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
 use async_trait::async_trait;
-use longhand_host::brain::Runner;
-use longhand_host::brain::agent;
-use longhand_host::brain::agent::config::AgentConfig;
-use longhand_host::brain::model::{
+use longhand_brain::Runner;
+use longhand_brain::agent;
+use longhand_brain::agent::config::AgentConfig;
+use longhand_brain::model::{
     Message, ModelError, ModelProvider, ModelRequest, ModelResponse, ToolCall, Usage,
 };
-use longhand_host::hands::{Hands, HandsConfig};
-use longhand_host::session::{Event, SqliteStore, Store};
+use longhand_hands::{Hands, HandsConfig};
+use longhand_session::{Event, SqliteStore, Store};
 
 const TASKS: usize = 10;
 const STEPS_PER_TASK: usize = 200;

@@ -54,18 +54,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use async_trait::async_trait;
-use longhand_host::brain::agent::config::AgentConfig;
-use longhand_host::brain::agent::{self, Frozen};
-use longhand_host::brain::core::state::SessionState;
-use longhand_host::brain::core::state::snapshot;
-use longhand_host::brain::model::script::ScriptProvider;
-use longhand_host::brain::model::{
+use longhand_brain::agent::config::AgentConfig;
+use longhand_brain::agent::{self, Frozen};
+use longhand_brain::core::state::SessionState;
+use longhand_brain::core::state::snapshot;
+use longhand_brain::model::script::ScriptProvider;
+use longhand_brain::model::{
     HttpConfig, Message, ModelError, ModelProvider, ModelRequest, ModelResponse, OpenAiProvider,
     StopReason, ToolCall, Usage,
 };
-use longhand_host::brain::{Runner, SNAPSHOT_EVERY, load_state};
-use longhand_host::hands::{Hands, HandsConfig};
-use longhand_host::session::{
+use longhand_brain::{Runner, SNAPSHOT_EVERY, load_state};
+use longhand_hands::{Hands, HandsConfig};
+use longhand_session::{
     Appended, BlobRef, Control, ControlKind, Durability, Event, EventRecord, Lease, SessionId,
     SessionStatus, SessionSummary, SqliteStore, Store, StoreError, WakeLog, WriteStats,
 };

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use longhand_host::session::{Durability, Event, Lease, SessionId, SqliteStore, Store, WriteStats};
+use longhand_session::{Durability, Event, Lease, SessionId, SqliteStore, Store, WriteStats};
 use rusqlite::{Connection, params};
 
 const TTL: Duration = Duration::from_secs(60);

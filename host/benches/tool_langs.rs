@@ -37,7 +37,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use longhand_host::hands::{Grants, Hands, HandsConfig, ToolSource, builtin, dev};
+use longhand_hands::{Grants, Hands, HandsConfig, ToolSource, builtin, dev};
 use serde_json::{Value, json};
 use wasmtime::component::{Component, InstancePre, Linker, ResourceTable, Val};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};

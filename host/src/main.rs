@@ -7,6 +7,6 @@ fn main() -> std::process::ExitCode {
     //
     // Before any thread or file exists: every tool call's descriptor share
     // is computed from the limit in force (see docs/security.md).
-    longhand_host::hands::budget::raise_fd_limit();
+    longhand_hands::budget::raise_fd_limit();
     longhand_host::cli::main()
 }

@@ -5,7 +5,7 @@
 //! with the JSON encoding:
 //!
 //! - `invoke_agent <agent>`: one run of a session in this process, from
-//!   [`run_started`] to [`RunSpan::end`];
+//!   the start of the run to its end (the brain's [`longhand_brain::watch`]);
 //! - `chat <model>`: one model request attempt, `model_requested` to
 //!   `model_responded` (or `model_failed`), with token usage;
 //! - `execute_tool <tool>`: one tool call, `tool_started` to
@@ -36,7 +36,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::session::{Event, EventRecord, SessionId};
+use longhand_brain::watch::Watch;
+use longhand_session::{Event, EventRecord, SessionId};
 
 /// Spans waiting to be sent, at most; more are dropped (and counted).
 #[cfg(feature = "otel")]
@@ -187,7 +188,7 @@ pub fn init(config: ExportConfig) -> Result<(), TelemetryError> {
 /// Start exporting to `config`. A second call is refused.
 #[cfg(feature = "otel")]
 pub fn init(config: ExportConfig) -> Result<(), TelemetryError> {
-    let client = crate::http_client::client()
+    let client = longhand_brain::http_client::client()
         .map_err(|e| TelemetryError(format!("building the exporter's HTTP client: {e}")))?;
     let (tx, rx) = mpsc::channel(QUEUE);
     let telemetry = Telemetry {
@@ -198,6 +199,11 @@ pub fn init(config: ExportConfig) -> Result<(), TelemetryError> {
     GLOBAL
         .set(telemetry)
         .map_err(|_| TelemetryError("already started".to_owned()))?;
+    if longhand_brain::watch::install(Box::new(Exporter)).is_err() {
+        return Err(TelemetryError(
+            "another watch of runs is installed in this process".to_owned(),
+        ));
+    }
     tokio::spawn(export(client, config, rx));
     Ok(())
 }
@@ -295,17 +301,29 @@ impl Telemetry {
     }
 }
 
-/// The `invoke_agent` span of one run; end it with [`RunSpan::end`].
-#[must_use = "a run span is exported when it is ended"]
-pub struct RunSpan {
-    session: Option<SessionId>,
+/// The exporter as the brain's [`Watch`]: installed by [`init`], it turns
+/// each run and each committed event into spans.
+struct Exporter;
+
+impl Watch for Exporter {
+    fn run_started(&self, session: &SessionId, agent: &str, parent: Option<&str>) {
+        begin_run(session, agent, parent);
+    }
+
+    fn event(&self, session: &SessionId, record: &EventRecord) {
+        observe(session, record);
+    }
+
+    fn run_ended(&self, session: &SessionId, status: &str, error: Option<String>) {
+        end_run(session, status, error);
+    }
 }
 
 /// Begin the `invoke_agent` span of a run of `session` (of `agent`, a
-/// child of `parent` when it is one). Inert when telemetry is off.
-pub fn run_started(session: &SessionId, agent: &str, parent: Option<&str>) -> RunSpan {
+/// child of `parent` when it is one).
+fn begin_run(session: &SessionId, agent: &str, parent: Option<&str>) {
     let Some(t) = GLOBAL.get() else {
-        return RunSpan { session: None };
+        return;
     };
     let mut attributes = vec![
         attr("gen_ai.operation.name", "invoke_agent"),
@@ -325,57 +343,53 @@ pub fn run_started(session: &SessionId, agent: &str, parent: Option<&str>) -> Ru
             attributes,
         },
     );
-    RunSpan {
-        session: Some(session.clone()),
-    }
 }
 
-impl RunSpan {
-    /// End the run: `status` is the session's status after it (`finished`,
-    /// `paused`, …), `error` what stopped it, if something did.
-    pub fn end(self, status: &str, error: Option<String>) {
-        let (Some(session), Some(t)) = (self.session, GLOBAL.get()) else {
-            return;
-        };
-        let end = now_ns();
-        let (run, chats, tools) = {
-            let mut open = t.open();
-            let run = open.runs.remove(&session);
-            let chats: Vec<Begun> = take_of(&mut open.chats, &session);
-            let tools: Vec<Begun> = take_of(&mut open.tools, &session);
-            (run, chats, tools)
-        };
-        let parent = run.as_ref().map(|r| r.span_id.clone());
-        // What began in this run and never ended in it (the lease was
-        // lost, the process is stopping) is shown as unfinished.
-        for begun in chats.into_iter().chain(tools) {
-            t.emit(
-                &session,
-                parent.as_deref(),
-                begun,
-                end,
-                Some((
-                    "unfinished",
-                    "did not end before this run stopped".to_owned(),
-                )),
-            );
-        }
-        if let Some(mut run) = run {
-            run.attributes.push(attr("longhand.status", status));
-            let failed = status == "failed" || error.is_some();
-            t.emit(
-                &session,
-                None,
-                run,
-                end,
-                failed.then(|| {
-                    (
-                        "run_error",
-                        error.unwrap_or_else(|| "the session failed".to_owned()),
-                    )
-                }),
-            );
-        }
+/// End the run of `session`: `status` is the session's status after it
+/// (`finished`, `paused`, …), `error` what stopped it, if something did.
+fn end_run(session: &SessionId, status: &str, error: Option<String>) {
+    let Some(t) = GLOBAL.get() else {
+        return;
+    };
+    let session = session.clone();
+    let end = now_ns();
+    let (run, chats, tools) = {
+        let mut open = t.open();
+        let run = open.runs.remove(&session);
+        let chats: Vec<Begun> = take_of(&mut open.chats, &session);
+        let tools: Vec<Begun> = take_of(&mut open.tools, &session);
+        (run, chats, tools)
+    };
+    let parent = run.as_ref().map(|r| r.span_id.clone());
+    // What began in this run and never ended in it (the lease was
+    // lost, the process is stopping) is shown as unfinished.
+    for begun in chats.into_iter().chain(tools) {
+        t.emit(
+            &session,
+            parent.as_deref(),
+            begun,
+            end,
+            Some((
+                "unfinished",
+                "did not end before this run stopped".to_owned(),
+            )),
+        );
+    }
+    if let Some(mut run) = run {
+        run.attributes.push(attr("longhand.status", status));
+        let failed = status == "failed" || error.is_some();
+        t.emit(
+            &session,
+            None,
+            run,
+            end,
+            failed.then(|| {
+                (
+                    "run_error",
+                    error.unwrap_or_else(|| "the session failed".to_owned()),
+                )
+            }),
+        );
     }
 }
 
@@ -389,7 +403,7 @@ fn take_of<K: Eq + std::hash::Hash + Clone>(
 
 /// Turn one appended event into span starts and ends. Cheap when
 /// telemetry is off.
-pub(crate) fn observe(session: &SessionId, record: &EventRecord) {
+fn observe(session: &SessionId, record: &EventRecord) {
     let Some(t) = GLOBAL.get() else {
         return;
     };

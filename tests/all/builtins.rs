@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use longhand_host::hands::{
+use longhand_hands::{
     Access, CallError, CallOutcome, Grants, HostPattern, LoadError, LoadedTool, ToolSource,
 };
 use serde_json::{Value, json};

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use longhand_host::hands::{Grants, Hands, HandsConfig, ToolSource};
+use longhand_hands::{Grants, Hands, HandsConfig, ToolSource};
 use serde_json::json;
 
 fn repo_root() -> PathBuf {

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use longhand_host::hands::{Access, CallError, DirSpec, Grants, Limits};
+use longhand_hands::{Access, CallError, DirSpec, Grants, Limits};
 use serde_json::{Value, json};
 
 use crate::support::{assert_still_serves, call_probe, dir, err, ok};
@@ -43,7 +43,7 @@ fn project() -> (tempfile::TempDir, PathBuf) {
     (root, proj)
 }
 
-fn refused_message(outcome: &longhand_host::hands::CallOutcome) -> String {
+fn refused_message(outcome: &longhand_hands::CallOutcome) -> String {
     match err(outcome) {
         CallError::Refused { message } => message.clone(),
         other => panic!("expected the call to be refused, got {other:?}"),
@@ -131,7 +131,7 @@ async fn a_pinned_grant_refuses_a_directory_swapped_for_a_symlink() {
         "{message}"
     );
     // A new grant of the same path is refused when it is made.
-    let fresh = longhand_host::hands::DirGrant::new(proj.join("sub"), "/sub", Access::ReadOnly)
+    let fresh = longhand_hands::DirGrant::new(proj.join("sub"), "/sub", Access::ReadOnly)
         .expect_err("a grant through a symlink");
     assert!(fresh.to_string().contains("is a symbolic link"), "{fresh}");
 

@@ -1,7 +1,7 @@
 //! Property tests of what a guest hands the host: component bytes, the
 //! `describe` answer (names, texts, input schemas) and call output. Any of
 //! them ends in a value or an error — a [`LoadError`] or a
-//! [`CallError`](longhand_host::hands::CallError) — never a panic, a hang,
+//! [`CallError`](longhand_hands::CallError) — never a panic, a hang,
 //! or a host that cannot serve the next call.
 //!
 //! Compiling a component is the slow part (every mutant has a new digest,
@@ -18,7 +18,7 @@
 
 use std::time::{Duration, Instant};
 
-use longhand_host::hands::{Grants, Hands, HandsConfig, LoadError, ToolSource};
+use longhand_hands::{Grants, Hands, HandsConfig, LoadError, ToolSource};
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
 use serde_json::{Value, json};

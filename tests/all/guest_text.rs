@@ -4,7 +4,7 @@
 //! line's. A guest cannot push megabytes into the session log, the model's
 //! context or a terminal through any of them.
 
-use longhand_host::hands::{CallError, Grants, Limits, ToolSource};
+use longhand_hands::{CallError, Grants, Limits, ToolSource};
 use serde_json::json;
 
 use crate::fixtures;

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use longhand_host::hands::{CallOutcome, Grants, HostPattern};
+use longhand_hands::{CallOutcome, Grants, HostPattern};
 use serde_json::{Value, json};
 
 use crate::support::server::Server;

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use longhand_host::hands::{CallError, Grants, HostPattern, Limits};
+use longhand_hands::{CallError, Grants, HostPattern, Limits};
 use serde_json::json;
 
 use crate::support::{assert_still_serves, call_probe, err, limit_message, ok};

@@ -7,7 +7,7 @@
 //! refused with advice. (`wasi:sockets` loads, to be refused call by call:
 //! see `sockets`.)
 
-use longhand_host::hands::{
+use longhand_hands::{
     Grants, Hands, HandsConfig, LoadError, PinnedLoadError, ToolSource, digest_of,
 };
 use serde_json::json;

@@ -1,10 +1,10 @@
-//! Integration tests of the tool host (`longhand_host::hands`), run against
+//! Integration tests of the tool host (`longhand-hands`), run against
 //! real components: the guest fixtures in `tests/fixtures/`, built for
 //! `wasm32-wasip2` by `tests/build.rs`, and the built-in tools.
 //!
 //! Every containment test checks three things: the guest did not get what
 //! it reached for, the caller is told why in words it can act on, and the
-//! same [`Hands`](longhand_host::hands::Hands) serves an ordinary call
+//! same [`Hands`](longhand_hands::Hands) serves an ordinary call
 //! afterwards.
 //!
 //! Nothing here touches the network beyond 127.0.0.1: HTTP tests run

@@ -1,8 +1,8 @@
 //! Receipts and the checks made before a guest runs: schema validation,
 //! tool names, grant digests, grant validity.
 
-use longhand_host::hands::receipt::{MAX_LOG_LINE_BYTES, MAX_LOG_LINES};
-use longhand_host::hands::{Access, CallError, Grants};
+use longhand_hands::receipt::{MAX_LOG_LINE_BYTES, MAX_LOG_LINES};
+use longhand_hands::{Access, CallError, Grants};
 use serde_json::json;
 
 use crate::support::{assert_still_serves, call_probe, dir, err, ok, probe};
@@ -143,7 +143,7 @@ async fn grants_for_another_digest_are_refused() {
 async fn invalid_grants_are_refused() {
     let tmp = tempfile::tempdir().expect("tempdir");
     // A relative guest path is refused when the grant is made.
-    let made = longhand_host::hands::DirGrant::new(tmp.path(), "relative/path", Access::ReadOnly);
+    let made = longhand_hands::DirGrant::new(tmp.path(), "relative/path", Access::ReadOnly);
     let message = made.expect_err("a relative guest path").to_string();
     assert!(message.contains("absolute"), "{message}");
     // Grants that do not hang together are refused before the guest runs.
@@ -181,7 +181,7 @@ async fn calls_do_not_share_guest_state() {
 /// start-up, and bytes are counted exactly.
 #[tokio::test]
 async fn the_noop_tool_has_a_minimal_receipt() {
-    use longhand_host::hands::ToolSource;
+    use longhand_hands::ToolSource;
     let tool = crate::support::hands()
         .load(ToolSource::File(crate::fixtures::NOOP.as_ref()))
         .await

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use longhand_host::hands::{Access, Grants};
+use longhand_hands::{Access, Grants};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -212,7 +212,7 @@ async fn vanished_grant_is_refused() {
     let outcome = call_probe(&grants, "read", json!({ "path": "/workspace/inside.txt" })).await;
     let err = crate::support::err(&outcome);
     assert!(
-        matches!(err, longhand_host::hands::CallError::Refused { .. }),
+        matches!(err, longhand_hands::CallError::Refused { .. }),
         "{err:?}"
     );
     assert!(

@@ -10,9 +10,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use longhand_host::hands::{
-    CallError, CallOutcome, Grants, Hands, HandsConfig, Limits, ToolSource,
-};
+use longhand_hands::{CallError, CallOutcome, Grants, Hands, HandsConfig, Limits, ToolSource};
 use serde_json::json;
 
 use crate::fixtures;
@@ -123,7 +121,7 @@ async fn a_spinner_joined_with_a_trivial_call_does_not_delay_it() {
 
 /// A private host, so that its count of offloaded calls is this test's
 /// alone (the shared one runs other tests' spinners at the same time).
-async fn private_host() -> (Hands, std::sync::Arc<longhand_host::hands::LoadedTool>) {
+async fn private_host() -> (Hands, std::sync::Arc<longhand_hands::LoadedTool>) {
     let hands = Hands::new(HandsConfig {
         cache_dir: Some(Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache")),
         max_concurrent_calls: 4,

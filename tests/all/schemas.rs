@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use longhand_host::hands::builtin::BUILTINS;
-use longhand_host::hands::{Grants, LoadError, ToolSource};
+use longhand_hands::builtin::BUILTINS;
+use longhand_hands::{Grants, LoadError, ToolSource};
 use serde_json::{Value, json};
 
 use crate::fixtures;

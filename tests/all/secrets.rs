@@ -13,7 +13,7 @@
 //! receipt says which secret came back from where, and the host serves an
 //! ordinary call afterwards.
 
-use longhand_host::hands::{CallOutcome, Grants, HostPattern, Secret, SecretGrant};
+use longhand_hands::{CallOutcome, Grants, HostPattern, Secret, SecretGrant};
 use serde_json::{Value, json};
 
 use crate::support::server::{Reply, Request, Server, gzip};
@@ -218,7 +218,7 @@ async fn secret_in_a_response_header_name_is_redacted() {
 /// The canary appears nowhere a person or a model could read: output,
 /// receipt (all of it, serialised), captured stdio, logs.
 #[track_caller]
-fn assert_not_leaked(canary: &str, outcome: &longhand_host::hands::CallOutcome) {
+fn assert_not_leaked(canary: &str, outcome: &longhand_hands::CallOutcome) {
     let receipt = serde_json::to_string(&outcome.receipt).expect("receipt serialises");
     assert!(
         !receipt.contains(canary),

@@ -7,7 +7,7 @@
 use std::io::ErrorKind;
 use std::net::{TcpListener, UdpSocket};
 
-use longhand_host::hands::{Grants, ToolSource};
+use longhand_hands::{Grants, ToolSource};
 use serde_json::json;
 
 use crate::fixtures;

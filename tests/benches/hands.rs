@@ -33,7 +33,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use longhand_host::hands::{
+use longhand_hands::{
     Access, DirGrant, Grants, Hands, HandsConfig, Limits, LoadedTool, ToolSource, builtin,
 };
 use serde_json::json;
@@ -91,7 +91,7 @@ mod bare {
         ctx: WasiCtx,
         table: ResourceTable,
         http: wasmtime_wasi_http::WasiHttpCtx,
-        hooks: longhand_host::hands::dev::NoNetwork,
+        hooks: longhand_hands::dev::NoNetwork,
     }
 
     impl WasiView for State {
@@ -156,7 +156,7 @@ mod bare {
                     ctx: WasiCtx::builder().build(),
                     table: ResourceTable::new(),
                     http: wasmtime_wasi_http::WasiHttpCtx::new(),
-                    hooks: longhand_host::hands::dev::NoNetwork,
+                    hooks: longhand_hands::dev::NoNetwork,
                 },
             );
             store.set_fuel(u64::MAX / 2)?;

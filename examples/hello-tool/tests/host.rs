@@ -1,7 +1,7 @@
 //! The tool in the real host: built for wasm32-wasip2, loaded, described and
 //! called through the same path as `longhand tool call`.
 
-use longhand_host::hands::{CallError, Effect, Grants, Hands, HandsConfig, ToolSource, dev};
+use longhand_hands::{CallError, Effect, Grants, Hands, HandsConfig, ToolSource, dev};
 use serde_json::json;
 
 #[tokio::test]

@@ -26,6 +26,7 @@ pub mod grants;
 mod net;
 pub mod receipt;
 mod redact;
+pub mod sandbox;
 pub mod schema;
 pub mod seal;
 mod sockets;

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use super::term::{json_line, one_line};
 use super::{Outcome, usage};
-use crate::brain::control::approvals::{self, Answer, AnswerError};
+use longhand_brain::control::approvals::{self, Answer, AnswerError};
 
 /// `longhand approvals` flags.
 #[derive(Debug, clap::Args)]
@@ -120,7 +120,7 @@ pub(super) fn approval(scope: &str, expires: Option<&str>) -> anyhow::Result<Ans
         Some(text) => {
             let d = humantime::parse_duration(text)
                 .map_err(|e| usage(format!("--expires `{text}`: {e} (e.g. 30m, 2h)")))?;
-            Some(crate::session::now_ms() + d.as_millis() as u64)
+            Some(longhand_session::now_ms() + d.as_millis() as u64)
         }
     };
     Ok(Answer::Approve {
@@ -150,13 +150,13 @@ async fn resume_target(session: &str) -> String {
 
 /// `session`'s root: itself, or the parent of its parent … (at most eight
 /// levels up).
-pub(super) async fn root_of(store: &dyn crate::session::Store, session: &str) -> String {
+pub(super) async fn root_of(store: &dyn longhand_session::Store, session: &str) -> String {
     let mut current = session.to_owned();
     for _ in 0..8 {
         let Ok(id) = super::env::parse_session(&current) else {
             break;
         };
-        match crate::brain::load_state(store, &id).await {
+        match longhand_brain::load_state(store, &id).await {
             Ok(state) => match state.parent {
                 Some(parent) => current = parent,
                 None => break,

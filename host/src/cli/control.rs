@@ -20,7 +20,7 @@ use std::io::Write;
 
 use super::term::{json_line, printable};
 use super::{Outcome, usage};
-use crate::session::{Control, ControlKind, MAX_CONTROL_TEXT, SessionId, SessionStatus};
+use longhand_session::{Control, ControlKind, MAX_CONTROL_TEXT, SessionId, SessionStatus};
 
 /// `longhand pause` flags.
 #[derive(Debug, clap::Args)]
@@ -122,7 +122,7 @@ async fn post(
 /// unknown or ended session, a second pause: usage errors); returns the
 /// control and the session's status when it was posted.
 pub(super) async fn post_to(
-    store: &dyn crate::session::Store,
+    store: &dyn longhand_session::Store,
     session: &SessionId,
     kind: ControlKind,
     text: Option<String>,

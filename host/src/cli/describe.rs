@@ -4,7 +4,7 @@
 //! [`term`](super::term), one line per item, never raw.
 
 use super::term::one_line;
-use crate::hands::LoadedTool;
+use longhand_hands::LoadedTool;
 
 /// What `describe` prints for people: the component, its digest and
 /// imports, what it asks for, and its tools (also what `install` shows).
@@ -32,8 +32,8 @@ pub(super) fn print_description(tool: &LoadedTool) {
     }
     for d in &req.dirs {
         let access = match d.access {
-            crate::hands::Access::ReadOnly => "ro",
-            crate::hands::Access::ReadWrite => "rw",
+            longhand_hands::Access::ReadOnly => "ro",
+            longhand_hands::Access::ReadWrite => "rw",
         };
         println!(
             "  dir    {} ({access}): {}",

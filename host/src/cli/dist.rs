@@ -12,7 +12,6 @@ use super::env::{env, hands, install_store};
 use super::settings::data_dir;
 use super::term::one_line;
 use super::{Outcome, usage};
-use crate::brain::agent::config::AgentConfig;
 use crate::dist::file::read_regular;
 use crate::dist::lock::{FILE_NAME, Lock, Locked};
 use crate::dist::registry;
@@ -20,7 +19,8 @@ use crate::dist::review::Asks;
 use crate::dist::sign::{self, Signature};
 use crate::dist::store::{Record, Store, Trust};
 use crate::dist::{DistError, Source, is_digest, is_tool_name};
-use crate::hands::{LoadedTool, ToolSource, builtin};
+use longhand_brain::agent::config::AgentConfig;
+use longhand_hands::{LoadedTool, ToolSource, builtin};
 
 /// `trust` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -149,7 +149,7 @@ async fn fetch(source: &Source, text: &str, store: &Store) -> anyhow::Result<Fet
             Ok(Fetched {
                 source,
                 manifest_digest: None,
-                digest: crate::hands::digest_of(&bytes),
+                digest: longhand_hands::digest_of(&bytes),
                 bytes,
             })
         }
@@ -158,7 +158,7 @@ async fn fetch(source: &Source, text: &str, store: &Store) -> anyhow::Result<Fet
             Ok(Fetched {
                 source: url.clone(),
                 manifest_digest: None,
-                digest: crate::hands::digest_of(&bytes),
+                digest: longhand_hands::digest_of(&bytes),
                 bytes,
             })
         }
@@ -274,7 +274,7 @@ fn check_name(name: &str) -> anyhow::Result<()> {
     if !is_tool_name(name) {
         return Err(usage(format!(
             "`{}` cannot name a tool: use 1-24 of a-z, 0-9 and `-`, starting with a letter or digit",
-            crate::hands::bound::name(name)
+            longhand_hands::bound::name(name)
         )));
     }
     if builtin::builtin(name).is_some() {
@@ -383,7 +383,7 @@ pub async fn upgrade(name: &str, approve: bool) -> anyhow::Result<Outcome> {
     let old = store.record(name)?.ok_or_else(|| {
         usage(format!(
             "nothing is installed as `{}`",
-            crate::hands::bound::name(name)
+            longhand_hands::bound::name(name)
         ))
     })?;
     if old.trust == Trust::Pinned {
@@ -399,7 +399,7 @@ pub async fn upgrade(name: &str, approve: bool) -> anyhow::Result<Outcome> {
     let fetched = match &held {
         Some(held) => {
             let bytes = store.read_blob(&held.digest)?;
-            if crate::hands::digest_of(&bytes) != held.digest {
+            if longhand_hands::digest_of(&bytes) != held.digest {
                 return Err(DistError::Refused(format!(
                     "the held version of `{name}` changed on disk; run `longhand tool upgrade {name}` again"
                 ))
@@ -538,7 +538,7 @@ pub fn verify(all: bool) -> anyhow::Result<Outcome> {
 
 /// The lock entry of `component` as `agent.toml` names it.
 async fn locked_entry(
-    hands: &crate::hands::Hands,
+    hands: &longhand_hands::Hands,
     store: &Store,
     component: &str,
     base: &Path,
@@ -549,7 +549,7 @@ async fn locked_entry(
             usage(format!(
                 "`{}` in the agent file is neither a built-in nor an installed tool; \
                  `longhand tool install SOURCE --name {0}` first",
-                crate::hands::bound::name(component)
+                longhand_hands::bound::name(component)
             ))
         })?;
         store.verified(&record)?;
@@ -664,14 +664,14 @@ pub(super) fn apply_lock(config: &mut AgentConfig, base: &Path) -> anyhow::Resul
             usage(format!(
                 "{} does not name tool `{}`; write it again with `longhand tool lock`",
                 path.display(),
-                crate::hands::bound::name(&tool.component)
+                longhand_hands::bound::name(&tool.component)
             ))
         })?;
         match &tool.digest {
             Some(pinned) if *pinned != entry.digest => {
                 return Err(usage(format!(
                     "tool `{}`: agent.toml pins {pinned}, {} pins {}; make them agree",
-                    crate::hands::bound::name(&tool.component),
+                    longhand_hands::bound::name(&tool.component),
                     path.display(),
                     entry.digest
                 )));

@@ -13,8 +13,8 @@ use anyhow::Context;
 
 use super::settings::{data_dir, hands_config};
 use super::usage;
-use crate::hands::Hands;
-use crate::session::{SessionId, SqliteStore, Store};
+use longhand_hands::Hands;
+use longhand_session::{SessionId, SqliteStore, Store};
 
 /// The session store commands use: `LONGHAND_STORE=postgres://…` (the
 /// fleet's shared store) when set and not empty, else the SQLite store in
@@ -44,7 +44,7 @@ pub(super) async fn open_url(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     #[cfg(feature = "postgres")]
     {
         // The URL may carry a password: name the store by host and database.
-        let store = crate::session::PostgresStore::connect(url)
+        let store = longhand_session::PostgresStore::connect(url)
             .await
             .map_err(|e| anyhow::Error::new(e).context("opening the PostgreSQL session store"))?;
         Ok(Arc::new(store))

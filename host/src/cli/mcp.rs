@@ -12,9 +12,9 @@ use anyhow::Context;
 use super::settings::GrantFlags;
 use super::term::json_line;
 use super::{Outcome, usage};
-use crate::hands::{Hands, HandsConfig};
 use crate::mcp::server::Server;
 use crate::mcp::{Toolbox, ToolboxError, http, stdio};
+use longhand_hands::{Hands, HandsConfig};
 
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("transport").required(true).args(["stdio", "http"])))]

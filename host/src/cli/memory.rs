@@ -14,7 +14,7 @@ use clap::Subcommand;
 use super::settings::data_dir;
 use super::term::{json_line, one_line, printable};
 use super::{Outcome, usage};
-use crate::memory::{self, Memory, MemoryBank, MemoryError};
+use longhand_brain::memory::{self, Memory, MemoryBank, MemoryError};
 
 /// `longhand memory` subcommands.
 #[derive(Debug, Subcommand)]

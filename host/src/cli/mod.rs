@@ -28,11 +28,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::brain::RunError;
-use crate::brain::agent::config::ConfigError;
 use crate::dist::DistError;
-use crate::hands::{CallError, GrantError, LoadError, PinnedLoadError};
-use crate::session::{SessionStatus, StoreError};
+use longhand_brain::RunError;
+use longhand_brain::agent::config::ConfigError;
+use longhand_hands::{CallError, GrantError, LoadError, PinnedLoadError};
+use longhand_session::{SessionStatus, StoreError};
 
 /// Exit codes, documented in README.md's table. [`exit_code`] is the only
 /// place that picks one.
@@ -179,7 +179,7 @@ fn code_of_cause(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
             RunError::Store(e) => store_code(e),
             RunError::LeaseLost(_) => exit::DENIED,
             RunError::Agent(_) => exit::USAGE,
-            RunError::Launch(crate::brain::launch::LaunchError::Memory { .. }) => exit::INTERNAL,
+            RunError::Launch(longhand_brain::launch::LaunchError::Memory { .. }) => exit::INTERNAL,
             RunError::Launch(_) => exit::USAGE,
             RunError::Log(_) | RunError::CancelNow(_) => exit::INTERNAL,
         });
@@ -326,7 +326,7 @@ pub fn main() -> ExitCode {
     if let Err(error) = &result {
         // Errors can carry guest text (a describe panic, a name): made
         // harmless, and cut, whatever layer forgot to bound its part.
-        let message = crate::hands::bound::cut(message_of(error), MAX_ERROR_BYTES);
+        let message = longhand_hands::bound::cut(message_of(error), MAX_ERROR_BYTES);
         eprintln!("error: {}", term::printable(&message));
     }
     ExitCode::from(exit_code(&result))
@@ -466,9 +466,9 @@ mod tests {
         };
         assert_eq!(code_of(fenced), exit::DENIED);
         assert_eq!(code_of(RunError::Store(corrupt())), exit::INTERNAL);
-        let unreadable = crate::brain::LogError::Inconsistent("bad".into());
+        let unreadable = longhand_brain::LogError::Inconsistent("bad".into());
         assert_eq!(code_of(RunError::Log(unreadable)), exit::INTERNAL);
-        let changed = crate::brain::AgentError::Changed {
+        let changed = longhand_brain::AgentError::Changed {
             component: "fs".into(),
             was: "sha256:0".into(),
             now: "sha256:1".into(),

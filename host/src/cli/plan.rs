@@ -5,8 +5,8 @@ use std::io::Write;
 
 use super::Outcome;
 use super::term::{json_line, printable};
-use crate::brain::work::plan::PlanState;
-use crate::session::SessionId;
+use longhand_brain::work::plan::PlanState;
+use longhand_session::SessionId;
 
 /// `longhand plan` flags.
 #[derive(Debug, clap::Args)]
@@ -59,15 +59,15 @@ pub fn plan_json(session: &SessionId, plan: &PlanState) -> serde_json::Value {
     })
 }
 
-/// `session`'s state; [`StoreError::NotFound`](crate::session::StoreError)
+/// `session`'s state; [`StoreError::NotFound`](longhand_session::StoreError)
 /// for a session that does not exist.
 async fn load(
-    store: &dyn crate::session::Store,
+    store: &dyn longhand_session::Store,
     session: &SessionId,
-) -> anyhow::Result<crate::brain::core::state::SessionState> {
-    let state = crate::brain::load_state(store, session).await?;
+) -> anyhow::Result<longhand_brain::core::state::SessionState> {
+    let state = longhand_brain::load_state(store, session).await?;
     if state.last_seq == 0 {
-        return Err(crate::session::StoreError::NotFound {
+        return Err(longhand_session::StoreError::NotFound {
             what: format!("session {session}"),
         }
         .into());
@@ -79,7 +79,7 @@ async fn load(
 /// `{"session", "tasks": []}` when it has no plan.
 #[cfg(feature = "serve")]
 pub(super) async fn plan_value(
-    store: &dyn crate::session::Store,
+    store: &dyn longhand_session::Store,
     session: &SessionId,
 ) -> anyhow::Result<serde_json::Value> {
     let state = load(store, session).await?;

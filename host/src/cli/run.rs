@@ -16,15 +16,15 @@ use super::settings::data_dir;
 use super::term::{json_line, json_safe, one_line, printable};
 use super::{Outcome, usage};
 #[cfg(test)]
-use crate::brain::agent::config::ModelConfig;
-use crate::brain::agent::config::{AgentConfig, SessionLimits};
-use crate::brain::agent::{self, Frozen};
-use crate::brain::core::state::SessionState;
-use crate::brain::launch::{self, LaunchError, Launcher, ModelOverride, Services, Waking};
-use crate::brain::model::ModelFlag;
-use crate::brain::{RunEnd, Runner};
-use crate::hands::Hands;
-use crate::session::{BlobRef, Event, EventRecord, SessionId, SessionStatus, Store, StoreError};
+use longhand_brain::agent::config::ModelConfig;
+use longhand_brain::agent::config::{AgentConfig, SessionLimits};
+use longhand_brain::agent::{self, Frozen};
+use longhand_brain::core::state::SessionState;
+use longhand_brain::launch::{self, LaunchError, Launcher, ModelOverride, Services, Waking};
+use longhand_brain::model::ModelFlag;
+use longhand_brain::{RunEnd, Runner};
+use longhand_hands::Hands;
+use longhand_session::{BlobRef, Event, EventRecord, SessionId, SessionStatus, Store, StoreError};
 
 /// `longhand run` flags.
 #[derive(Debug, clap::Args)]
@@ -199,7 +199,7 @@ pub(super) async fn start<'h>(
         launch::override_models(&mut frozen, replace);
     }
     frozen.priority = args.priority;
-    let prices = crate::brain::pricing::resolve_default(data_dir().as_deref())
+    let prices = longhand_brain::pricing::resolve_default(data_dir().as_deref())
         .map_err(|e| usage(format!("prices: {e}")))?;
     frozen.freeze_prices(&prices);
     // A money limit whose spend cannot be counted would not hold: refused
@@ -314,7 +314,7 @@ async fn wake_from<'h>(
 
 /// The operator's price file, as refusals name it.
 fn prices_file() -> PathBuf {
-    let name = crate::brain::pricing::FILE_NAME;
+    let name = longhand_brain::pricing::FILE_NAME;
     data_dir().map_or_else(|| PathBuf::from(name), |d| d.join(name))
 }
 
@@ -327,7 +327,7 @@ fn fill_prices(frozen: &mut Frozen) -> anyhow::Result<()> {
     if frozen.unpriced(Some(1)).is_none() {
         return Ok(());
     }
-    match crate::brain::pricing::resolve_default(data_dir().as_deref()) {
+    match longhand_brain::pricing::resolve_default(data_dir().as_deref()) {
         Ok(prices) => frozen.fill_missing_prices(&prices),
         // Needed only where a money limit is in force.
         Err(e) if frozen.unpriced(None).is_some() => return Err(usage(format!("prices: {e}"))),
@@ -477,7 +477,7 @@ pub async fn sessions(json: bool) -> anyhow::Result<Outcome> {
     let mut out = std::io::stdout().lock();
     for s in &list {
         // Spend comes from the fold (a snapshot and its tail: cheap).
-        let state = crate::brain::load_state(store.as_ref(), &s.id).await?;
+        let state = longhand_brain::load_state(store.as_ref(), &s.id).await?;
         let cost = if state.cost_unknown > 0 && state.cost_micros == 0 {
             "cost ?".to_owned()
         } else {
@@ -736,9 +736,9 @@ async fn render(store: &dyn Store, r: &EventRecord) -> String {
         } => format!(
             "resumed{}{}{}",
             match cause {
-                crate::session::ResumeCause::Operator => "",
-                crate::session::ResumeCause::Crash => " after a crash",
-                crate::session::ResumeCause::TakeOver => " by take-over",
+                longhand_session::ResumeCause::Operator => "",
+                longhand_session::ResumeCause::Crash => " after a crash",
+                longhand_session::ResumeCause::TakeOver => " by take-over",
             },
             if raised.is_empty() {
                 String::new()
@@ -923,7 +923,7 @@ async fn render(store: &dyn Store, r: &EventRecord) -> String {
 }
 
 fn describe_response(bytes: &[u8]) -> String {
-    let Ok(r) = serde_json::from_slice::<crate::brain::model::ModelResponse>(bytes) else {
+    let Ok(r) = serde_json::from_slice::<longhand_brain::model::ModelResponse>(bytes) else {
         return String::from_utf8_lossy(bytes).chars().take(200).collect();
     };
     let mut parts = Vec::new();

@@ -29,13 +29,13 @@ use clap::{Args, FromArgMatches};
 
 use super::settings::data_dir;
 use super::{Outcome, exit, exit_code, message_of, usage};
-use crate::brain::RunError;
-use crate::brain::agent::config::SessionLimits;
-use crate::brain::control::approvals::AnswerError;
-use crate::hands::Hands;
 use crate::serve::auth::TokenError;
 use crate::serve::{AnswerRequest, ApiError, Backend, StartRequest, Token};
-use crate::session::{Control, ControlKind, SessionId, SessionStatus, Store, StoreError};
+use longhand_brain::RunError;
+use longhand_brain::agent::config::SessionLimits;
+use longhand_brain::control::approvals::AnswerError;
+use longhand_hands::Hands;
+use longhand_session::{Control, ControlKind, SessionId, SessionStatus, Store, StoreError};
 
 /// `longhand serve` flags.
 #[derive(Debug, clap::Args)]
@@ -133,7 +133,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         backend: Arc::new(backend),
         token: token.clone(),
         loopback_hosts_only: loopback,
-        memory_db: crate::memory::default_path(&dir),
+        memory_db: longhand_brain::memory::default_path(&dir),
         hooks,
         seen_hooks: Default::default(),
     });
@@ -336,8 +336,14 @@ impl Backend for CliBackend {
         }
         .map_err(api_error)?;
         let store = self.store.as_ref();
-        match crate::brain::control::approvals::answer(store, session, request, answer, &self.owner)
-            .await
+        match longhand_brain::control::approvals::answer(
+            store,
+            session,
+            request,
+            answer,
+            &self.owner,
+        )
+        .await
         {
             Ok(()) => Ok(super::approvals::root_of(store, session.as_str()).await),
             Err(e @ AnswerError::Unknown { .. }) => {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::hands::{DirSpec, GrantError, GrantSpec, Grants, HandsConfig, LimitSpec};
+use longhand_hands::{DirSpec, GrantError, GrantSpec, Grants, HandsConfig, LimitSpec};
 
 /// Where sessions are stored: `$LONGHAND_HOME`, else
 /// `$XDG_DATA_HOME/longhand`, else `~/.local/share/longhand`.
@@ -56,10 +56,10 @@ pub const ALLOW_HOME_GRANTS: &str = "LONGHAND_ALLOW_HOME_GRANTS";
 /// process resolves (agent files, `--dir`/`--mount`, skills, `mcp`,
 /// `serve`, command checks): the data directory, the install and trust
 /// stores, the compile cache and the host key
-/// ([`crate::hands::dirs::protect`]). `LONGHAND_ALLOW_HOME_GRANTS=1`
+/// ([`longhand_hands::dirs::protect`]). `LONGHAND_ALLOW_HOME_GRANTS=1`
 /// allows all but the host key; nothing allows that.
 pub fn protect_home() {
-    use crate::hands::dirs::{ProtectedPath, protect};
+    use longhand_hands::dirs::{ProtectedPath, protect};
     let mut paths = Vec::new();
     let mut add = |what: &str, path: Option<PathBuf>, overridable: bool, inside_too: bool| {
         if let Some(path) = path {
@@ -213,7 +213,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::brain::agent::config::ToolConfig;
+    use longhand_brain::agent::config::ToolConfig;
 
     #[derive(Debug, Parser)]
     struct Flags {

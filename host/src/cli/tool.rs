@@ -16,7 +16,7 @@ use super::env::hands;
 use super::settings::GrantFlags;
 use super::term::{json_line, json_pretty, one_line};
 use super::{Outcome, usage};
-use crate::hands::{Hands, LoadedTool, Receipt, ToolSource, bound, builtin};
+use longhand_hands::{Hands, LoadedTool, Receipt, ToolSource, bound, builtin};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ToolCommand {

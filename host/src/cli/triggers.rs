@@ -15,10 +15,11 @@ use std::time::Duration;
 use clap::{Args, FromArgMatches};
 
 use super::{Outcome, usage};
-use crate::brain::agent::config::AgentConfig;
-use crate::hands::Hands;
-use crate::session::{Clock, SystemClock};
-use crate::triggers::{Decision, StateFile, When, decide, next_after};
+use crate::triggers::{Decision, StateFile, decide, next_after};
+use longhand_brain::agent::config::AgentConfig;
+use longhand_brain::agent::trigger::When;
+use longhand_hands::Hands;
+use longhand_session::{Clock, SystemClock};
 
 /// How often due timers are looked for, at most.
 const TICK: Duration = Duration::from_secs(1);
@@ -49,7 +50,7 @@ struct Timer {
     key: String,
     agent: PathBuf,
     when: When,
-    missed: crate::triggers::Missed,
+    missed: longhand_brain::agent::trigger::Missed,
     goal: Option<String>,
 }
 
@@ -185,7 +186,7 @@ async fn start(
     hands: &'static Hands,
     owner: &str,
     script: Option<&PathBuf>,
-) -> anyhow::Result<crate::session::SessionId> {
+) -> anyhow::Result<longhand_session::SessionId> {
     let agent = t
         .agent
         .to_str()

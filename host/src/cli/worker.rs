@@ -44,9 +44,9 @@ use std::sync::Arc;
 
 use super::Outcome;
 use super::env::{hands, open_store, open_url, owner};
-use crate::brain::model::ratelimit::RateLimited;
-use crate::brain::{RunEnd, RunError};
-use crate::session::{SessionId, Store, StoreError};
+use longhand_brain::model::ratelimit::RateLimited;
+use longhand_brain::{RunEnd, RunError};
+use longhand_session::{SessionId, Store, StoreError};
 
 /// How often the store is asked for runnable sessions when nothing wakes
 /// the worker sooner.
@@ -173,7 +173,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
         let (provider, limit) = spec
             .split_once('=')
             .ok_or_else(|| super::usage(format!("--rate `{spec}`: give PROVIDER=RPM[:TPM]")))?;
-        let limit = crate::brain::model::ratelimit::RateLimit::parse(limit)
+        let limit = longhand_brain::model::ratelimit::RateLimit::parse(limit)
             .map_err(|e| super::usage(format!("--rate `{spec}`: {e}")))?;
         limits.insert(provider.to_owned(), limit);
     }
@@ -209,7 +209,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
     };
     Outage::over(&mut outage, &owner);
     // The engine lives as long as the process.
-    let hands: &'static crate::hands::Hands = Box::leak(Box::new(hands()?));
+    let hands: &'static longhand_hands::Hands = Box::leak(Box::new(hands()?));
     // One set of providers for every session this worker runs, each
     // wrapped in its provider's limit (shared by every session).
     let services = Arc::new(
@@ -218,7 +218,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Outcome> {
             None => p,
         }),
     );
-    let ttl = crate::brain::lease_ttl();
+    let ttl = longhand_brain::lease_ttl();
     let mut running: HashSet<SessionId> = HashSet::new();
     // Sessions left alone for a while: one that could not be woken (until
     // its lease would have run out, as before claims took back our own
@@ -343,7 +343,7 @@ async fn by_priority(
         let priority = match priorities.get(&id) {
             Some(p) => *p,
             None => {
-                let p = crate::brain::launch::frozen_of(store, &id)
+                let p = longhand_brain::launch::frozen_of(store, &id)
                     .await
                     .map_or(0, |f| f.priority);
                 priorities.insert(id.clone(), p);

@@ -41,7 +41,7 @@ impl DistError {
 /// quotes it: cut to `max` bytes, control characters shown as `?`, so it
 /// cannot break the line it is printed on.
 pub(crate) fn shown(text: &str, max: usize) -> String {
-    crate::hands::bound::cut_str(text, max)
+    longhand_hands::bound::cut_str(text, max)
         .chars()
         .map(|c| if c.is_control() { '?' } else { c })
         .collect()

@@ -33,7 +33,7 @@ pub(crate) fn pull_client() -> Result<reqwest::Client, DistError> {
             attempt.follow()
         }
     });
-    crate::http_client::builder()
+    longhand_brain::http_client::builder()
         .map_err(|e| DistError::Remote(e.to_string()))?
         .redirect(policy)
         .connect_timeout(Duration::from_secs(10))

@@ -43,7 +43,7 @@ use super::http::{error_answer, pull_client, read_bounded, send};
 use super::names::is_digest;
 use super::source::OciRef;
 use super::token::{self, Auth};
-use crate::hands::digest_of;
+use longhand_hands::digest_of;
 
 /// The manifest media type of a published tool.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::hands::{Access, CapabilityRequests, Effect, LoadedTool};
+use longhand_hands::{Access, CapabilityRequests, Effect, LoadedTool};
 
 /// A tool as the review shows it: `NAME (effect)`.
 fn tool_line(name: &str, effect: Effect) -> String {
@@ -147,7 +147,7 @@ impl Diff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hands::DirRequest;
+    use longhand_hands::DirRequest;
 
     #[test]
     fn one_more_host_is_more_and_a_dropped_one_is_less() {

@@ -175,7 +175,7 @@ pub enum Sealing {
     /// No seals written or checked (a library host without a key).
     Off,
     /// Seals written with, and checked against, this key.
-    On(crate::hands::seal::HostKey),
+    On(longhand_hands::seal::HostKey),
     /// The host key could not be read or made: nothing sealed is trusted,
     /// and the reason is every read's error.
     Broken(String),
@@ -190,7 +190,7 @@ impl Sealing {
                  LONGHAND_KEY_DIR)"
                     .to_owned(),
             ),
-            Some(path) => match crate::hands::seal::HostKey::open_or_create(path) {
+            Some(path) => match longhand_hands::seal::HostKey::open_or_create(path) {
                 Ok(key) => Self::On(key),
                 Err(e) => Self::Broken(e.to_string()),
             },
@@ -198,7 +198,7 @@ impl Sealing {
     }
 
     /// The key, or `None` when sealing is off; an error when it is broken.
-    pub(crate) fn key(&self) -> Result<Option<&crate::hands::seal::HostKey>, DistError> {
+    pub(crate) fn key(&self) -> Result<Option<&longhand_hands::seal::HostKey>, DistError> {
         match self {
             Self::Off => Ok(None),
             Self::On(key) => Ok(Some(key)),
@@ -239,7 +239,7 @@ impl TrustStore {
     pub fn add(&self, path: &Path) -> Result<String, DistError> {
         let pk = read_public(path)?;
         let signer = signer_of(&pk);
-        crate::hands::seal::private_dir(&self.dir)
+        longhand_hands::seal::private_dir(&self.dir)
             .map_err(DistError::io(format!("creating {}", self.dir.display())))?;
         self.check_dir()?;
         let file = self.dir.join(format!("{}.pub", file_stem(&signer)));
@@ -285,7 +285,7 @@ impl TrustStore {
                     .to_owned(),
             ));
         }
-        crate::hands::seal::check_dir(&self.dir).map_err(refuse)
+        longhand_hands::seal::check_dir(&self.dir).map_err(refuse)
     }
 
     /// Every trusted key. The store's directory and each key file must be
@@ -330,7 +330,7 @@ impl TrustStore {
     }
 
     /// Whether the `.seal` beside `path` is this host's seal of `signer`.
-    fn sealed_by(&self, key: &crate::hands::seal::HostKey, path: &Path, signer: &str) -> bool {
+    fn sealed_by(&self, key: &longhand_hands::seal::HostKey, path: &Path, signer: &str) -> bool {
         let seal_path = Self::seal_path(path);
         let Ok(text) = super::file::read_regular(&seal_path, 256, "a seal") else {
             return false;
@@ -363,7 +363,7 @@ fn check_key_file(path: &Path) -> Result<(), DistError> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        if crate::hands::seal::effective_uid().is_some_and(|uid| uid != meta.uid()) {
+        if longhand_hands::seal::effective_uid().is_some_and(|uid| uid != meta.uid()) {
             return Err(refuse(format!(
                 "it belongs to uid {}, not to you",
                 meta.uid()

@@ -47,7 +47,7 @@ impl Source {
         if text.contains("://") {
             return Err(DistError::Usage(format!(
                 "`{}` has a scheme Longhand does not install from; give a path, https://… or oci://…",
-                crate::hands::bound::cut_str(text, 256)
+                longhand_hands::bound::cut_str(text, 256)
             )));
         }
         Ok(Self::Path(PathBuf::from(text)))
@@ -83,7 +83,7 @@ impl OciRef {
         let bad = |why: &str| {
             DistError::Usage(format!(
                 "`oci://{}` is not a registry reference: {why}; write oci://HOST[:PORT]/REPO:TAG[@sha256:…]",
-                crate::hands::bound::cut_str(text, 256)
+                longhand_hands::bound::cut_str(text, 256)
             ))
         };
         if text.len() > 1024 {

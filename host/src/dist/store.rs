@@ -11,7 +11,7 @@
 //! Writes are a temporary file renamed into place: a crash leaves the old
 //! record or the new one, never half of one.
 //!
-//! [`hands::Installed`]: crate::hands::Installed
+//! [`hands::Installed`]: longhand_hands::Installed
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -23,7 +23,7 @@ use super::names::{is_digest, is_tool_name};
 use super::registry::MAX_COMPONENT_BYTES;
 use super::review::Asks;
 use super::sign::{self, Sealing, Signature, TrustStore};
-use crate::hands::{Installed, InstalledBytes, digest_of};
+use longhand_hands::{Installed, InstalledBytes, digest_of};
 
 /// Largest record read, in bytes.
 const MAX_RECORD_BYTES: u64 = 1 << 20;
@@ -191,7 +191,7 @@ impl Store {
     }
 
     fn record_seal(
-        key: &crate::hands::seal::HostKey,
+        key: &longhand_hands::seal::HostKey,
         kind: &str,
         record: &Record,
     ) -> Result<[u8; 32], DistError> {

@@ -37,7 +37,6 @@ use std::time::Instant;
 
 use super::protocol::{self, Incoming, code};
 use super::server::{Outbox, Server, Session};
-use crate::hands::bound;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -46,6 +45,7 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use futures_util::stream;
+use longhand_hands::bound;
 use serde_json::Value;
 
 /// The session header.

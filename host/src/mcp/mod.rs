@@ -33,10 +33,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::brain::RunError;
-use crate::brain::agent;
-use crate::brain::agent::config::{AgentConfig, ApprovePolicy, ConfigError, approve_policy};
-use crate::hands::{
+use longhand_brain::RunError;
+use longhand_brain::agent;
+use longhand_brain::agent::config::{AgentConfig, ApprovePolicy, ConfigError, approve_policy};
+use longhand_hands::{
     Effect, Grants, Hands, LoadError, LoadedTool, ToolSource, ToolSpec, bound, caps,
 };
 
@@ -306,11 +306,11 @@ impl Toolbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hands::Access;
+    use longhand_hands::Access;
 
     #[tokio::test]
     async fn annotations_follow_effects_and_grants() {
-        let hands = Hands::new(crate::hands::HandsConfig::default()).unwrap();
+        let hands = Hands::new(longhand_hands::HandsConfig::default()).unwrap();
         let fs = Toolbox::load(&hands, "fs").await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let box_ = Toolbox::component(fs, dir_grant(dir.path(), Access::ReadWrite), None).unwrap();
@@ -325,7 +325,7 @@ mod tests {
         assert_eq!(hint("read", "openWorldHint"), json!(false));
 
         let http = Toolbox::load(&hands, "http").await.unwrap();
-        let grants = crate::hands::GrantSpec {
+        let grants = longhand_hands::GrantSpec {
             hosts: vec!["example.com".to_owned()],
             ..Default::default()
         }
@@ -348,8 +348,8 @@ mod tests {
     }
 
     fn dir_grant(path: &Path, access: Access) -> Grants {
-        crate::hands::GrantSpec {
-            dirs: vec![crate::hands::DirSpec {
+        longhand_hands::GrantSpec {
+            dirs: vec![longhand_hands::DirSpec {
                 host_path: path.to_owned(),
                 guest_path: "/workspace".to_owned(),
                 access,
@@ -363,7 +363,7 @@ mod tests {
 
     #[tokio::test]
     async fn tools_that_can_only_fail_are_left_out() {
-        let hands = Hands::new(crate::hands::HandsConfig::default()).unwrap();
+        let hands = Hands::new(longhand_hands::HandsConfig::default()).unwrap();
         let fs = Toolbox::load(&hands, "fs").await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let names = |b: &Toolbox| b.tools().iter().map(|t| t.name.clone()).collect::<Vec<_>>();
@@ -400,7 +400,7 @@ mod tests {
             Toolbox::component(http.clone(), dir_grant(dir.path(), Access::ReadWrite), None)
                 .unwrap();
         assert_eq!(closed.left_out(), writes_over_http.as_slice());
-        let open = crate::hands::GrantSpec {
+        let open = longhand_hands::GrantSpec {
             hosts: vec!["example.com".to_owned()],
             ..Default::default()
         }
@@ -412,7 +412,7 @@ mod tests {
 
     #[tokio::test]
     async fn only_names_a_tool_the_component_offers() {
-        let hands = Hands::new(crate::hands::HandsConfig::default()).unwrap();
+        let hands = Hands::new(longhand_hands::HandsConfig::default()).unwrap();
         let fs = Toolbox::load(&hands, "fs").await.unwrap();
         let err = Toolbox::component(fs, Grants::default(), Some(&["rm".to_owned()]))
             .err()

@@ -33,7 +33,7 @@ use tokio::task::AbortHandle;
 
 use super::protocol::{self, Incoming, code};
 use super::{ServedTool, Toolbox};
-use crate::hands::{CallOutcome, Hands, bound};
+use longhand_hands::{CallOutcome, Hands, bound};
 
 /// One message on its way to the client, serialized once: the transport
 /// writes `text` as it is, and nothing else holds the message (a call's
@@ -421,7 +421,7 @@ fn call_result(outcome: CallOutcome, version: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hands::{Grants, HandsConfig};
+    use longhand_hands::{Grants, HandsConfig};
 
     /// The answers a session sent, parsed back.
     struct Answers(mpsc::UnboundedReceiver<Outgoing>);

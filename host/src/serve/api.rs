@@ -19,9 +19,9 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::backend::{AnswerRequest, StartRequest};
 use super::error::{ApiError, ApiResult};
-use crate::brain::core::state::SessionState;
-use crate::brain::{RunError, load_state};
-use crate::session::{BlobRef, ControlKind, SessionId, SessionStatus, SessionSummary};
+use longhand_brain::core::state::SessionState;
+use longhand_brain::{RunError, load_state};
+use longhand_session::{BlobRef, ControlKind, SessionId, SessionStatus, SessionSummary};
 
 /// Sessions per page of `GET /api/sessions`: default and most.
 pub const SESSIONS_PAGE: (usize, usize) = (50, 200);
@@ -41,7 +41,7 @@ pub(super) async fn read_after(
     state: &AppState,
     id: &SessionId,
     after: u64,
-) -> Result<Vec<crate::session::EventRecord>, crate::session::StoreError> {
+) -> Result<Vec<longhand_session::EventRecord>, longhand_session::StoreError> {
     if after >= MAX_SEQ {
         return Ok(Vec::new());
     }
@@ -189,7 +189,7 @@ fn run_error(error: RunError) -> ApiError {
 /// A session's summary, 404 `session_not_found` if there is none.
 pub(super) async fn summary(state: &AppState, id: &SessionId) -> ApiResult<SessionSummary> {
     state.store.summary(id).await.map_err(|e| match e {
-        crate::session::StoreError::NotFound { .. } => {
+        longhand_session::StoreError::NotFound { .. } => {
             ApiError::not_found("session_not_found", format!("no session {id}"))
         }
         other => ApiError::from_store(other),
@@ -609,19 +609,21 @@ pub async fn list_agents(State(state): State<AppState>) -> ApiResult<Json<Value>
         for root in &roots {
             for dir in super::hooks::agent_dirs(root) {
                 let path = dir.to_string_lossy().into_owned();
-                out.push(match crate::brain::agent::config::AgentConfig::load(&dir) {
-                    Ok((config, _)) => json!({
-                        "path": path,
-                        "name": config.name,
-                        "goal": config.goal,
-                        "planned": config.plan.is_some(),
-                    }),
-                    Err(e) => json!({
-                        "path": path,
-                        "name": dir.file_name().map(|n| n.to_string_lossy().into_owned()),
-                        "problem": e.to_string(),
-                    }),
-                });
+                out.push(
+                    match longhand_brain::agent::config::AgentConfig::load(&dir) {
+                        Ok((config, _)) => json!({
+                            "path": path,
+                            "name": config.name,
+                            "goal": config.goal,
+                            "planned": config.plan.is_some(),
+                        }),
+                        Err(e) => json!({
+                            "path": path,
+                            "name": dir.file_name().map(|n| n.to_string_lossy().into_owned()),
+                            "problem": e.to_string(),
+                        }),
+                    },
+                );
             }
         }
         out
@@ -810,7 +812,7 @@ pub async fn list_approvals(
     let params = query(raw)?;
     let (default, most) = PREVIEW_CHARS;
     let max = number(&params, "max", default, 1, most)? as usize;
-    let pending = crate::brain::control::approvals::pending_everywhere(state.store.as_ref())
+    let pending = longhand_brain::control::approvals::pending_everywhere(state.store.as_ref())
         .await
         .map_err(run_error)?;
     let mut sessions: BTreeMap<String, (String, Option<String>)> = BTreeMap::new();
@@ -979,19 +981,21 @@ pub async fn deny(
 /// SQLite).
 async fn with_bank<T: Send + 'static>(
     state: &AppState,
-    work: impl FnOnce(&crate::memory::MemoryBank) -> Result<T, crate::memory::MemoryError>
+    work: impl FnOnce(
+        &longhand_brain::memory::MemoryBank,
+    ) -> Result<T, longhand_brain::memory::MemoryError>
     + Send
     + 'static,
 ) -> ApiResult<T> {
     let path = state.memory_db.clone();
     tokio::task::spawn_blocking(move || {
-        let bank = crate::memory::MemoryBank::open(&path)?;
+        let bank = longhand_brain::memory::MemoryBank::open(&path)?;
         work(&bank)
     })
     .await
     .map_err(ApiError::internal)?
     .map_err(|e| match e {
-        crate::memory::MemoryError::Invalid { .. } => ApiError::invalid(e.to_string()),
+        longhand_brain::memory::MemoryError::Invalid { .. } => ApiError::invalid(e.to_string()),
         other => ApiError::internal(other),
     })
 }
@@ -1003,7 +1007,13 @@ pub async fn search_memory(
     RawQuery(raw): RawQuery,
 ) -> ApiResult<Json<Value>> {
     let params = query(raw)?;
-    let limit = number(&params, "limit", 50, 1, crate::memory::MAX_LIMIT as u64)? as usize;
+    let limit = number(
+        &params,
+        "limit",
+        50,
+        1,
+        longhand_brain::memory::MAX_LIMIT as u64,
+    )? as usize;
     let q = params.get("q").cloned().filter(|q| !q.trim().is_empty());
     if q.as_ref()
         .is_some_and(|q| !q.chars().any(char::is_alphanumeric))
@@ -1014,7 +1024,7 @@ pub async fn search_memory(
     let found = with_bank(&state, move |bank| {
         let scopes = match scope {
             Some(scope) => {
-                crate::memory::validate_scope(&scope)?;
+                longhand_brain::memory::validate_scope(&scope)?;
                 vec![scope]
             }
             None => bank.scopes()?,

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use async_trait::async_trait;
 
 use super::error::ApiError;
-use crate::session::{Control, ControlKind, SessionId, SessionStatus};
+use longhand_session::{Control, ControlKind, SessionId, SessionStatus};
 
 /// `POST /api/sessions`: start a session of an agent and leave it for a
 /// worker, as `longhand run <agent> --detach` does.

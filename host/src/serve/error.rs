@@ -11,7 +11,7 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-use crate::session::StoreError;
+use longhand_session::StoreError;
 
 /// An API error: status, stable code, message.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -27,8 +27,9 @@ use super::AppState;
 use super::api::RawBody;
 use super::backend::StartRequest;
 use super::error::ApiError;
-use crate::session::{Clock, SystemClock};
-use crate::triggers::{WEBHOOK_SKEW_MS, When, verify_webhook, webhook_goal};
+use crate::triggers::{WEBHOOK_SKEW_MS, verify_webhook, webhook_goal};
+use longhand_brain::agent::trigger::When;
+use longhand_session::{Clock, SystemClock};
 
 /// One webhook trigger the server answers.
 #[derive(Debug, Clone)]
@@ -57,7 +58,7 @@ pub fn load(
     let mut warnings = Vec::new();
     for dir in dirs {
         for agent in agent_dirs(dir) {
-            let (config, _) = crate::brain::agent::config::AgentConfig::load(&agent)
+            let (config, _) = longhand_brain::agent::config::AgentConfig::load(&agent)
                 .map_err(|e| e.to_string())?;
             for t in &config.triggers {
                 let Ok(When::Webhook { secret_env }) = t.when() else {
@@ -103,7 +104,10 @@ pub fn load(
 
 /// `dir` itself when it holds an agent.toml, else its subdirectories that do.
 pub(super) fn agent_dirs(dir: &Path) -> Vec<PathBuf> {
-    if dir.join(crate::brain::agent::config::AGENT_FILE).is_file() {
+    if dir
+        .join(longhand_brain::agent::config::AGENT_FILE)
+        .is_file()
+    {
         return vec![dir.to_owned()];
     }
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -111,7 +115,7 @@ pub(super) fn agent_dirs(dir: &Path) -> Vec<PathBuf> {
         .flatten()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.join(crate::brain::agent::config::AGENT_FILE).is_file())
+        .filter(|p| p.join(longhand_brain::agent::config::AGENT_FILE).is_file())
         .collect();
     out.sort();
     out

@@ -4,7 +4,7 @@
 //! stream of a session's events, the OpenAPI document and the page's
 //! embedded assets. What it must not do: fold events or change sessions
 //! itself — it reads the [`Store`], the memory bank and
-//! [`load_state`](crate::brain::load_state), and every change goes
+//! [`load_state`](longhand_brain::load_state), and every change goes
 //! through a [`Backend`] (the CLI's own functions), so the API and the CLI
 //! cannot disagree about what `approve` or `pause` means.
 //!
@@ -54,7 +54,7 @@ pub use auth::Token;
 pub use backend::{AnswerRequest, Backend, StartRequest};
 pub use error::ApiError;
 
-use crate::session::Store;
+use longhand_session::Store;
 
 /// The OpenAPI 3.1 document, hand-written beside the routes; a test checks
 /// that it names every route the router has.

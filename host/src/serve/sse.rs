@@ -33,7 +33,7 @@ use futures_util::stream;
 use super::AppState;
 use super::api::{MAX_SEQ, read_after, session_id, summary};
 use super::error::{ApiError, ApiResult};
-use crate::session::SessionStatus;
+use longhand_session::SessionStatus;
 
 /// How often the store is asked for new events.
 pub const POLL: Duration = Duration::from_millis(200);

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use longhand_host::session::Event;
+use longhand_session::Event;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 

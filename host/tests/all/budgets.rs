@@ -3,7 +3,7 @@
 //! results are reused from the session's record when the agent enables it,
 //! until a call changes something.
 
-use longhand_host::session::Event;
+use longhand_session::Event;
 use serde_json::json;
 use tempfile::TempDir;
 

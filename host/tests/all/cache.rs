@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use longhand_host::hands::dev;
+use longhand_hands::dev;
 use serde_json::Value;
 use tempfile::TempDir;
 

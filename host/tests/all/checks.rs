@@ -15,10 +15,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use longhand_host::checks::command::{self, CommandOutcome};
-use longhand_host::checks::resolve::{CommandCheckConfig, GrantedDir, resolve};
-use longhand_host::checks::tool::{PredicateError, predicate_holds, validate_predicate};
-use longhand_host::hands::{Hands, HandsConfig};
+use longhand_brain::checks::command::{self, CommandOutcome};
+use longhand_brain::checks::resolve::{CommandCheckConfig, GrantedDir, resolve};
+use longhand_brain::checks::tool::{PredicateError, predicate_holds, validate_predicate};
+use longhand_hands::{Hands, HandsConfig};
 use serde_json::{Value, json};
 
 fn hands() -> &'static Hands {

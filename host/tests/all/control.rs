@@ -2,7 +2,7 @@
 //! without touching its log; unknown and ended sessions are refused (exit
 //! 2). That a running worker acts on them is the loop's test.
 
-use longhand_host::session::{Control, ControlKind, SessionId, SqliteStore, Store};
+use longhand_session::{Control, ControlKind, SessionId, SqliteStore, Store};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 

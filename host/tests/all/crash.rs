@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use longhand_host::session::{
+use longhand_session::{
     Event, EventRecord, SessionId, SessionStatus, SqliteStore, Store, StoreError,
 };
 use serde_json::{Value, json};

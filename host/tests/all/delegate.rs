@@ -7,14 +7,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use longhand_host::brain::Runner;
-use longhand_host::brain::agent::config::AgentConfig;
-use longhand_host::brain::agent::{bind, freeze};
-use longhand_host::brain::model::{
+use longhand_brain::Runner;
+use longhand_brain::agent::config::AgentConfig;
+use longhand_brain::agent::{bind, freeze};
+use longhand_brain::model::{
     Message, ModelError, ModelProvider, ModelRequest, ModelResponse, ToolCall,
 };
-use longhand_host::hands::{Hands, HandsConfig};
-use longhand_host::session::{Event, SessionId, SqliteStore, Store};
+use longhand_hands::{Hands, HandsConfig};
+use longhand_session::{Event, SessionId, SqliteStore, Store};
 use serde_json::json;
 use tempfile::TempDir;
 
@@ -92,12 +92,12 @@ fn child(dir: &Path, name: &str, tools: &str) {
 /// What a parent's run left: its log, each call's result (ok, text), and
 /// each child's log and state.
 struct Ran {
-    end: longhand_host::brain::RunEnd,
-    log: Vec<longhand_host::session::EventRecord>,
+    end: longhand_brain::RunEnd,
+    log: Vec<longhand_session::EventRecord>,
     results: std::collections::BTreeMap<String, (bool, String)>,
     children: Vec<(
-        Vec<longhand_host::session::EventRecord>,
-        longhand_host::brain::core::state::SessionState,
+        Vec<longhand_session::EventRecord>,
+        longhand_brain::core::state::SessionState,
     )>,
 }
 
@@ -107,7 +107,7 @@ fn run_parent(
     root: &Path,
     model: Arc<dyn ModelProvider>,
     lookup: fn(&str) -> Option<String>,
-    check: impl FnOnce(&longhand_host::brain::agent::Frozen),
+    check: impl FnOnce(&longhand_brain::agent::Frozen),
 ) -> Ran {
     let (config, base) = AgentConfig::load(root).expect("agent.toml");
     let store_dir = TempDir::new().expect("tempdir");
@@ -123,9 +123,7 @@ fn run_parent(
             &prices,
             "as_of = \"2026-12-01\"\n[openai.\"m\"]\ninput = 0\noutput = 0\n",
         );
-        frozen.freeze_prices(
-            &longhand_host::brain::pricing::Prices::load(&prices).expect("prices.toml"),
-        );
+        frozen.freeze_prices(&longhand_brain::pricing::Prices::load(&prices).expect("prices.toml"));
         check(&frozen);
         let agent = bind(&hands, frozen, |_| None).await.expect("bind");
         let store: Arc<dyn Store> =
@@ -145,7 +143,7 @@ fn run_parent(
                     let id: SessionId = child.parse().expect("id");
                     children.push((
                         store.read(&id, 1).await.expect("child log"),
-                        longhand_host::brain::load_state(store.as_ref(), &id)
+                        longhand_brain::load_state(store.as_ref(), &id)
                             .await
                             .expect("child state"),
                     ));

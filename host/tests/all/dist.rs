@@ -21,7 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use longhand_host::session::Event;
+use longhand_session::Event;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 

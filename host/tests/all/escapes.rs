@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use longhand_host::hands::dev;
+use longhand_hands::dev;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 

@@ -168,7 +168,7 @@ fn ralph_fix_runs_offline_and_leaves_the_fixed_crate() {
     // The command check ran confined, and says how.
     let log = home.log(session);
     let confined = log.iter().any(|r| {
-        matches!(&r.event, longhand_host::session::Event::CheckFinished { kind, confinement: Some(c), passed: true, .. }
+        matches!(&r.event, longhand_session::Event::CheckFinished { kind, confinement: Some(c), passed: true, .. }
             if kind == "command" && c.get("landlock_abi").is_some())
     });
     assert!(confined, "no confined command check in the log");
@@ -176,9 +176,7 @@ fn ralph_fix_runs_offline_and_leaves_the_fixed_crate() {
     let briefing = log
         .iter()
         .find_map(|r| match &r.event {
-            longhand_host::session::Event::RoleStarted { role, briefing, .. }
-                if role == "judge" =>
-            {
+            longhand_session::Event::RoleStarted { role, briefing, .. } if role == "judge" => {
                 Some(briefing.clone())
             }
             _ => None,
@@ -186,8 +184,8 @@ fn ralph_fix_runs_offline_and_leaves_the_fixed_crate() {
         .expect("the judge was asked");
     let home_dir = home.path().to_owned();
     let text = crate::support::block_on(async move {
-        use longhand_host::session::Store;
-        let store = longhand_host::session::SqliteStore::open(&home_dir)
+        use longhand_session::Store;
+        let store = longhand_session::SqliteStore::open(&home_dir)
             .await
             .expect("store");
         store.get_blob(&briefing).await.expect("briefing").to_vec()
@@ -260,7 +258,7 @@ fn research_team_pauses_for_approval_and_survives_a_kill_at_every_event() {
                     .log(s["id"].as_str().expect("id"))
                     .iter()
                     .filter(|r| {
-                        matches!(&r.event, longhand_host::session::Event::ToolStarted { tool, .. } if tool == "write")
+                        matches!(&r.event, longhand_session::Event::ToolStarted { tool, .. } if tool == "write")
                     })
                     .count();
             }

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use longhand_host::session::{Event, PostgresStore, ResumeCause, SessionId, SessionStatus, Store};
+use longhand_session::{Event, PostgresStore, ResumeCause, SessionId, SessionStatus, Store};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use longhand_host::session::{Event, ResumeCause};
+use longhand_session::{Event, ResumeCause};
 use serde_json::json;
 use tempfile::TempDir;
 

@@ -14,7 +14,7 @@ use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use longhand_host::hands::dev;
+use longhand_hands::dev;
 use serde_json::{Value, json};
 
 use crate::support::{Home, write};

@@ -6,8 +6,8 @@
 //! reference, the blob holds the whole text byte for byte, and `run --json`
 //! and `log --json` show the same event.
 
-use longhand_host::session::event::{BlobRef, MAX_EVENT_JSON, MAX_INLINE_TEXT};
-use longhand_host::session::{SqliteStore, Store};
+use longhand_session::event::{BlobRef, MAX_EVENT_JSON, MAX_INLINE_TEXT};
+use longhand_session::{SqliteStore, Store};
 use tempfile::TempDir;
 
 use crate::support::{Home, block_on, scripted_agent, session_of_json, text_turn};
@@ -222,7 +222,7 @@ fn a_goal_over_the_bound_is_refused_before_a_session_exists() {
         "max_steps = 2",
         &[text_turn("ok", 1, 1)],
     );
-    let goal = "g".repeat(longhand_host::brain::MAX_GOAL_BYTES + 1);
+    let goal = "g".repeat(longhand_brain::MAX_GOAL_BYTES + 1);
     let run = home.run(&[
         "run",
         dir.path().to_str().expect("utf-8 path"),

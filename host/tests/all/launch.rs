@@ -13,7 +13,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use longhand_host::session::Event;
+use longhand_session::Event;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 

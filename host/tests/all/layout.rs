@@ -1,11 +1,17 @@
-//! The floors stay floors: no import cycle among the files of a room, and
-//! the ground-floor crates (`longhand-session`, `longhand-hands`) never
-//! depend on the host built on them (docs/design.md, "Floors").
+//! The floors stay floors, held by the compiler where it can and by this
+//! test where it cannot (docs/design.md, "Floors").
 //!
-//! The check reads the Rust sources of each folder in [`FOLDERS`], builds
-//! the graph of file-to-file imports and fails naming the files of every
-//! strongly connected component with more than one file. What is an edge
-//! from file A to file B (B a file of the same folder):
+//! - **The crate graph** (`cargo metadata`): the brain has no path to the
+//!   application crate (`longhand-host`: cli, serve, mcp, dist, triggers,
+//!   telemetry); hands and session reach neither the brain, the
+//!   application nor each other. Once that holds, an upward `use` does not
+//!   compile: the crate it names is not a dependency.
+//! - **The floor order inside the brain** ([`BRAIN_FLOORS`]): every
+//!   file-to-file import in `host/brain/src` points to a file on its own
+//!   floor or below, never up.
+//! - **No import cycle among the files of a room** ([`FOLDERS`]).
+//!
+//! What is an edge from file A to file B (B a file of the same room):
 //! - a `use` of `super::…`, `self::…`, `crate::<room>::…`, or of one of A's
 //!   own child modules (`use writer::X` in `sqlite.rs`, `pub use grants::…`
 //!   in `mod.rs`);
@@ -17,14 +23,14 @@
 //!   sibling's item closes a cycle through the door's `pub use`.
 //!
 //! Not edges: `mod x;` (the tree itself), a visibility (`pub(in
-//! crate::brain)` says where an item may be used, not what it uses), a
+//! crate::core)` says where an item may be used, not what it uses), a
 //! parent calling into its own children in code (`run::start(..)` in
 //! `cli/mod.rs`: the door dispatches), and `super::` inside an inline module
 //! (`mod tests { use super::*; }`), which names its own file. Paths inside macro definitions are read as
 //! written. Sources are tokenised with `proc-macro2`, so strings and
 //! comments never count.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -32,17 +38,68 @@ use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 
 /// The rooms checked for cycles: the folder (from `host/`) and the path by
 /// which `crate::` code inside it names its root (a crate of its own is
-/// `crate`; a folder of the host crate is `crate::<folder>`).
+/// `crate`; a folder of the application crate is `crate::<folder>`).
 const FOLDERS: &[(&str, &str)] = &[
-    ("src/brain", "crate::brain"),
+    ("brain/src", "crate"),
     ("src/cli", "crate::cli"),
     ("src/dist", "crate::dist"),
     ("hands/src", "crate"),
     ("session/src", "crate"),
 ];
 
-/// The ground-floor crates: their manifests must not name the host.
-const FLOORS: &[&str] = &["session/Cargo.toml", "hands/Cargo.toml"];
+/// The brain's floors, lowest first: a file is on the floor of the longest
+/// prefix that names it (from `host/brain/src/`), and imports only files on
+/// its own floor or below. Files on one floor may import each other (the
+/// cycle check still holds them). A new file must be placed here.
+const BRAIN_FLOORS: &[&[&str]] = &[
+    // Leaves: the observer hook, the one HTTP client.
+    &["watch.rs", "http_client.rs"],
+    // Providers, retry, pairing, replay: the ground floor of the loop;
+    // prices of its usage.
+    &["model/"],
+    &["pricing.rs"],
+    &["memory/"],
+    &["error.rs"],
+    // The checks a task can name, then the work they belong to.
+    &["checks/"],
+    &["work/"],
+    // What an agent is: config, frozen, bind, skills, triggers.
+    &["agent/"],
+    // The fold, what the model is told, the decision table.
+    &["core/state/"],
+    &["core/prompts.rs"],
+    &["core/decide.rs"],
+    // What one runner calls; the only writer; the ask cache.
+    &["services.rs"],
+    &["core/journal.rs"],
+    &["core/ask_cache.rs"],
+    // What an executor sees.
+    &["core/ctx.rs"],
+    // Tools the host serves, and the controls from outside the loop (the
+    // approval gate asks the memory tool for its effect).
+    &["host_tools/"],
+    &["control/"],
+    // The executors, the runner that calls them, the one launcher.
+    &["core/act/"],
+    &["core/runner.rs"],
+    &["launch.rs"],
+    // The doors: a door imports its children, never the other way.
+    &["core/mod.rs", "lib.rs"],
+];
+
+/// The crates and what each must never reach, directly or through another
+/// crate (normal, build and dev dependencies alike).
+const CRATE_RULES: &[(&str, &[&str])] = &[
+    ("longhand-brain", &["longhand-host"]),
+    (
+        "longhand-hands",
+        &["longhand-host", "longhand-brain", "longhand-session"],
+    ),
+    (
+        "longhand-session",
+        &["longhand-host", "longhand-brain", "longhand-hands"],
+    ),
+];
 
 fn host_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -70,28 +127,180 @@ fn no_room_has_an_import_cycle() {
 }
 
 #[test]
-fn ground_floor_crates_do_not_depend_on_the_host() {
-    for manifest in FLOORS {
-        let path = host_dir().join(manifest);
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        let table: toml::Table = toml::from_str(&text).expect("a valid Cargo.toml");
-        let mut named = Vec::new();
-        for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
-            if let Some(deps) = table.get(section).and_then(|d| d.as_table()) {
-                named.extend(deps.keys().map(|k| format!("{section}.{k}")));
+fn the_brains_imports_point_down() {
+    let graph = Graph::of(&host_dir().join("brain/src"), "crate");
+    assert!(graph.files.len() > 50, "the brain's files were not read");
+    let ups = upward_edges(&graph, BRAIN_FLOORS);
+    assert!(
+        ups.is_empty(),
+        "imports that point up the brain's floors (move the shared item down, or pass it in):\n{}",
+        ups.join("\n")
+    );
+}
+
+#[test]
+fn the_crate_graph_keeps_its_floors() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .arg("--manifest-path")
+        .arg(host_dir().join("../Cargo.toml"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deps = crate_graph(&out.stdout);
+    // The check reads something: the application reaches all three.
+    for below in ["longhand-brain", "longhand-hands", "longhand-session"] {
+        assert!(
+            path_between(&deps, "longhand-host", below).is_some(),
+            "longhand-host should depend on {below}; did the metadata format change?"
+        );
+    }
+    let mut failures = Vec::new();
+    for (from, never) in CRATE_RULES {
+        assert!(deps.contains_key(*from), "{from} is not in the workspace");
+        for to in *never {
+            if let Some(path) = path_between(&deps, from, to) {
+                failures.push(path.join(" -> "));
             }
         }
-        assert!(
-            named.iter().any(|n| n.starts_with("dependencies.")),
-            "{manifest}: no dependencies read; did the format change?"
-        );
-        let host: Vec<_> = named
-            .iter()
-            .filter(|n| n.ends_with(".longhand-host"))
-            .collect();
-        assert!(host.is_empty(), "{manifest} depends on the host: {host:?}");
     }
+    assert!(
+        failures.is_empty(),
+        "crates that reach a floor above them:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// The checks themselves can fail: an upward import in a synthetic brain
+/// and a path up through a third crate are both reported.
+#[test]
+fn the_floor_checks_report_an_arrow_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("lib.rs", "mod low;\nmod high;\npub use high::Top;\n");
+    write("low/mod.rs", "pub struct Base;\n");
+    write("high.rs", "use crate::low::Base;\npub struct Top(Base);\n");
+    let floors: &[&[&str]] = &[&["low/"], &["high.rs"], &["lib.rs"]];
+    let graph = Graph::of(dir.path(), "crate");
+    assert_eq!(upward_edges(&graph, floors), Vec::<String>::new());
+
+    write(
+        "low/mod.rs",
+        "pub struct Base;\npub fn peek() -> usize { std::mem::size_of::<crate::high::Top>() }\n",
+    );
+    let graph = Graph::of(dir.path(), "crate");
+    let ups = upward_edges(&graph, floors);
+    assert_eq!(ups.len(), 1, "{ups:?}");
+    assert!(
+        ups[0].contains("low/mod.rs -> high.rs") && ups[0].contains("crate::high::Top"),
+        "{ups:?}"
+    );
+
+    let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut edge = |a: &str, b: &str| {
+        deps.entry(a.to_owned()).or_default().insert(b.to_owned());
+    };
+    edge("longhand-brain", "helper");
+    edge("helper", "longhand-host");
+    edge("longhand-host", "longhand-brain");
+    assert_eq!(
+        path_between(&deps, "longhand-brain", "longhand-host"),
+        Some(vec![
+            "longhand-brain".to_owned(),
+            "helper".to_owned(),
+            "longhand-host".to_owned()
+        ])
+    );
+    assert_eq!(path_between(&deps, "helper", "missing"), None);
+}
+
+/// Every edge of `graph` from a file to a file on a higher floor, as
+/// "from -> to (path) [floor a -> floor b]"; a file on no floor is an error.
+fn upward_edges(graph: &Graph, floors: &[&[&str]]) -> Vec<String> {
+    let floor_of = |file: &str| -> usize {
+        floors
+            .iter()
+            .enumerate()
+            .flat_map(|(i, prefixes)| prefixes.iter().map(move |p| (i, *p)))
+            .filter(|(_, p)| file == *p || (p.ends_with('/') && file.starts_with(p)))
+            .max_by_key(|(_, p)| p.len())
+            .map(|(i, _)| i)
+            .unwrap_or_else(|| panic!("{file} is on no floor: place it in BRAIN_FLOORS"))
+    };
+    for file in graph.files.values() {
+        floor_of(file);
+    }
+    graph
+        .edges
+        .iter()
+        .filter_map(|((from, to), path)| {
+            let (a, b) = (floor_of(from), floor_of(to));
+            (b > a).then(|| format!("{from} -> {to} ({path}) [floor {a} -> floor {b}]"))
+        })
+        .collect()
+}
+
+/// The workspace's dependency graph by package name, from `cargo metadata
+/// --no-deps` (every kind of dependency; crates from a registry never
+/// depend on ours, so a path up can only run through the workspace).
+fn crate_graph(metadata: &[u8]) -> BTreeMap<String, BTreeSet<String>> {
+    let meta: serde_json::Value = serde_json::from_slice(metadata).expect("metadata is JSON");
+    let packages = meta["packages"].as_array().expect("packages");
+    let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for package in packages {
+        let from = package["name"].as_str().expect("a name").to_owned();
+        let to = package["dependencies"]
+            .as_array()
+            .expect("dependencies")
+            .iter()
+            .map(|d| d["name"].as_str().expect("a dependency name").to_owned());
+        deps.entry(from).or_default().extend(to);
+    }
+    deps
+}
+
+/// A shortest path of package names from `from` to `to`, if one exists.
+fn path_between(
+    deps: &BTreeMap<String, BTreeSet<String>>,
+    from: &str,
+    to: &str,
+) -> Option<Vec<String>> {
+    let mut came_from: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut queue = VecDeque::from([from]);
+    while let Some(at) = queue.pop_front() {
+        if at == to {
+            let mut path = vec![to.to_owned()];
+            let mut cur = to;
+            while cur != from {
+                cur = came_from[cur];
+                path.push(cur.to_owned());
+            }
+            path.reverse();
+            return Some(path);
+        }
+        for next in deps.get(at).into_iter().flatten() {
+            if next != from && !came_from.contains_key(next.as_str()) {
+                came_from.insert(next, at);
+                queue.push_back(next);
+            }
+        }
+    }
+    None
 }
 
 /// The check itself can fail: a synthetic room with a cycle through a
@@ -201,7 +410,12 @@ impl Graph {
             .rev()
             .find_map(|n| self.files.get(&path[..n]))
             .cloned()
-            .unwrap_or_else(|| "mod.rs".to_owned())
+            .unwrap_or_else(|| {
+                self.files
+                    .get(&[][..])
+                    .cloned()
+                    .unwrap_or_else(|| "mod.rs".to_owned())
+            })
     }
 
     /// Every strongly connected component of more than one file, as
@@ -326,7 +540,7 @@ fn scan(
                 }
                 i = end;
             }
-            // `pub(in crate::brain)` says where an item may be used, not
+            // `pub(in crate::core)` says where an item may be used, not
             // what it uses.
             TokenTree::Ident(id)
                 if id == "pub"

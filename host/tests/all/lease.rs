@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use longhand_host::session::{SessionId, SqliteStore, Store};
+use longhand_session::{SessionId, SqliteStore, Store};
 use serde_json::json;
 use tempfile::TempDir;
 

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use longhand_host::memory::{self, Memory, MemoryBank, NewMemory};
+use longhand_brain::memory::{self, Memory, MemoryBank, NewMemory};
 use serde_json::Value;
 use tempfile::TempDir;
 

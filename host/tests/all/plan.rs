@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use longhand_host::session::{Event, EventRecord, SessionId, SqliteStore, Store};
+use longhand_session::{Event, EventRecord, SessionId, SqliteStore, Store};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -456,7 +456,7 @@ fn a_planned_run_killed_at_every_event_boundary_reaches_the_same_plan() {
 
 #[test]
 fn memories_reach_fresh_contexts_and_the_tools_write_with_provenance() {
-    use longhand_host::memory::{MemoryBank, NewMemory, default_path};
+    use longhand_brain::memory::{MemoryBank, NewMemory, default_path};
     let home = Home::new();
     let dir = TempDir::new().expect("tempdir");
     std::fs::create_dir_all(dir.path().join("work")).expect("mkdir");
@@ -584,7 +584,7 @@ struct TaskModel {
 }
 
 #[async_trait::async_trait]
-impl longhand_host::brain::model::ModelProvider for TaskModel {
+impl longhand_brain::model::ModelProvider for TaskModel {
     fn name(&self) -> &str {
         "task-model"
     }
@@ -593,10 +593,9 @@ impl longhand_host::brain::model::ModelProvider for TaskModel {
     }
     async fn complete(
         &self,
-        req: &longhand_host::brain::model::ModelRequest,
-    ) -> Result<longhand_host::brain::model::ModelResponse, longhand_host::brain::model::ModelError>
-    {
-        use longhand_host::brain::model::{Message, ModelResponse, ToolCall};
+        req: &longhand_brain::model::ModelRequest,
+    ) -> Result<longhand_brain::model::ModelResponse, longhand_brain::model::ModelError> {
+        use longhand_brain::model::{Message, ModelResponse, ToolCall};
         use std::sync::atomic::Ordering;
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.most.fetch_max(now, Ordering::SeqCst);
@@ -639,15 +638,15 @@ impl longhand_host::brain::model::ModelProvider for TaskModel {
 fn run_task_model(
     dir: &Path,
 ) -> (
-    longhand_host::brain::RunEnd,
+    longhand_brain::RunEnd,
     Vec<EventRecord>,
-    Vec<(String, longhand_host::brain::core::state::SessionState)>,
+    Vec<(String, longhand_brain::core::state::SessionState)>,
     usize,
 ) {
-    use longhand_host::brain::Runner;
-    use longhand_host::brain::agent::config::AgentConfig;
-    use longhand_host::brain::agent::{bind, freeze};
-    use longhand_host::hands::{Hands, HandsConfig};
+    use longhand_brain::Runner;
+    use longhand_brain::agent::config::AgentConfig;
+    use longhand_brain::agent::{bind, freeze};
+    use longhand_hands::{Hands, HandsConfig};
     use std::sync::Arc;
     let model = Arc::new(TaskModel {
         in_flight: Default::default(),
@@ -677,7 +676,7 @@ fn run_task_model(
             } = &r.event
             {
                 let id: SessionId = child.parse().expect("child id");
-                let state = longhand_host::brain::load_state(store.as_ref(), &id)
+                let state = longhand_brain::load_state(store.as_ref(), &id)
                     .await
                     .expect("child state");
                 children.push((child.clone(), state));
@@ -979,8 +978,8 @@ fn the_checks_run_when_the_worker_spends_its_steps_without_a_claim() {
 
 #[test]
 fn a_planned_session_folds_the_same_through_a_snapshot_at_any_event() {
-    use longhand_host::brain::core::state::SessionState;
-    use longhand_host::brain::core::state::snapshot::{decode, encode};
+    use longhand_brain::core::state::SessionState;
+    use longhand_brain::core::state::snapshot::{decode, encode};
     // The crash test's run: a plan, a failed attempt, a handoff, a judge.
     let home = Home::new();
     let dir = TempDir::new().expect("tempdir");

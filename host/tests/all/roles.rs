@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use longhand_host::session::{BlobRef, Event, EventRecord, PauseKind, SqliteStore, Store};
+use longhand_session::{BlobRef, Event, EventRecord, PauseKind, SqliteStore, Store};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -585,10 +585,10 @@ fn two_bad_handoffs_and_the_harness_writes_one_from_the_plan() {
 
 /// Plays a script by the loop's step, as `--script` does, without its
 /// check that the request carries the answer of the step before.
-struct ByStep(Vec<longhand_host::brain::model::ModelResponse>);
+struct ByStep(Vec<longhand_brain::model::ModelResponse>);
 
 #[async_trait::async_trait]
-impl longhand_host::brain::model::ModelProvider for ByStep {
+impl longhand_brain::model::ModelProvider for ByStep {
     fn name(&self) -> &str {
         "by-step"
     }
@@ -597,14 +597,13 @@ impl longhand_host::brain::model::ModelProvider for ByStep {
     }
     async fn complete(
         &self,
-        req: &longhand_host::brain::model::ModelRequest,
-    ) -> Result<longhand_host::brain::model::ModelResponse, longhand_host::brain::model::ModelError>
-    {
+        req: &longhand_brain::model::ModelRequest,
+    ) -> Result<longhand_brain::model::ModelResponse, longhand_brain::model::ModelError> {
         let turn = usize::try_from(req.step.saturating_sub(1)).unwrap_or(usize::MAX);
         self.0
             .get(turn)
             .cloned()
-            .ok_or_else(|| longhand_host::brain::model::ModelError::Diverged {
+            .ok_or_else(|| longhand_brain::model::ModelError::Diverged {
                 turn,
                 expected_excerpt: "the script is exhausted".to_owned(),
                 got_excerpt: String::new(),
@@ -614,10 +613,10 @@ impl longhand_host::brain::model::ModelProvider for ByStep {
 
 #[test]
 fn two_bad_handoffs_and_the_harness_writes_one_from_the_plan_in_process() {
-    use longhand_host::brain::Runner;
-    use longhand_host::brain::agent::config::AgentConfig;
-    use longhand_host::brain::agent::{bind, freeze};
-    use longhand_host::hands::{Hands, HandsConfig};
+    use longhand_brain::Runner;
+    use longhand_brain::agent::config::AgentConfig;
+    use longhand_brain::agent::{bind, freeze};
+    use longhand_hands::{Hands, HandsConfig};
     use std::sync::Arc;
     let home = Home::new();
     let dir = TempDir::new().expect("tempdir");

@@ -164,7 +164,7 @@ fn hostile_call_ids_and_floods_are_recorded_safely() {
     let log = home.log(&session);
     let mut ids = std::collections::HashSet::new();
     for record in &log {
-        if let longhand_host::session::Event::ToolFinished { call_id, .. } = &record.event {
+        if let longhand_session::Event::ToolFinished { call_id, .. } = &record.event {
             assert!(
                 (1..=64).contains(&call_id.len())
                     && call_id

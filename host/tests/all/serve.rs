@@ -965,7 +965,7 @@ fn a_session_started_over_the_api_runs_in_the_server() {
 
 #[test]
 fn memory_is_searched_and_shown() {
-    use longhand_host::memory::{self, MemoryBank, NewMemory};
+    use longhand_brain::memory::{self, MemoryBank, NewMemory};
     let home = Home::new();
     let bank = MemoryBank::open(&memory::default_path(home.path())).expect("bank");
     let deploy = bank

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use longhand_host::session::Event;
+use longhand_session::Event;
 use serde_json::json;
 use tempfile::TempDir;
 

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use longhand_host::brain::core::state::HistoryItem;
-use longhand_host::session::{Event, EventRecord};
+use longhand_brain::core::state::HistoryItem;
+use longhand_session::{Event, EventRecord};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -169,10 +169,10 @@ fn a_pause_posted_to_a_paused_session_is_answered_by_the_resume() {
     // Paused; a pause that raced the first one lands in the inbox (the CLI
     // refuses to post one to a paused session, so it is posted directly);
     // then the operator resumes it.
-    let id: longhand_host::session::SessionId = session.parse().expect("id");
+    let id: longhand_session::SessionId = session.parse().expect("id");
     let home_dir = home.path().to_owned();
     crate::support::block_on(async move {
-        use longhand_host::session::{SqliteStore, Store, inbox::ControlKind};
+        use longhand_session::{SqliteStore, Store, inbox::ControlKind};
         let store = SqliteStore::open(&home_dir).await.expect("store");
         store
             .post_control(&id, ControlKind::Pause, Some("again".into()), "test")

@@ -16,9 +16,9 @@ use std::sync::{OnceLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use longhand_host::brain::core::state::SessionState;
-use longhand_host::brain::load_state;
-use longhand_host::session::{BlobRef, EventRecord, SessionId, SqliteStore, Store};
+use longhand_brain::core::state::SessionState;
+use longhand_brain::load_state;
+use longhand_session::{BlobRef, EventRecord, SessionId, SqliteStore, Store};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 

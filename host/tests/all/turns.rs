@@ -11,9 +11,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use longhand_host::brain::model::WireFormat;
-use longhand_host::brain::model::pairing::{check_wire, format_of_path};
-use longhand_host::session::{Event, EventRecord};
+use longhand_brain::model::WireFormat;
+use longhand_brain::model::pairing::{check_wire, format_of_path};
+use longhand_session::{Event, EventRecord};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 

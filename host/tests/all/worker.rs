@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use longhand_host::session::{Event, ResumeCause};
+use longhand_session::{Event, ResumeCause};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 

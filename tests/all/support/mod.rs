@@ -6,7 +6,7 @@ pub mod server;
 use std::path::Path;
 use std::sync::{Arc, LazyLock};
 
-use longhand_host::hands::{
+use longhand_hands::{
     Access, CallError, CallOutcome, DirGrant, Grants, Hands, HandsConfig, LoadedTool, ToolSource,
 };
 use serde_json::{Value, json};

@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, bail};
 
 use super::config::{BuildConfig, Engine, Lang};
-use crate::hands::{Hands, ToolSource};
+use longhand_hands::{Hands, ToolSource};
 
 /// What `build` made.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -28,8 +28,8 @@ use serde_json::Value;
 use super::super::settings::GrantFlags;
 use super::super::term::{json_pretty, one_line};
 use super::super::{Outcome, usage};
-use crate::hands::tape::Exchange;
-use crate::hands::{
+use longhand_hands::tape::Exchange;
+use longhand_hands::{
     CallError, CallOptions, CallOutcome, Grants, Hands, HostPattern, Limits, LoadedTool, Tape,
     ToolSource,
 };
@@ -38,9 +38,9 @@ use crate::hands::{
 const FORMAT: u32 = 1;
 
 /// Largest fixture file `tool test` reads: a tape holds at most
-/// [`crate::hands::tape::MAX_TAPE_BYTES`] of bodies, which base64 and
+/// [`longhand_hands::tape::MAX_TAPE_BYTES`] of bodies, which base64 and
 /// JSON escapes can make four times larger on disk.
-const MAX_FIXTURE_BYTES: u64 = 4 * crate::hands::tape::MAX_TAPE_BYTES + (1 << 20);
+const MAX_FIXTURE_BYTES: u64 = 4 * longhand_hands::tape::MAX_TAPE_BYTES + (1 << 20);
 
 /// Most lines of each side a JSON diff compares line by line; larger
 /// outputs are shown as their first differing line.

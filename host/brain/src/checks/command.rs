@@ -1,0 +1,867 @@
+//! `command` checks: a native command the operator wrote (exact argv, never
+//! one a model chose), run by the harness to decide whether a task is done.
+//!
+//! What the command gets:
+//! - its argv as written, no shell unless the argv names one;
+//! - a working directory the caller has checked is inside a grant;
+//! - an environment scrubbed to an allowlist of variable names;
+//! - a wall-time limit (the whole process group is killed at the end of
+//!   it) and a cap on the output kept from stdout and stderr;
+//! - on Linux with Landlock, a filesystem confined to the listed read-only
+//!   paths (a toolchain, the project) and writable paths, and no TCP
+//!   connect or bind (Landlock ABI 4 and later). Where the kernel offers
+//!   less, the outcome says exactly what applied: a check never claims a
+//!   confinement it did not have.
+//!
+//! Exit status 0 passes.
+//!
+//! A check never outlives its run, nor the harness that ran it:
+//! - the command's whole process tree is held in a pid namespace of its
+//!   own ([`longhand_hands::sandbox::tree`]): when the command ends, times out, is
+//!   dropped (the worker lost its lease) or the harness dies (`kill -9`
+//!   included), the kernel kills every process of it, background children
+//!   and those that left the process group included;
+//! - every process of a run also carries `LONGHAND_CHECK=<marker>` in its
+//!   environment ([`MARKER_VAR`]), and what still carries it when the run
+//!   ends is killed. That is the whole of the cleanup where user namespaces
+//!   are unavailable (the outcome's `process_tree` is then false): there a
+//!   background process survives a `kill -9` of the harness, so [`run_as`]
+//!   first kills every process of this machine still carrying its marker —
+//!   a resumed session's check never runs beside the copy its dead
+//!   predecessor started. A grandchild that clears its own environment
+//!   escapes the marker; one on another machine is that machine's to reap.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncReadExt;
+
+/// A command check as the operator configured it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandSpec {
+    /// Program and arguments, exactly (e.g. `["cargo", "test", "--offline"]`).
+    pub argv: Vec<String>,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// Names of environment variables passed through (values from this
+    /// process, read when the command starts); every other variable is
+    /// removed.
+    pub env: Vec<String>,
+    /// Variables set to fixed values (after the pass-through ones, so a
+    /// name in both takes this value). Default none.
+    #[serde(default)]
+    pub set_env: BTreeMap<String, String>,
+    /// Paths the command may read and execute, not write.
+    pub read_only: Vec<PathBuf>,
+    /// Paths the command may read and write.
+    pub writable: Vec<PathBuf>,
+    /// Wall-time limit.
+    pub timeout: Duration,
+    /// Bytes kept of stdout and of stderr each; the rest is counted and
+    /// dropped.
+    pub max_output: usize,
+    /// Confine the command with Landlock where the kernel has it. Default
+    /// true, and the only value [`resolve`](super::resolve::resolve)
+    /// gives: agent.toml has no key that turns it off. False runs the
+    /// command as a kernel without Landlock would, and the outcome says
+    /// so; it exists so that the report of an unconfined run can be
+    /// tested on any kernel, not only on one that lacks Landlock.
+    #[serde(default = "confine_default")]
+    pub confine: bool,
+}
+
+fn confine_default() -> bool {
+    true
+}
+
+/// The confinement a command actually ran under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confinement {
+    /// The Landlock ABI the kernel offered (0: none).
+    pub landlock_abi: u32,
+    /// Whether file access outside the listed paths was denied.
+    pub filesystem: bool,
+    /// Whether TCP connect and bind were denied.
+    pub network: bool,
+    /// What was not confined, and why, for people.
+    pub note: Option<String>,
+    /// Whether the command's whole process tree was held in a pid
+    /// namespace of its own ([`longhand_hands::sandbox::tree`]), so that what it
+    /// left in the background died with the run and with the harness.
+    /// False where user namespaces are unavailable; records written before
+    /// this field read false.
+    #[serde(default)]
+    pub process_tree: bool,
+}
+
+/// What a command check found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandOutcome {
+    /// Exit status 0, within the time limit.
+    pub passed: bool,
+    /// Exit code, when it exited.
+    pub code: Option<i32>,
+    /// Whether it was killed at the time limit.
+    pub timed_out: bool,
+    /// Wall time, milliseconds.
+    pub wall_ms: u64,
+    /// Stdout, cut to `max_output` bytes (lossy UTF-8).
+    pub stdout: String,
+    /// Stderr, cut likewise.
+    pub stderr: String,
+    /// Bytes of output dropped past the caps.
+    pub dropped_bytes: u64,
+    /// What confinement applied.
+    pub confinement: Confinement,
+}
+
+/// Why a command check could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The argv is empty.
+    #[error("the command is empty: give the program and its arguments")]
+    Empty,
+    /// The working directory is missing or not a directory (a directory
+    /// the worker was to create, say). The check fails; nothing ran.
+    #[error("the command's working directory {path} cannot be used: {reason}")]
+    Cwd {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A path to confine to cannot be opened.
+    #[error("cannot open {path} for the command's confinement: {source}")]
+    Path {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The process could not be started.
+    #[error("cannot start `{program}`: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The environment variable naming the run every process of a command
+/// check belongs to.
+pub const MARKER_VAR: &str = "LONGHAND_CHECK";
+
+/// Run `spec` to its end or its time limit, its processes marked with a
+/// marker of their own.
+pub async fn run(spec: &CommandSpec) -> Result<CommandOutcome, CommandError> {
+    let mut random = [0u8; 16];
+    // A marker only has to differ from other runs' markers; the time and
+    // pid make it unique enough should randomness be unavailable.
+    let _ = getrandom::fill(&mut random);
+    let marker = format!(
+        "run-{}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis()),
+        random
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    );
+    run_as(spec, &marker).await
+}
+
+/// Run `spec` with its processes marked `marker` (the same for every run of
+/// the same check of the same session), after killing any process of this
+/// machine still carrying that marker: the leftovers of a harness that died
+/// while the check ran.
+pub async fn run_as(spec: &CommandSpec, marker: &str) -> Result<CommandOutcome, CommandError> {
+    reap(marker).await;
+    let (program, args) = spec.argv.split_first().ok_or(CommandError::Empty)?;
+    // Checked here because a missing cwd makes spawn fail with the same
+    // ENOENT as a missing program, and the message would blame the program.
+    match std::fs::metadata(&spec.cwd) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(CommandError::Cwd {
+                path: spec.cwd.clone(),
+                reason: "not a directory".to_owned(),
+            });
+        }
+        Err(e) => {
+            return Err(CommandError::Cwd {
+                path: spec.cwd.clone(),
+                reason: e.to_string(),
+            });
+        }
+    }
+    let ruleset = if spec.confine {
+        landlock::Ruleset::build(&spec.read_only, &spec.writable)?
+    } else {
+        landlock::Ruleset::none()
+    };
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(allowed_env(&spec.env))
+        .envs(&spec.set_env)
+        // Last, so no configured variable can unset it.
+        .env(MARKER_VAR, marker)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    command.process_group(0);
+    // First, so Landlock applies in the process that execs, not in the
+    // keeper the tree is held by.
+    let tree = longhand_hands::sandbox::tree::hold(&mut command);
+    ruleset.apply_in_child(&mut command);
+    let started = Instant::now();
+    let mut child = longhand_hands::sandbox::tree::spawn(command)
+        .await
+        .map_err(|source| CommandError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
+    drop(ruleset);
+    // From here until the leader is reaped, dropping this future (a lost
+    // lease, a `cancel --now`) kills the whole run.
+    let mut guard = RunGuard {
+        group: child.id().and_then(|p| i32::try_from(p).ok()),
+        marker: Some(marker.to_owned()),
+    };
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let out = tokio::spawn(read_capped(stdout, spec.max_output));
+    let err = tokio::spawn(read_capped(stderr, spec.max_output));
+    let (code, timed_out) = match tokio::time::timeout(spec.timeout, child.wait()).await {
+        Ok(Ok(status)) => (status.code(), false),
+        Ok(Err(_)) => (None, false),
+        Err(_) => {
+            // The leader is not reaped yet, so its group id cannot have
+            // been reused.
+            kill_group(&child);
+            let _ = child.kill().await;
+            (None, true)
+        }
+    };
+    // The leader is reaped: its pid (the group id) may be reused from now
+    // on, so what is left of the run is found by its marker instead —
+    // background children that would hold the output pipes open and keep
+    // running with the check's access.
+    guard.group = None;
+    guard.marker = None;
+    reap(marker).await;
+    let (stdout, dropped_out) = out.await.unwrap_or_default();
+    let (stderr, dropped_err) = err.await.unwrap_or_default();
+    Ok(CommandOutcome {
+        passed: code == Some(0) && !timed_out,
+        code,
+        timed_out,
+        wall_ms: started.elapsed().as_millis() as u64,
+        stdout,
+        stderr,
+        dropped_bytes: dropped_out + dropped_err,
+        confinement: held(
+            tree,
+            if spec.confine {
+                landlock::confinement()
+            } else {
+                unconfined()
+            },
+        ),
+    })
+}
+
+/// `confinement` with what held the process tree added to it.
+fn held(tree: longhand_hands::sandbox::tree::Tree, confinement: Confinement) -> Confinement {
+    let note = match (confinement.note, tree.note()) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b.map(str::to_owned)),
+    };
+    Confinement {
+        process_tree: tree.contained(),
+        note,
+        ..confinement
+    }
+}
+
+/// What a run with `confine = false` had: nothing, whatever the kernel
+/// offered.
+fn unconfined() -> Confinement {
+    Confinement {
+        landlock_abi: landlock::confinement().landlock_abi,
+        filesystem: false,
+        network: false,
+        process_tree: false,
+        note: Some(
+            "confinement was not applied to this command: files and network are not confined"
+                .into(),
+        ),
+    }
+}
+
+fn allowed_env(names: &[String]) -> BTreeMap<String, String> {
+    names
+        .iter()
+        .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
+        .collect()
+}
+
+#[cfg(unix)]
+fn kill_group(child: &tokio::process::Child) {
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        // The group the child leads (`process_group(0)`): its children too.
+        // SAFETY: kill(2) with a negative pid signals that process group;
+        // no memory is involved.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn kill_group(_: &tokio::process::Child) {}
+
+/// Kills a run that is dropped before its leader was reaped: its process
+/// group at once, then (off this thread) whatever still carries its marker.
+struct RunGuard {
+    group: Option<i32>,
+    marker: Option<String>,
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(group) = self.group {
+            // SAFETY: kill(2) on the group the unreaped leader heads; no
+            // memory is involved.
+            unsafe {
+                libc::kill(-group, libc::SIGKILL);
+            }
+        }
+        if let Some(marker) = self.marker.take() {
+            // Drop cannot wait; the scan is short and needs no runtime.
+            let _ = std::thread::Builder::new()
+                .name("longhand-reap".into())
+                .spawn(move || reap_blocking(&marker));
+        }
+    }
+}
+
+/// Kill every process of this machine whose environment carries
+/// `LONGHAND_CHECK=<marker>`, until none is left (at most about 5 s:
+/// a process being killed may fork once more). Returns how many were
+/// killed. Only processes of this user can be read, and so killed.
+pub async fn reap(marker: &str) -> usize {
+    let marker = marker.to_owned();
+    tokio::task::spawn_blocking(move || reap_blocking(&marker))
+        .await
+        .unwrap_or(0)
+}
+
+fn reap_blocking(marker: &str) -> usize {
+    let needle = format!("{MARKER_VAR}={marker}").into_bytes();
+    let mut killed = 0;
+    for _ in 0..50 {
+        let found = marked(&needle);
+        if found.is_empty() {
+            break;
+        }
+        for pid in found {
+            kill_pid(pid);
+            killed += 1;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    killed
+}
+
+/// Processes whose environment holds exactly the entry `needle`.
+#[cfg(target_os = "linux")]
+fn marked(needle: &[u8]) -> Vec<i32> {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| u32::try_from(*pid).is_ok_and(|p| p != me))
+        .filter(|pid| {
+            // Unreadable (another user's) or gone: not ours. A zombie's
+            // environment reads empty: it is dead already.
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|entry| entry == needle))
+        })
+        .collect()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn marked(_: &[u8]) -> Vec<i32> {
+    Vec::new()
+}
+
+#[cfg(unix)]
+fn kill_pid(pid: i32) {
+    // SAFETY: kill(2) with a positive pid signals that process only.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+#[cfg(not(unix))]
+fn kill_pid(_: i32) {}
+
+/// Read a pipe to its end, keeping `cap` bytes; returns the text kept and
+/// the count dropped.
+async fn read_capped(pipe: Option<impl tokio::io::AsyncRead + Unpin>, cap: usize) -> (String, u64) {
+    let Some(mut pipe) = pipe else {
+        return (String::new(), 0);
+    };
+    let mut kept = Vec::new();
+    let mut dropped = 0u64;
+    let mut buf = [0u8; 8192];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = cap.saturating_sub(kept.len()).min(n);
+                kept.extend_from_slice(&buf[..room]);
+                dropped += (n - room) as u64;
+            }
+        }
+    }
+    (String::from_utf8_lossy(&kept).into_owned(), dropped)
+}
+
+/// Checks that `path` exists, for a clear error before the command starts.
+fn open_dir(path: &Path) -> Result<std::fs::File, CommandError> {
+    std::fs::File::open(path).map_err(|source| CommandError::Path {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+#[cfg(target_os = "linux")]
+mod landlock {
+    //! Landlock through its three system calls. The ruleset is built in
+    //! the parent; the child only calls `prctl(PR_SET_NO_NEW_PRIVS)` and
+    //! `landlock_restrict_self`, both async-signal-safe, between fork and
+    //! exec.
+
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::path::PathBuf;
+
+    use super::{CommandError, Confinement, open_dir};
+
+    const CREATE_RULESET_VERSION: u32 = 1;
+    const RULE_PATH_BENEATH: u32 = 1;
+    const ACCESS_FS_EXECUTE: u64 = 1 << 0;
+    const ACCESS_FS_WRITE_FILE: u64 = 1 << 1;
+    const ACCESS_FS_READ_FILE: u64 = 1 << 2;
+    const ACCESS_FS_READ_DIR: u64 = 1 << 3;
+    const ACCESS_FS_TRUNCATE: u64 = 1 << 14;
+    const ACCESS_FS_IOCTL_DEV: u64 = 1 << 15;
+    const ACCESS_NET_BIND_TCP: u64 = 1 << 0;
+    const ACCESS_NET_CONNECT_TCP: u64 = 1 << 1;
+
+    #[repr(C)]
+    struct RulesetAttr {
+        handled_access_fs: u64,
+        handled_access_net: u64,
+    }
+
+    #[repr(C, packed)]
+    struct PathBeneathAttr {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+
+    /// The ABI the kernel offers; 0 when Landlock is missing or disabled.
+    pub fn abi() -> u32 {
+        // SAFETY: the documented version query: no attribute pointer, size
+        // 0, the VERSION flag; it reads and writes no memory.
+        let v = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<RulesetAttr>(),
+                0usize,
+                CREATE_RULESET_VERSION,
+            )
+        };
+        u32::try_from(v).unwrap_or(0)
+    }
+
+    /// Every filesystem access right the ABI knows.
+    fn fs_rights(abi: u32) -> u64 {
+        match abi {
+            0 => 0,
+            1 => (1 << 13) - 1,
+            2 => (1 << 14) - 1,
+            3 | 4 => (1 << 15) - 1,
+            _ => (1 << 16) - 1,
+        }
+    }
+
+    /// What applies on this kernel.
+    pub fn confinement() -> Confinement {
+        let abi = abi();
+        Confinement {
+            landlock_abi: abi,
+            filesystem: abi >= 1,
+            network: abi >= 4,
+            process_tree: false,
+            note: match abi {
+                0 => Some("Landlock is not available: files and network are not confined".into()),
+                1..=3 => Some(format!(
+                    "Landlock ABI {abi} confines files only; TCP needs ABI 4 (UDP is never covered)"
+                )),
+                _ => Some("UDP is not covered by Landlock".into()),
+            },
+        }
+    }
+
+    /// A built ruleset, or none where the kernel has no Landlock.
+    pub struct Ruleset(Option<OwnedFd>);
+
+    impl Ruleset {
+        /// No ruleset: the command runs unconfined.
+        pub fn none() -> Self {
+            Self(None)
+        }
+
+        pub fn build(read_only: &[PathBuf], writable: &[PathBuf]) -> Result<Self, CommandError> {
+            let abi = abi();
+            if abi == 0 {
+                return Ok(Self(None));
+            }
+            let all = fs_rights(abi);
+            let attr = RulesetAttr {
+                handled_access_fs: all,
+                handled_access_net: if abi >= 4 {
+                    ACCESS_NET_BIND_TCP | ACCESS_NET_CONNECT_TCP
+                } else {
+                    0
+                },
+            };
+            let size = if abi >= 4 {
+                std::mem::size_of::<RulesetAttr>()
+            } else {
+                std::mem::size_of::<u64>()
+            };
+            // SAFETY: `attr` is a valid ruleset attribute of `size` bytes
+            // (the first field alone before ABI 4), alive for the call.
+            let fd = unsafe {
+                libc::syscall(
+                    libc::SYS_landlock_create_ruleset,
+                    &attr as *const RulesetAttr,
+                    size,
+                    0u32,
+                )
+            };
+            // `syscall` returns a C long: 64 bits here, 32 on 32-bit ARM,
+            // where the conversion cannot fail.
+            #[allow(irrefutable_let_patterns)]
+            let Ok(fd) = i32::try_from(fd) else {
+                return Ok(Self(None));
+            };
+            if fd < 0 {
+                return Ok(Self(None));
+            }
+            // SAFETY: the call returned a new file descriptor we own.
+            let ruleset = unsafe { OwnedFd::from_raw_fd(fd) };
+            let read = ACCESS_FS_EXECUTE | ACCESS_FS_READ_FILE | ACCESS_FS_READ_DIR;
+            let file_rights = ACCESS_FS_EXECUTE
+                | ACCESS_FS_READ_FILE
+                | ACCESS_FS_WRITE_FILE
+                | ACCESS_FS_TRUNCATE
+                | ACCESS_FS_IOCTL_DEV;
+            for (paths, rights) in [(read_only, read), (writable, all)] {
+                for path in paths {
+                    let file = open_dir(path)?;
+                    let is_dir = file.metadata().map(|m| m.is_dir()).unwrap_or(false);
+                    // Rights that only make sense on directories are
+                    // refused (EINVAL) on a file rule.
+                    let allowed = if is_dir {
+                        rights
+                    } else {
+                        rights & file_rights & all
+                    };
+                    let rule = PathBeneathAttr {
+                        allowed_access: allowed,
+                        parent_fd: file.as_raw_fd(),
+                    };
+                    // SAFETY: `rule` is a valid path-beneath attribute and
+                    // both descriptors are open for the call.
+                    let r = unsafe {
+                        libc::syscall(
+                            libc::SYS_landlock_add_rule,
+                            ruleset.as_raw_fd(),
+                            RULE_PATH_BENEATH,
+                            &rule as *const PathBeneathAttr,
+                            0u32,
+                        )
+                    };
+                    if r != 0 {
+                        return Err(CommandError::Path {
+                            path: path.clone(),
+                            source: std::io::Error::last_os_error(),
+                        });
+                    }
+                }
+            }
+            Ok(Self(Some(ruleset)))
+        }
+
+        /// Restrict the child to the ruleset between fork and exec.
+        pub fn apply_in_child(&self, command: &mut tokio::process::Command) {
+            let Some(fd) = self.0.as_ref().map(AsRawFd::as_raw_fd) else {
+                return;
+            };
+            // SAFETY: the closure runs in the child between fork and exec
+            // and makes only two async-signal-safe system calls (no
+            // allocation, no locks); the descriptor stays open in the
+            // parent until `spawn` returns.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod landlock {
+    use std::path::PathBuf;
+
+    use super::{CommandError, Confinement};
+
+    pub fn confinement() -> Confinement {
+        Confinement {
+            landlock_abi: 0,
+            filesystem: false,
+            network: false,
+            process_tree: false,
+            note: Some("Landlock exists on Linux only: files and network are not confined".into()),
+        }
+    }
+
+    pub struct Ruleset;
+
+    impl Ruleset {
+        pub fn none() -> Self {
+            Self
+        }
+
+        pub fn build(_: &[PathBuf], _: &[PathBuf]) -> Result<Self, CommandError> {
+            Ok(Self)
+        }
+
+        pub fn apply_in_child(&self, _: &mut tokio::process::Command) {}
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// What a shell needs to start, read-only.
+    fn system() -> Vec<PathBuf> {
+        ["/bin", "/usr", "/lib", "/lib64", "/etc"]
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.exists())
+            .collect()
+    }
+
+    fn sh(script: &str, cwd: &Path, writable: Vec<PathBuf>) -> CommandSpec {
+        CommandSpec {
+            argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
+            cwd: cwd.to_owned(),
+            env: vec!["PATH".into()],
+            set_env: BTreeMap::new(),
+            read_only: system(),
+            writable,
+            timeout: Duration::from_secs(20),
+            max_output: 4096,
+            confine: true,
+        }
+    }
+
+    #[tokio::test]
+    async fn exit_zero_passes_and_anything_else_fails() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let ok = run(&sh("exit 0", dir.path(), vec![dir.path().into()]))
+            .await
+            .unwrap();
+        assert!(ok.passed, "{ok:?}");
+        let bad = run(&sh(
+            "echo no >&2; exit 3",
+            dir.path(),
+            vec![dir.path().into()],
+        ))
+        .await
+        .unwrap();
+        assert!(!bad.passed);
+        assert_eq!(bad.code, Some(3));
+        assert_eq!(bad.stderr, "no\n");
+    }
+
+    #[tokio::test]
+    async fn writes_outside_the_writable_paths_are_denied_where_landlock_is() {
+        let work = tempfile::TempDir::new().unwrap();
+        let outside = tempfile::TempDir::new().unwrap();
+        let script = format!(
+            "echo in > {}/in.txt && echo out > {}/out.txt",
+            work.path().display(),
+            outside.path().display()
+        );
+        let mut spec = sh(&script, work.path(), vec![work.path().into()]);
+        spec.read_only.push(outside.path().into());
+        let outcome = run(&spec).await.unwrap();
+        assert!(work.path().join("in.txt").exists(), "{outcome:?}");
+        if outcome.confinement.filesystem {
+            assert!(!outcome.passed, "{outcome:?}");
+            assert!(!outside.path().join("out.txt").exists());
+            assert!(outcome.stderr.contains("ermission denied"), "{outcome:?}");
+        } else {
+            // Where the kernel has no Landlock the outcome says so.
+            assert!(outcome.confinement.note.is_some());
+        }
+        // A path in neither list cannot even be read.
+        let secret = tempfile::TempDir::new().unwrap();
+        std::fs::write(secret.path().join("s"), "secret").unwrap();
+        let read = run(&sh(
+            &format!("cat {}/s", secret.path().display()),
+            work.path(),
+            vec![work.path().into()],
+        ))
+        .await
+        .unwrap();
+        if read.confinement.filesystem {
+            assert!(!read.passed && read.stdout.is_empty(), "{read:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_run_without_landlock_says_it_was_not_confined() {
+        let work = tempfile::TempDir::new().unwrap();
+        let outside = tempfile::TempDir::new().unwrap();
+        let script = format!("echo out > {}/out.txt", outside.path().display());
+        let mut spec = sh(&script, work.path(), vec![work.path().into()]);
+        spec.read_only.push(outside.path().into());
+        spec.confine = false;
+        let outcome = run(&spec).await.unwrap();
+        // Unconfined, the write outside the writable paths happens: the
+        // report below is about a run that really had no walls.
+        assert!(outcome.passed, "{outcome:?}");
+        assert!(outside.path().join("out.txt").exists());
+        let confinement = &outcome.confinement;
+        assert!(
+            !confinement.filesystem && !confinement.network,
+            "{outcome:?}"
+        );
+        assert_eq!(
+            confinement.landlock_abi,
+            landlock::confinement().landlock_abi
+        );
+        let note = confinement.note.as_deref().unwrap_or_default();
+        assert!(note.contains("not confined"), "{note}");
+        // What a `check_finished` event records as its `confinement`.
+        let recorded = serde_json::to_value(confinement).unwrap();
+        assert_eq!(recorded["filesystem"], false);
+        assert_eq!(recorded["network"], false);
+        assert_eq!(recorded["note"], note);
+        // The default is confined: a spec written without the field.
+        let mut json = serde_json::to_value(&spec).unwrap();
+        json.as_object_mut().unwrap().remove("confine");
+        let parsed: CommandSpec = serde_json::from_value(json).unwrap();
+        assert!(parsed.confine);
+    }
+
+    #[tokio::test]
+    async fn tcp_is_denied_where_the_abi_covers_it() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let dir = tempfile::TempDir::new().unwrap();
+        let mut spec = sh(
+            &format!("exec 3<>/dev/tcp/127.0.0.1/{port}"),
+            dir.path(),
+            vec![dir.path().into()],
+        );
+        spec.argv[0] = "/bin/bash".into();
+        if !Path::new("/bin/bash").exists() {
+            return;
+        }
+        let outcome = run(&spec).await.unwrap();
+        let accepted = listener.accept().is_ok();
+        if outcome.confinement.network {
+            assert!(!outcome.passed, "{outcome:?}");
+            assert!(!accepted, "the connection reached the listener");
+        } else {
+            assert!(
+                outcome.passed && accepted,
+                "without confinement it connects: {outcome:?}"
+            );
+            assert!(outcome.confinement.note.is_some());
+        }
+    }
+
+    #[tokio::test]
+    async fn the_environment_is_scrubbed_and_time_is_limited() {
+        let dir = tempfile::TempDir::new().unwrap();
+        // HOME is set in any test environment; it is not on the allowlist.
+        let env = run(&sh("echo \"[$HOME]\"", dir.path(), vec![dir.path().into()]))
+            .await
+            .unwrap();
+        assert_eq!(env.stdout, "[]\n", "{env:?}");
+        let mut slow = sh("sleep 30 & sleep 30", dir.path(), vec![dir.path().into()]);
+        slow.timeout = Duration::from_millis(300);
+        let outcome = run(&slow).await.unwrap();
+        assert!(outcome.timed_out && !outcome.passed, "{outcome:?}");
+        assert!(outcome.wall_ms < 10_000, "{outcome:?}");
+    }
+
+    #[tokio::test]
+    async fn fixed_variables_are_set_and_a_missing_cwd_is_named() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let mut spec = sh("echo \"[$X]\"", dir.path(), vec![]);
+        spec.set_env.insert("X".into(), "fixed".into());
+        let outcome = run(&spec).await.unwrap();
+        assert_eq!(outcome.stdout, "[fixed]\n", "{outcome:?}");
+        spec.cwd = dir.path().join("not-yet");
+        let err = run(&spec).await.unwrap_err();
+        assert!(matches!(err, CommandError::Cwd { .. }), "{err}");
+        assert!(err.to_string().contains("not-yet"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn output_past_the_cap_is_counted_not_kept() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let mut spec = sh(
+            "head -c 100000 /dev/zero | tr '\\0' a",
+            dir.path(),
+            vec![dir.path().into()],
+        );
+        spec.read_only.push("/dev".into());
+        spec.max_output = 1000;
+        let outcome = run(&spec).await.unwrap();
+        assert_eq!(outcome.stdout.len(), 1000, "{outcome:?}");
+        assert_eq!(outcome.dropped_bytes, 99_000);
+    }
+}
