@@ -79,10 +79,20 @@ impl<'h> Launcher<'h> {
     }
 
     fn parts(&self, agent: BoundAgent, kit: Kit) -> Parts<'h> {
+        // The registry: the agent's components first, then the host's own
+        // toolsets, in the order the model reads them.
+        let mut sets = crate::tools::component::sets(&agent);
+        sets.extend(crate::host_tools::sets());
+        let offer = crate::tools::Offer {
+            frozen: &agent.frozen,
+            memory: kit.memory.as_ref(),
+        };
+        let tools = crate::tools::Registry::new(sets, &offer);
         Parts {
             store: Arc::clone(&self.store),
             hands: self.hands,
             agent,
+            tools,
             kit,
             launch: &CHILDREN,
         }

@@ -26,8 +26,11 @@
 //! - [`control`]: what reaches a session from outside while it runs or
 //!   waits — the lease, the inbox controls, the approval gate and the
 //!   operator's answers;
+//! - [`tools`]: the one tool registry — a `Toolset` trait every source of
+//!   tools implements (components in `tools::component`, the host's own
+//!   tools in `host_tools`), and the `Registry` a runner calls through;
 //! - [`host_tools`]: the tools the host itself serves (memory, skills,
-//!   delegate), behind one `HostTool` trait and a registry;
+//!   delegate), each a `Toolset`;
 //! - [`launch`]: the one builder of every runner (top level, resumed,
 //!   worker, delegate child, parallel task) from the frozen session.
 //!
@@ -48,6 +51,7 @@ pub mod memory;
 pub mod model;
 pub mod pricing;
 pub mod services;
+pub mod tools;
 pub mod watch;
 pub mod work;
 

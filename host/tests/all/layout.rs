@@ -65,6 +65,8 @@ const BRAIN_FLOORS: &[&[&str]] = &[
     &["work/"],
     // What an agent is: config, frozen, bind, skills, triggers.
     &["agent/"],
+    // The one tool registry, and components as a source of tools.
+    &["tools/"],
     // The fold, what the model is told, the decision table.
     &["core/state/"],
     &["core/prompts.rs"],

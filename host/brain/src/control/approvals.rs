@@ -137,23 +137,11 @@ impl Ctx<'_> {
         effect: Effect,
         input: &serde_json::Value,
     ) -> String {
-        let (digest, grants) = match self.agent.tools.get(name) {
-            Some(tool) => {
-                let frozen = self.agent.frozen.tools.get(tool.component);
-                (
-                    self.agent.components[tool.component]
-                        .loaded
-                        .digest()
-                        .to_owned(),
-                    frozen
-                        .map(|f| serde_json::to_value(f).unwrap_or_default())
-                        .unwrap_or_default(),
-                )
-            }
-            None => (
-                crate::host_tools::memory::HOST_DIGEST.to_owned(),
-                serde_json::to_value(&self.agent.frozen.memory).unwrap_or_default(),
-            ),
+        let (digest, grants) = match self.tools.get(name) {
+            Some(tool) => tool.set().fingerprint_parts(&self.agent.frozen),
+            // Not a tool of this agent: the call is refused before any
+            // gate; a fingerprint of it matches nothing granted.
+            None => (String::new(), serde_json::Value::Null),
         };
         let mut args = String::new();
         crate::model::replay::canonical_json(input, &mut args);

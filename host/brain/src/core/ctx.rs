@@ -1,5 +1,6 @@
 //! What an executor reads and writes: the session's store, the hands that
-//! run its tools, its bound (frozen) agent, the services it calls (a
+//! run its tools, its bound (frozen) agent, the tool registry its calls go
+//! through, the services it calls (a
 //! [`Kit`]), the inbox while running, the lease, the [`Journal`] — the one
 //! writer of the log and of the folded state — and the cache of the last
 //! request.
@@ -26,6 +27,7 @@ use crate::agent::frozen::Frozen;
 use crate::error::{RunError, json_error};
 use crate::model::ModelResponse;
 use crate::services::Kit;
+use crate::tools::{CallCx, Registry};
 use longhand_hands::Hands;
 use longhand_session::event::{MAX_INLINE_TEXT, bounded};
 use longhand_session::{Event, Lease, SessionId, SessionStatus, Store};
@@ -100,6 +102,9 @@ pub(crate) struct Parts<'h> {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) hands: &'h Hands,
     pub(crate) agent: BoundAgent,
+    /// Every tool the model may call, from the agent's components and the
+    /// host's own toolsets.
+    pub(crate) tools: Registry,
     pub(crate) kit: Kit,
     pub(crate) launch: &'static dyn Launch,
 }
@@ -109,6 +114,8 @@ pub(crate) struct Ctx<'h> {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) hands: &'h Hands,
     pub(crate) agent: BoundAgent,
+    /// The one registry every tool call goes through.
+    pub(crate) tools: Registry,
     /// What it calls — each role's provider, the memory bank, the retry
     /// policy — and where its children's come from (see `launch`).
     pub(crate) kit: Kit,
@@ -138,6 +145,7 @@ impl<'h> Ctx<'h> {
             store,
             hands,
             agent,
+            tools,
             kit,
             launch,
         } = parts;
@@ -147,6 +155,7 @@ impl<'h> Ctx<'h> {
             store,
             hands,
             agent,
+            tools,
             kit,
             inbox: None,
             stop: None,
@@ -159,6 +168,17 @@ impl<'h> Ctx<'h> {
         };
         ctx.unpriced = ctx.unpriced_roles();
         ctx
+    }
+
+    /// What a tool call sees of this runner.
+    pub(crate) fn call_cx(&self) -> CallCx<'_> {
+        CallCx {
+            hands: self.hands,
+            frozen: &self.agent.frozen,
+            memory: self.kit.memory.as_ref(),
+            session: self.session.as_str(),
+            seq: self.journal.state.last_seq,
+        }
     }
 
     /// What this session lends a child it starts or wakes.

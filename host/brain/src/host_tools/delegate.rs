@@ -38,6 +38,10 @@ use longhand_session::{Event, PauseKind, PauseReason, SessionId, SessionStatus};
 
 /// The tool's name.
 pub const DELEGATE: &str = "delegate";
+/// The component its calls are recorded under.
+pub const COMPONENT: &str = "agents";
+/// `tool_started.component_digest` of a delegation: no binary ran.
+pub const HOST_DIGEST: &str = "host:delegate";
 /// Longest goal given to a child, in bytes.
 pub const MAX_CHILD_GOAL: usize = 16 * 1024;
 
@@ -48,30 +52,45 @@ pub const MAX_CHILD_GOAL: usize = 16 * 1024;
 pub(crate) struct Delegate;
 
 #[async_trait::async_trait]
-impl super::HostTool for Delegate {
-    fn name(&self) -> &'static str {
-        "agents"
+impl crate::tools::Toolset for Delegate {
+    fn component(&self) -> &str {
+        COMPONENT
     }
 
-    fn defs(&self, ctx: &super::HostCtx<'_>) -> Vec<ToolDef> {
-        def(ctx.frozen).into_iter().collect()
+    fn digest(&self) -> &str {
+        HOST_DIGEST
     }
 
-    fn effect(&self, ctx: &super::HostCtx<'_>, tool: &str) -> Option<longhand_hands::Effect> {
-        (tool == DELEGATE && def(ctx.frozen).is_some()).then_some(longhand_hands::Effect::Writes)
+    fn offer(&self, offer: &crate::tools::Offer<'_>) -> Vec<crate::tools::Offered> {
+        def(offer.frozen)
+            .map(|def| super::offered(def, longhand_hands::Effect::Writes))
+            .into_iter()
+            .collect()
     }
 
-    fn runs(&self) -> super::Runs {
-        super::Runs::AsChild
+    fn fingerprint_parts(&self, frozen: &Frozen) -> (String, Value) {
+        super::fingerprint_parts(frozen)
     }
 
-    async fn call(&self, _: &super::HostCtx<'_>, _: &str, _: &Value) -> (bool, Value) {
+    fn runs(&self) -> crate::tools::Runs {
+        crate::tools::Runs::AsChild
+    }
+
+    async fn call(
+        &self,
+        _: &crate::tools::CallCx<'_>,
+        _: &crate::tools::Registered,
+        _: &Value,
+    ) -> crate::tools::Outcome {
         // The loop never calls it: `Runs::AsChild` calls go to
         // `Ctx::delegate_group`, which starts children through `Launch`.
-        (
-            false,
-            error("failed", "delegate runs as a child session, not inline"),
-        )
+        crate::tools::Outcome {
+            ok: false,
+            result: error("failed", "delegate runs as a child session, not inline")
+                .to_string()
+                .into_bytes(),
+            receipt: Value::Null,
+        }
     }
 }
 
@@ -205,8 +224,8 @@ impl<'h> Ctx<'h> {
                 self.write(vec![Event::ToolStarted {
                     step,
                     call_id: call_id.clone(),
-                    component: "agents".to_owned(),
-                    component_digest: "host:delegate".to_owned(),
+                    component: COMPONENT.to_owned(),
+                    component_digest: HOST_DIGEST.to_owned(),
                     tool: DELEGATE.to_owned(),
                     effect: "writes".to_owned(),
                     input: input_blob,

@@ -11,12 +11,13 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{HostCtx, HostTool};
 use crate::agent::config::MemoryConfig;
+use crate::agent::frozen::Frozen;
 use crate::core::ctx::Ctx;
 use crate::error::tool_error as error;
 use crate::memory::{MemorySource, NewMemory};
 use crate::model::ToolDef;
+use crate::tools::{CallCx, Offer, Offered, Outcome, Registered, Toolset};
 use longhand_hands::Effect;
 use longhand_session::Event;
 
@@ -108,29 +109,40 @@ struct RememberInput {
 pub(crate) struct Memory;
 
 #[async_trait::async_trait]
-impl HostTool for Memory {
-    fn name(&self) -> &'static str {
+impl Toolset for Memory {
+    fn component(&self) -> &str {
         COMPONENT
     }
 
-    fn defs(&self, ctx: &HostCtx<'_>) -> Vec<ToolDef> {
-        if ctx.memory.is_none() {
+    fn digest(&self) -> &str {
+        HOST_DIGEST
+    }
+
+    fn offer(&self, offer: &Offer<'_>) -> Vec<Offered> {
+        if offer.memory.is_none() {
             return Vec::new();
         }
-        defs(&ctx.frozen.memory)
+        let config = &offer.frozen.memory;
+        defs(config)
+            .into_iter()
+            .filter_map(|def| {
+                let effect = effect(config, &def.name)?;
+                Some(super::offered(def, effect))
+            })
+            .collect()
     }
 
-    fn effect(&self, ctx: &HostCtx<'_>, tool: &str) -> Option<Effect> {
-        ctx.memory?;
-        effect(&ctx.frozen.memory, tool)
+    fn fingerprint_parts(&self, frozen: &Frozen) -> (String, Value) {
+        super::fingerprint_parts(frozen)
     }
 
-    async fn call(&self, ctx: &HostCtx<'_>, tool: &str, input: &Value) -> (bool, Value) {
-        call(ctx, tool, input).await
+    async fn call(&self, cx: &CallCx<'_>, tool: &Registered, input: &Value) -> Outcome {
+        let started = std::time::Instant::now();
+        super::timed(started, call(cx, &tool.name, input).await)
     }
 
-    fn followed_by(&self, tool: &str, call_id: &str, result: &[u8]) -> Option<Event> {
-        if tool != REMEMBER {
+    fn followed_by(&self, tool: &Registered, call_id: &str, result: &[u8]) -> Option<Event> {
+        if tool.name != REMEMBER {
             return None;
         }
         let entry = serde_json::from_slice::<Value>(result).ok()?;
@@ -146,7 +158,7 @@ impl HostTool for Memory {
 }
 
 /// Run a memory tool; `(ok, result JSON)`.
-async fn call(ctx: &HostCtx<'_>, name: &str, input: &Value) -> (bool, Value) {
+async fn call(ctx: &CallCx<'_>, name: &str, input: &Value) -> (bool, Value) {
     let config = ctx.frozen.memory.clone();
     let Some(bank) = ctx.memory.cloned() else {
         return (

@@ -1,13 +1,13 @@
 //! `skill__load`: the host tool that reads a skill's body into the
 //! conversation. The skills themselves — discovery, the catalogue and what
 //! `load` returns — are the agent definition's (`brain::skills`); this file
-//! only puts them behind [`HostTool`].
+//! only puts them behind [`Toolset`].
 
 use serde_json::Value;
 
-use super::{HostCtx, HostTool};
+use crate::agent::frozen::Frozen;
 use crate::agent::skills::{LOAD, load, load_tool_def};
-use crate::model::ToolDef;
+use crate::tools::{CallCx, Offer, Offered, Outcome, Registered, Toolset};
 use longhand_hands::Effect;
 
 /// `skill__load`, offered when the agent has skills. Read-only: it returns
@@ -15,26 +15,36 @@ use longhand_hands::Effect;
 pub(crate) struct SkillLoad;
 
 #[async_trait::async_trait]
-impl HostTool for SkillLoad {
-    fn name(&self) -> &'static str {
-        "skill"
+impl Toolset for SkillLoad {
+    fn component(&self) -> &str {
+        crate::agent::skills::COMPONENT
     }
 
-    fn defs(&self, ctx: &HostCtx<'_>) -> Vec<ToolDef> {
-        if ctx.frozen.skills.is_empty() {
+    fn digest(&self) -> &str {
+        crate::agent::skills::HOST_DIGEST
+    }
+
+    fn offer(&self, offer: &Offer<'_>) -> Vec<Offered> {
+        if offer.frozen.skills.is_empty() {
             return Vec::new();
         }
-        vec![load_tool_def(&ctx.frozen.skills)]
+        let def = load_tool_def(&offer.frozen.skills);
+        debug_assert_eq!(def.name, LOAD);
+        vec![super::offered(def, Effect::ReadOnly)]
     }
 
-    fn effect(&self, ctx: &HostCtx<'_>, tool: &str) -> Option<Effect> {
-        (tool == LOAD && !ctx.frozen.skills.is_empty()).then_some(Effect::ReadOnly)
+    fn fingerprint_parts(&self, frozen: &Frozen) -> (String, Value) {
+        super::fingerprint_parts(frozen)
     }
 
-    async fn call(&self, ctx: &HostCtx<'_>, _tool: &str, input: &Value) -> (bool, Value) {
-        match load(&ctx.frozen.skills, input) {
-            Ok(value) => (true, value),
-            Err(value) => (false, value),
-        }
+    async fn call(&self, cx: &CallCx<'_>, _: &Registered, input: &Value) -> Outcome {
+        let started = std::time::Instant::now();
+        super::timed(
+            started,
+            match load(&cx.frozen.skills, input) {
+                Ok(value) => (true, value),
+                Err(value) => (false, value),
+            },
+        )
     }
 }

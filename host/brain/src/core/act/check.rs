@@ -111,7 +111,7 @@ impl Ctx<'_> {
         input: &serde_json::Value,
         expect: &str,
     ) -> Result<Event, RunError> {
-        let (ok, result, _receipt) = self.execute(tool, input).await;
+        let crate::tools::Outcome { ok, result, .. } = self.execute(tool, input).await;
         let output = self.put(result.clone());
         let (passed, detail) = if !ok {
             (

@@ -8,6 +8,11 @@
 //! read-only or idempotent call need not be announced first (running it
 //! again is safe), so its `tool_started` is written together with its
 //! `tool_finished`, in one append with no fsync.
+//!
+//! Every tool is an entry of the runner's registry (`crate::tools`):
+//! components and the host's own tools are looked up, recorded, gated,
+//! cached and run the same way. The one difference dispatch knows is how
+//! an entry's calls run — inline, or as child sessions run side by side.
 
 use futures_util::future::join_all;
 
@@ -17,9 +22,9 @@ use crate::control::approvals::Gate;
 use crate::core::ctx::Ctx;
 use crate::core::state::{CHECK_PREFIX, OpenCall, effect_name};
 use crate::error::{LogError, RunError, json_error};
-use crate::host_tools::{self, HostCtx, Runs};
 use crate::model::ToolCall;
-use longhand_hands::{CallError, Effect};
+use crate::tools::Outcome;
+use longhand_hands::Effect;
 use longhand_session::{BlobRef, Event};
 
 /// A call ready to run: its id, the model's name for the tool, its input.
@@ -69,13 +74,11 @@ impl Ctx<'_> {
             let Some(call) = self.journal.state.open_calls.get(&call_id).cloned() else {
                 continue;
             };
-            // A call of a host tool that runs as a child session: recorded
-            // under its component, and a tool it serves to this agent.
-            let child = host_tools::REGISTRY.iter().any(|host| {
-                host.runs() == Runs::AsChild
-                    && host.name() == call.component
-                    && host.effect(&self.host_ctx(), &call.tool).is_some()
-            });
+            // A call whose tool runs as a child session (delegate).
+            let child = self
+                .tools
+                .recorded(&call.component, &call.tool)
+                .is_some_and(|t| t.runs_as_child());
             if child {
                 // Never in doubt: its child is found by the record, or was
                 // never named and never ran (see `delegate`).
@@ -106,8 +109,15 @@ impl Ctx<'_> {
         let input_bytes = self.get(&call.input).await?;
         let input: serde_json::Value =
             serde_json::from_slice(&input_bytes).map_err(json_error("a tool input blob"))?;
-        let name = format!("{}{NAME_SEPARATOR}{}", call.component, call.tool);
-        let (ok, result, receipt) = self.execute(&name, &input).await;
+        let name = match self.tools.recorded(&call.component, &call.tool) {
+            Some(tool) => tool.name.clone(),
+            None => format!("{}{NAME_SEPARATOR}{}", call.component, call.tool),
+        };
+        let Outcome {
+            ok,
+            result,
+            receipt,
+        } = self.execute(&name, &input).await;
         let result = self.put(result);
         Ok(Event::ToolFinished {
             step: call.step,
@@ -193,29 +203,25 @@ impl Ctx<'_> {
 
     /// Check a call before running it: known tool, JSON object arguments.
     fn prepare(&self, call: &ToolCall) -> Result<(Effect, serde_json::Value), serde_json::Value> {
-        let judging = self
-            .journal
-            .state
-            .conversation
-            .as_ref()
-            .is_some_and(|c| c.role == crate::core::state::JUDGE);
-        // Host tools (`memory__*`) are the worker's only.
-        let host = self.host_tool(&call.name).filter(|_| !judging);
-        let effect = match (self.agent.tools.get(&call.name), host) {
-            (Some(tool), _) => tool.spec.effect,
-            (None, Some(effect)) => effect,
-            (None, None) => {
-                let mut available: Vec<String> = self.agent.tools.keys().cloned().collect();
-                if !judging {
-                    let ctx = self.host_ctx();
-                    available.extend(
-                        host_tools::REGISTRY
-                            .iter()
-                            .filter(|host| host.runs() == Runs::Inline)
-                            .flat_map(|host| host.defs(&ctx))
-                            .map(|d| d.name),
-                    );
-                }
+        let judging = self.judging();
+        let effect = match self.tools.get(&call.name) {
+            Some(tool) if !judging || tool.offered_to_judge() => tool.effect,
+            Some(tool) if tool.set().judge_may_use() => {
+                return Err(serde_json::json!({
+                    "kind": "denied",
+                    "message": format!(
+                        "the judge may only use read-only tools; `{}` changes things",
+                        cut_name(&call.name)
+                    ),
+                }));
+            }
+            _ => {
+                let available: Vec<&str> = self
+                    .tools
+                    .offered(judging)
+                    .filter(|t| !t.runs_as_child())
+                    .map(|t| t.name.as_str())
+                    .collect();
                 return Err(serde_json::json!({
                     "kind": "not-found",
                     "message": format!(
@@ -226,15 +232,6 @@ impl Ctx<'_> {
                 }));
             }
         };
-        if judging && effect != Effect::ReadOnly {
-            return Err(serde_json::json!({
-                "kind": "denied",
-                "message": format!(
-                    "the judge may only use read-only tools; `{}` changes things",
-                    cut_name(&call.name)
-                ),
-            }));
-        }
         let text = if call.arguments.trim().is_empty() {
             "{}"
         } else {
@@ -263,38 +260,16 @@ impl Ctx<'_> {
         }
         let mut started = Vec::new();
         for ready in &batch {
-            if let Some((host, effect)) = host_tools::find(&self.host_ctx(), &ready.name) {
-                // Host tools are named `<component>__<tool>` too
-                // (`memory__search`, `skill__load`), the component being the
-                // host tool's name: recovery rebuilds the name from the two.
-                let component = host.name();
-                started.push(Event::ToolStarted {
-                    step,
-                    call_id: ready.id.clone(),
-                    component: component.to_owned(),
-                    component_digest: format!("host:{component}"),
-                    tool: ready
-                        .name
-                        .split_once(NAME_SEPARATOR)
-                        .map_or(ready.name.as_str(), |(_, t)| t)
-                        .to_owned(),
-                    effect: effect_name(effect).to_owned(),
-                    input: BlobRef::of(&[]),
-                });
-                continue;
-            }
-            let Some(tool) = self.agent.tools.get(&ready.name) else {
+            let Some(tool) = self.tools.get(&ready.name) else {
                 continue;
             };
-            let component = &self.agent.components[tool.component];
-            let effect = effect_name(tool.spec.effect);
             started.push(Event::ToolStarted {
                 step,
                 call_id: ready.id.clone(),
-                component: component.prefix.clone(),
-                component_digest: component.loaded.digest().to_owned(),
-                tool: tool.spec.name.clone(),
-                effect: effect.to_owned(),
+                component: tool.set().component().to_owned(),
+                component_digest: tool.set().digest().to_owned(),
+                tool: tool.tool.clone(),
+                effect: effect_name(tool.effect).to_owned(),
                 input: BlobRef::of(&[]),
             });
         }
@@ -318,12 +293,7 @@ impl Ctx<'_> {
         let keys: Vec<Option<String>> = batch
             .iter()
             .map(|r| {
-                let effect = self
-                    .agent
-                    .tools
-                    .get(&r.name)
-                    .map(|t| t.spec.effect)
-                    .or_else(|| self.host_tool(&r.name))?;
+                let effect = self.tools.get(&r.name)?.effect;
                 (cache && effect == Effect::ReadOnly)
                     .then(|| self.fingerprint(&r.name, effect, &r.input))
             })
@@ -356,13 +326,21 @@ impl Ctx<'_> {
                     serde_json::json!({"cache_hit": hit.call_id, "cache_key": key}),
                     None,
                 ),
-                (Some((ok, bytes, mut receipt)), None) => {
+                (
+                    Some(Outcome {
+                        ok,
+                        result: bytes,
+                        mut receipt,
+                    }),
+                    None,
+                ) => {
                     if let (Some(key), Some(object)) = (key, receipt.as_object_mut()) {
                         object.insert("cache_key".to_owned(), key.into());
                     }
                     let written = if ok {
-                        host_tools::find(&self.host_ctx(), &ready.name)
-                            .and_then(|(host, _)| host.followed_by(&ready.name, &ready.id, &bytes))
+                        self.tools
+                            .get(&ready.name)
+                            .and_then(|tool| tool.followed_by(&ready.id, &bytes))
                     } else {
                         None
                     };
@@ -393,145 +371,38 @@ impl Ctx<'_> {
             .any(|c| !c.effect.safe_to_retry())
     }
 
-    /// Call a tool; returns (ok, result JSON bytes, trimmed receipt).
-    pub(crate) async fn execute(
-        &self,
-        name: &str,
-        input: &serde_json::Value,
-    ) -> (bool, Vec<u8>, serde_json::Value) {
-        let ctx = self.host_ctx();
-        if let Some((host, _)) = host_tools::find(&ctx, name) {
-            let started = std::time::Instant::now();
-            let (ok, value) = host.call(&ctx, name, input).await;
-            let receipt = serde_json::json!({"wall_us": started.elapsed().as_micros() as u64});
-            return (ok, value.to_string().into_bytes(), receipt);
-        }
-        let Some(tool) = self.agent.tools.get(name) else {
-            let err = serde_json::json!({"error": {"kind": "not-found", "message": format!("no tool `{name}`")}});
-            return (false, err.to_string().into_bytes(), serde_json::Value::Null);
+    /// Call a tool through the registry.
+    pub(crate) async fn execute(&self, name: &str, input: &serde_json::Value) -> Outcome {
+        let Some(tool) = self.tools.get(name) else {
+            let err = serde_json::json!({"error": {"kind": "not-found", "message": format!("no tool `{}`", cut_name(name))}});
+            return Outcome {
+                ok: false,
+                result: err.to_string().into_bytes(),
+                receipt: serde_json::Value::Null,
+            };
         };
-        let component = &self.agent.components[tool.component];
-        let outcome = self
-            .hands
-            .call(&component.loaded, &component.grants, &tool.spec.name, input)
-            .await;
-        let receipt = trim_receipt(serde_json::to_value(&outcome.receipt).unwrap_or_default());
-        match outcome.result {
-            Ok(output) => (true, output.to_string().into_bytes(), receipt),
-            Err(error) => {
-                let value = serde_json::json!({ "error": error_value(&error) });
-                (false, value.to_string().into_bytes(), receipt)
-            }
-        }
+        tool.call(&self.call_cx(), input).await
     }
 }
 
 impl Ctx<'_> {
-    /// What a host tool's call sees of this runner.
-    pub(crate) fn host_ctx(&self) -> HostCtx<'_> {
-        HostCtx {
-            frozen: &self.agent.frozen,
-            memory: self.kit.memory.as_ref(),
-            session: self.session.as_str(),
-            seq: self.journal.state.last_seq,
-        }
+    /// Whether the judge is the role in the conversation: it is offered
+    /// only read-only tools of toolsets that allow it.
+    fn judging(&self) -> bool {
+        self.journal
+            .state
+            .conversation
+            .as_ref()
+            .is_some_and(|c| c.role == crate::core::state::JUDGE)
     }
 
-    /// The effect of a host tool (memory, skills, delegate) this worker
-    /// may call, from the registry: only what the agent is granted.
-    fn host_tool(&self, name: &str) -> Option<Effect> {
-        host_tools::find(&self.host_ctx(), name).map(|(_, effect)| effect)
-    }
-
-    /// Whether `name` is a host tool whose calls run as child sessions.
+    /// Whether `name` is a tool whose calls run as child sessions.
     fn runs_as_child(&self, name: &str) -> bool {
-        host_tools::find(&self.host_ctx(), name)
-            .is_some_and(|(host, _)| host.runs() == Runs::AsChild)
+        self.tools.get(name).is_some_and(|t| t.runs_as_child())
     }
 }
 
 /// A model-chosen tool name, cut for an error message.
 fn cut_name(name: &str) -> &str {
     &name[..name.floor_char_boundary(256)]
-}
-
-fn error_value(error: &CallError) -> serde_json::Value {
-    serde_json::to_value(error)
-        .unwrap_or_else(|_| serde_json::json!({"message": error.to_string()}))
-}
-
-/// The most a trimmed receipt takes in `tool_finished`, as JSON: about
-/// 32 KiB (the count of removed entries adds a few bytes).
-const MAX_RECEIPT_JSON: usize = 32 * 1024;
-
-/// Keep the receipt small in the log: stdio and logs are cut.
-fn trim_receipt(mut receipt: serde_json::Value) -> serde_json::Value {
-    for key in ["stdout", "stderr"] {
-        if let Some(text) = receipt.pointer_mut(&format!("/{key}/text"))
-            && let Some(s) = text.as_str()
-            && s.len() > 1024
-        {
-            let end = s.floor_char_boundary(1024);
-            *text = serde_json::Value::String(format!("{}…", &s[..end]));
-        }
-    }
-    if let Some(logs) = receipt.get_mut("logs").and_then(|l| l.as_array_mut()) {
-        logs.truncate(16);
-    }
-    // The hands bound each entry (4 KiB) and each list (64 entries), but
-    // not their sum: 64 uses of 8 KiB of guest-chosen paths, escaped, would
-    // make `tool_finished` too large to store. Drop entries from the ends
-    // of the lists until the receipt fits, and say how many.
-    let json_len = |v: &serde_json::Value| serde_json::to_string(v).map_or(0, |s| s.len());
-    let mut size = json_len(&receipt);
-    let mut dropped = 0u64;
-    for key in ["logs", "used", "denied", "limits_hit"] {
-        let Some(items) = receipt.get_mut(key).and_then(|l| l.as_array_mut()) else {
-            continue;
-        };
-        while size > MAX_RECEIPT_JSON {
-            let Some(item) = items.pop() else { break };
-            size = size.saturating_sub(json_len(&item) + 1);
-            dropped += 1;
-        }
-    }
-    if dropped > 0
-        && let Some(object) = receipt.as_object_mut()
-    {
-        object.insert("entries_dropped".to_owned(), dropped.into());
-    }
-    receipt
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_receipt_of_many_large_entries_is_trimmed_to_fit() {
-        let entry = serde_json::json!({
-            "capability": "fs",
-            "resource": "\u{1}".repeat(4096),
-            "detail": "\u{1}".repeat(4096),
-        });
-        let receipt = serde_json::json!({
-            "wall_us": 7,
-            "bytes_written": 3,
-            "used": vec![entry.clone(); 64],
-            "denied": vec![entry; 64],
-            "logs": [],
-        });
-        assert!(receipt.to_string().len() > longhand_session::MAX_EVENT_JSON);
-        let trimmed = trim_receipt(receipt);
-        assert!(trimmed.to_string().len() <= MAX_RECEIPT_JSON);
-        // What the fold and `log` read is kept; what went is counted.
-        assert_eq!(trimmed["wall_us"], 7);
-        assert_eq!(trimmed["bytes_written"], 3);
-        let kept = trimmed["used"].as_array().map_or(0, Vec::len)
-            + trimmed["denied"].as_array().map_or(0, Vec::len);
-        assert_eq!(trimmed["entries_dropped"], (128 - kept) as u64);
-        // A small receipt is left as it was.
-        let small = serde_json::json!({"wall_us": 1, "used": [{"capability": "fs"}]});
-        assert_eq!(trim_receipt(small.clone()), small);
-    }
 }

@@ -22,7 +22,6 @@ use crate::error::{RunError, inconsistent, json_error};
 use crate::model::{ModelProvider, ToolDef};
 use crate::work::handoff::Handoff;
 use crate::work::plan::{self, OPERATOR};
-use longhand_hands::Effect;
 use longhand_session::Event;
 use longhand_session::event::MAX_INLINE_TEXT;
 
@@ -108,23 +107,8 @@ impl Ctx<'_> {
     /// read-only ones, the planner none.
     pub(crate) fn tools_for(&self, role: Role) -> Vec<ToolDef> {
         match role {
-            Role::Worker | Role::Handoff => {
-                let mut defs = self.agent.defs.clone();
-                defs.extend(crate::host_tools::defs(&self.host_ctx()));
-                defs
-            }
-            Role::Judge => self
-                .agent
-                .defs
-                .iter()
-                .filter(|d| {
-                    self.agent
-                        .tools
-                        .get(&d.name)
-                        .is_some_and(|t| t.spec.effect == Effect::ReadOnly)
-                })
-                .cloned()
-                .collect(),
+            Role::Worker | Role::Handoff => self.tools.defs(false),
+            Role::Judge => self.tools.defs(true),
             Role::Planner => Vec::new(),
         }
     }
