@@ -133,6 +133,15 @@ fi
 if [ "$(psql_admin "-p 5433 -c \"SELECT 1 FROM pg_database WHERE datname = 'longhand'\"")" != "1" ]; then
     psql_admin "-p 5433 -c \"CREATE DATABASE longhand OWNER longhand\"" >&2
 fi
+# A shutdown waits for every backend, also one still waiting for a
+# client's startup packet, for up to authentication_timeout (60 s by
+# default): a worker reconnecting at the moment of the restart can leave
+# one, and then `pg_ctl restart` hits its own 60 s limit and fails. Bound
+# it well below that.
+if [ "$(psql_admin "-p 5433 -c 'SHOW authentication_timeout'")" != "10s" ]; then
+    psql_admin "-p 5433 -c \"ALTER SYSTEM SET authentication_timeout = '10s'\"" >&2
+    psql_admin "-p 5433 -c 'SELECT pg_reload_conf()'" >/dev/null
+fi
 restart_url=postgres://longhand:longhand@127.0.0.1:5433/longhand
 PGPASSWORD=longhand psql -qtA "$restart_url" -c 'SELECT 1' >/dev/null
 

@@ -26,9 +26,11 @@ use longhand_brain::{RunEnd, Runner};
 use longhand_hands::Hands;
 use longhand_session::{BlobRef, Event, EventRecord, SessionId, SessionStatus, Store, StoreError};
 
-/// `longhand run` flags.
-#[derive(Debug, clap::Args)]
-pub struct RunArgs {
+/// What starts a session, whoever asks: `longhand run`, serve's
+/// `POST /api/sessions`, a trigger. The one front door: each builds this
+/// value and calls [`start`]; none parses a command line to get here.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Start {
     /// An agent file (`agent.toml`) or a directory holding one.
     pub agent: PathBuf,
     /// The goal; default the agent file's `goal`.
@@ -51,6 +53,17 @@ pub struct RunArgs {
     /// Record the model's answers into this cassette file.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// With `--detach`: workers run higher priorities first (default 0).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub priority: i64,
+}
+
+/// `longhand run` flags: what starts the session, and how this command
+/// shows it.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub start: Start,
     /// Print every event as one JSON object per line.
     #[arg(long)]
     pub json: bool,
@@ -58,9 +71,6 @@ pub struct RunArgs {
     /// print its id and exit without running it.
     #[arg(long)]
     pub detach: bool,
-    /// With `--detach`: workers run higher priorities first (default 0).
-    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
-    pub priority: i64,
 }
 
 /// `longhand resume` flags.
@@ -122,7 +132,7 @@ fn launch_error(error: LaunchError) -> anyhow::Error {
 /// The flag that replaces every model of the session, if any:
 /// `--script`, `--cassette` or `--model PROVIDER:MODEL[@BASE_URL]`
 /// (checked before anything is created: a bad one exits 2).
-fn model_override(args: &RunArgs) -> anyhow::Result<Option<ModelOverride>> {
+fn model_override(args: &Start) -> anyhow::Result<Option<ModelOverride>> {
     let model = match &args.model {
         Some(flag) => Some(flag.parse::<ModelFlag>().map_err(usage)?),
         None => None,
@@ -152,9 +162,9 @@ pub(super) struct Started<'h> {
 /// `longhand run`.
 pub async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     // The agent file is checked before the tool host starts.
-    AgentConfig::load(&args.agent)?;
+    AgentConfig::load(&args.start.agent)?;
     let hands = hands()?;
-    let Started { mut runner } = start(&args, &hands, &owner()).await?;
+    let Started { mut runner } = start(&args.start, &hands, &owner()).await?;
     if args.detach {
         let session = runner.session().clone();
         runner.detach().await?;
@@ -176,7 +186,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Outcome> {
 /// `owner`, with its goal set and its lease held: what `run` does before
 /// the loop starts (`run --detach` and `serve` then detach it).
 pub(super) async fn start<'h>(
-    args: &RunArgs,
+    args: &Start,
     hands: &'h Hands,
     owner: &str,
 ) -> anyhow::Result<Started<'h>> {

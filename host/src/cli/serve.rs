@@ -25,7 +25,6 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use async_trait::async_trait;
-use clap::{Args, FromArgMatches};
 
 use super::settings::data_dir;
 use super::{Outcome, exit, exit_code, message_of, usage};
@@ -142,7 +141,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         if args.no_worker {
             return std::future::pending().await;
         }
-        super::worker::worker(worker_args(args.concurrency)?).await
+        super::worker::worker(super::worker::WorkerArgs::with_concurrency(
+            args.concurrency,
+        ))
+        .await
     };
     tokio::select! {
         served = crate::serve::run(listener, app) => {
@@ -179,18 +181,6 @@ fn announce(bound: SocketAddr, token: Option<&Token>) -> anyhow::Result<()> {
     }
     out.flush()?;
     Ok(())
-}
-
-/// `longhand worker`'s flags for the built-in worker, parsed from its own
-/// command line so that flags added to `worker` later take their defaults
-/// here too.
-fn worker_args(concurrency: usize) -> anyhow::Result<super::worker::WorkerArgs> {
-    parse_args(&["worker", "--concurrency", &concurrency.to_string()])
-}
-
-fn parse_args<T: Args + FromArgMatches>(argv: &[&str]) -> anyhow::Result<T> {
-    let matches = T::augment_args(clap::Command::new("longhand")).try_get_matches_from(argv)?;
-    Ok(T::from_arg_matches(&matches)?)
 }
 
 /// The CLI's session operations, for the server.
@@ -261,14 +251,12 @@ impl Backend for CliBackend {
         let path = real
             .to_str()
             .ok_or_else(|| ApiError::invalid("the agent's path is not UTF-8"))?;
-        let priority = format!("--priority={}", request.priority);
-        let mut argv = vec!["run", path, "--detach", priority.as_str()];
-        let goal = request.goal.map(|g| format!("--goal={g}"));
-        if let Some(goal) = &goal {
-            argv.push(goal);
-        }
-        let args: super::run::RunArgs =
-            parse_args(&argv).map_err(|e| ApiError::invalid(e.to_string()))?;
+        let args = super::run::Start {
+            agent: PathBuf::from(path),
+            goal: request.goal,
+            priority: request.priority,
+            ..Default::default()
+        };
         let started = super::run::start(&args, self.hands, &self.owner)
             .await
             .map_err(api_error)?;
@@ -401,11 +389,5 @@ mod tests {
         let internal = api_error(anyhow::anyhow!("disk at /secret/path failed"));
         assert_eq!(internal.code, "internal");
         assert!(!internal.message.contains("/secret/path"));
-    }
-
-    #[test]
-    fn the_built_in_worker_takes_worker_flags() {
-        let args = worker_args(3).unwrap();
-        assert_eq!(args.concurrency, 3);
     }
 }

@@ -12,8 +12,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, FromArgMatches};
-
+use super::worker::WorkerArgs;
 use super::{Outcome, usage};
 use crate::triggers::{Decision, StateFile, decide, next_after};
 use longhand_brain::agent::config::AgentConfig;
@@ -101,9 +100,13 @@ pub async fn triggers(args: TriggersArgs) -> anyhow::Result<Outcome> {
     if args.firings.is_some() {
         // Fire them all, then run what they started to the end.
         schedule.await?;
-        return super::worker::worker(worker_args(args.concurrency, true)?).await;
+        let worker = WorkerArgs {
+            until_idle: true,
+            ..WorkerArgs::with_concurrency(args.concurrency)
+        };
+        return super::worker::worker(worker).await;
     }
-    let worker = super::worker::worker(worker_args(args.concurrency, false)?);
+    let worker = super::worker::worker(WorkerArgs::with_concurrency(args.concurrency));
     tokio::select! {
         fired = schedule => fired.map(|()| Outcome::Done),
         ended = worker => ended,
@@ -191,33 +194,16 @@ async fn start(
         .agent
         .to_str()
         .ok_or_else(|| usage("the agent's path is not UTF-8"))?;
-    let mut argv = vec!["run".to_owned(), agent.to_owned(), "--detach".to_owned()];
-    if let Some(goal) = &t.goal {
-        argv.push(format!("--goal={goal}"));
-    }
-    if let Some(script) = script {
-        argv.push(format!("--script={}", script.display()));
-    }
-    let args: super::run::RunArgs = parse_args(&argv)?;
+    let args = super::run::Start {
+        agent: PathBuf::from(agent),
+        goal: t.goal.clone(),
+        script: script.cloned(),
+        ..Default::default()
+    };
     let started = super::run::start(&args, hands, owner).await?;
     let session = started.runner.session().clone();
     started.runner.detach().await?;
     Ok(session)
-}
-
-fn worker_args(concurrency: usize, until_idle: bool) -> anyhow::Result<super::worker::WorkerArgs> {
-    let concurrency = concurrency.to_string();
-    let mut argv = vec!["worker", "--concurrency", concurrency.as_str()];
-    if until_idle {
-        argv.push("--until-idle");
-    }
-    parse_args(&argv)
-}
-
-fn parse_args<T: Args + FromArgMatches>(argv: &[impl AsRef<str>]) -> anyhow::Result<T> {
-    let matches = T::augment_args(clap::Command::new("longhand"))
-        .try_get_matches_from(argv.iter().map(AsRef::as_ref))?;
-    Ok(T::from_arg_matches(&matches)?)
 }
 
 fn at(ms: u64) -> std::time::SystemTime {

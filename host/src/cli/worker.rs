@@ -108,6 +108,21 @@ pub struct WorkerArgs {
     pub store_retry_for: Duration,
 }
 
+impl WorkerArgs {
+    /// A worker running `concurrency` sessions at once, every other flag
+    /// at its default: the built-in worker of `serve` and `triggers run`.
+    pub fn with_concurrency(concurrency: usize) -> Self {
+        WorkerArgs {
+            concurrency,
+            until_idle: false,
+            rates: Vec::new(),
+            store: None,
+            store_retry_for: humantime::parse_duration(STORE_RETRY_FOR)
+                .expect("the default --store-retry-for is a duration"),
+        }
+    }
+}
+
 /// A store that has not answered since `since`; the next attempt after
 /// `backoff`.
 struct Outage {
@@ -407,5 +422,24 @@ fn report(owner: &str, session: &SessionId, end: Result<RunEnd, RunError>) {
                 .unwrap_or_default()
         ),
         Err(e) => eprintln!("worker {owner}: {session} stopped: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The built-in worker of `serve` and `triggers run` is `longhand
+    /// worker` with its defaults: a flag added later takes its default
+    /// there too, or this fails.
+    #[test]
+    fn the_built_in_worker_is_the_worker_with_its_defaults() {
+        use clap::{Args, FromArgMatches};
+        let matches = super::WorkerArgs::augment_args(clap::Command::new("worker"))
+            .try_get_matches_from(["worker", "--concurrency", "3"])
+            .unwrap();
+        let parsed = super::WorkerArgs::from_arg_matches(&matches).unwrap();
+        assert_eq!(
+            format!("{parsed:?}"),
+            format!("{:?}", super::WorkerArgs::with_concurrency(3))
+        );
     }
 }
