@@ -197,6 +197,7 @@ async fn the_interpreter_answers_like_native_code_and_caches_apart() {
             cache_key: None,
             max_concurrent_calls: 2,
             interpreter,
+            kept_dir: None,
         })
         .expect("engine")
     };
@@ -328,4 +329,86 @@ async fn refused_imports_are_never_compiled_or_cached() {
     );
     assert_eq!(hands.compiles(), 0, "a refused component was compiled");
     assert_eq!(cache_entries(&cache), Vec::<std::path::PathBuf>::new());
+}
+
+/// A session pinned to a built-in this binary no longer embeds (a later
+/// release changed `fs`) resumes on the bytes it froze: every built-in
+/// loaded is kept by digest, and a pinned load whose built-in differs runs
+/// the kept bytes. Stand-in for "the older release's fs": the probe's
+/// bytes, kept under their digest. Without kept bytes the pin is refused
+/// as before; kept bytes changed on disk are refused, never run.
+#[tokio::test]
+async fn a_pinned_builtin_a_later_binary_changed_runs_the_kept_bytes() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let kept = tmp.path().join("components");
+    let host = |kept_dir: Option<std::path::PathBuf>| {
+        Hands::new(HandsConfig {
+            kept_dir,
+            max_concurrent_calls: 2,
+            ..HandsConfig::default()
+        })
+        .expect("engine")
+    };
+
+    // Loading a built-in keeps its bytes under its digest.
+    let hands = host(Some(kept.clone()));
+    let fs = hands
+        .load(ToolSource::Builtin("fs"))
+        .await
+        .expect("fs loads");
+    let hex = fs
+        .digest()
+        .strip_prefix("sha256:")
+        .expect("a sha256 digest");
+    let fs_file = kept.join(format!("sha256-{hex}.wasm"));
+    assert_eq!(
+        digest_of(&std::fs::read(&fs_file).expect("fs is kept")),
+        fs.digest()
+    );
+
+    // "The release that froze the session" embedded other bytes as `fs`.
+    let old = std::fs::read(fixtures::PROBE).expect("read the probe");
+    let old_digest = digest_of(&old);
+    let old_hex = old_digest.strip_prefix("sha256:").unwrap();
+    let old_file = kept.join(format!("sha256-{old_hex}.wasm"));
+
+    // Nothing kept for that digest: refused as changed, as before.
+    let err = hands
+        .load_pinned(ToolSource::Builtin("fs"), &old_digest)
+        .await
+        .expect_err("no kept bytes for the pin");
+    assert!(
+        matches!(err, PinnedLoadError::Mismatch { .. }),
+        "expected a mismatch, got {err:?}"
+    );
+
+    // Kept: the pinned load runs exactly the frozen bytes.
+    std::fs::write(&old_file, &old).expect("keep the old bytes");
+    let tool = host(Some(kept.clone()))
+        .load_pinned(ToolSource::Builtin("fs"), &old_digest)
+        .await
+        .expect("the kept bytes load");
+    assert_eq!(tool.digest(), old_digest);
+    assert_eq!(tool.info().name, "probe", "the kept component runs");
+    assert!(tool.label().contains("kept"), "{}", tool.label());
+
+    // The kept file changed after it was kept: refused, naming it.
+    let mut changed = old.clone();
+    let last = changed.len() - 1;
+    changed[last] ^= 1;
+    std::fs::write(&old_file, &changed).expect("change the kept bytes");
+    let err = host(Some(kept.clone()))
+        .load_pinned(ToolSource::Builtin("fs"), &old_digest)
+        .await
+        .expect_err("changed kept bytes are refused");
+    let message = err.to_string();
+    assert!(message.contains("kept bytes of built-in `fs`"), "{message}");
+    assert!(message.contains("changed after it was kept"), "{message}");
+
+    // A host that keeps nothing refuses the pin as before.
+    let err = host(None)
+        .load_pinned(ToolSource::Builtin("fs"), &old_digest)
+        .await
+        .expect_err("no kept directory");
+    assert!(matches!(err, PinnedLoadError::Mismatch { .. }), "{err:?}");
 }

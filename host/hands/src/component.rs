@@ -181,6 +181,19 @@ pub enum LoadError {
         /// Why, and what to do.
         reason: String,
     },
+    /// The kept bytes of a built-in a session froze (`kept.rs`) do not
+    /// hash to their digest.
+    #[error(
+        "the kept bytes of built-in `{}` were refused: {}",
+        bound::name(.name),
+        shown_reason(.reason)
+    )]
+    Kept {
+        /// The built-in's name.
+        name: String,
+        /// Why, and what to do.
+        reason: String,
+    },
     /// The file could not be read.
     #[error("cannot read {}: {cause}", shown_path(.path))]
     Read {

@@ -23,6 +23,7 @@ pub mod dirs;
 mod exec;
 mod fs;
 pub mod grants;
+mod kept;
 mod net;
 pub mod receipt;
 mod redact;
@@ -109,6 +110,11 @@ pub struct HandsConfig {
     /// mapped. Hosts Cranelift has no backend for (32-bit ARM, 32-bit
     /// RISC-V) use Pulley whatever this says. Default `false`.
     pub interpreter: bool,
+    /// Where the bytes of every built-in loaded are kept, by digest, so a
+    /// session pinned to a built-in a later binary no longer embeds still
+    /// finds it (see `kept.rs`). Default `None`: not kept. The CLI uses
+    /// `components/` in the data directory.
+    pub kept_dir: Option<PathBuf>,
 }
 
 impl Default for HandsConfig {
@@ -116,6 +122,7 @@ impl Default for HandsConfig {
         Self {
             cache_dir: None,
             cache_key: None,
+            kept_dir: None,
             max_concurrent_calls: 64,
             interpreter: false,
         }
@@ -143,6 +150,8 @@ pub struct Hands {
     /// Where a name that is not a built-in is looked up
     /// ([`Hands::with_installed`]). Default `None`: only built-ins have names.
     installed: Option<Arc<dyn Installed>>,
+    /// The built-ins' bytes by digest ([`HandsConfig::kept_dir`]).
+    kept: Option<kept::Kept>,
 }
 
 /// Components installed under a name (`longhand tool install`): what a
@@ -375,6 +384,7 @@ impl Hands {
             concurrency: slots as usize,
             compiles: std::sync::atomic::AtomicU64::new(0),
             installed: None,
+            kept: config.kept_dir.map(kept::Kept::new),
         })
     }
 
@@ -419,8 +429,18 @@ impl Hands {
     /// outside [`caps::CAPABILITIES`] is refused from its bytes, before it
     /// is compiled or cached.
     pub async fn load(&self, source: ToolSource<'_>) -> Result<Arc<LoadedTool>, LoadError> {
-        self.load_read(read(source, self.installed.as_deref())?)
-            .await
+        let read = read(source, self.installed.as_deref())?;
+        self.keep(source, &read);
+        self.load_read(read).await
+    }
+
+    /// Keep a built-in's bytes by digest (see `kept.rs`).
+    fn keep(&self, source: ToolSource<'_>, read: &Read<'_>) {
+        if let (Some(kept), ToolSource::Builtin(name)) = (&self.kept, source)
+            && builtin::builtin(name).is_some()
+        {
+            kept.keep(&read.digest, &read.bytes);
+        }
     }
 
     /// [`Hands::load`] of the component whose digest is `digest`
@@ -432,7 +452,25 @@ impl Hands {
         source: ToolSource<'_>,
         digest: &str,
     ) -> Result<Arc<LoadedTool>, PinnedLoadError> {
-        let read = read(source, self.installed.as_deref())?;
+        let mut read = read(source, self.installed.as_deref())?;
+        self.keep(source, &read);
+        if read.digest != digest
+            && let ToolSource::Builtin(name) = source
+            && builtin::builtin(name).is_some()
+            && let Some(kept) = self.kept.as_ref().and_then(|k| k.get(digest))
+        {
+            // The built-in this binary embeds is not the one the session
+            // froze: run the bytes the session froze, kept by digest.
+            let bytes = kept.map_err(|reason| LoadError::Kept {
+                name: name.to_owned(),
+                reason,
+            })?;
+            read = Read {
+                label: format!("{name} (kept {digest})"),
+                bytes: bytes.into(),
+                digest: digest.to_owned(),
+            };
+        }
         if read.digest != digest {
             return Err(PinnedLoadError::Mismatch {
                 label: read.label,

@@ -107,6 +107,9 @@ pub fn hands_config() -> HandsConfig {
     HandsConfig {
         cache_dir: cache_dir().map(|d| d.join("components")),
         cache_key: key_file(),
+        // A session resumes on the bytes it froze, whatever a later
+        // release embeds under the same name.
+        kept_dir: data_dir().map(|d| d.join("components")),
         // One command runs one call at a time; keep the pool small so start-up
         // reserves little address space.
         max_concurrent_calls: 4,
