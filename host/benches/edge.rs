@@ -434,6 +434,7 @@ fn pulley_part(work: &Path, n: usize) -> Result<()> {
             cache_key: None,
             max_concurrent_calls: 4,
             interpreter,
+            kept_dir: None,
         })?;
         let ms = runtime.block_on(async {
             let tool = hands.load(ToolSource::Builtin("json")).await?;

@@ -166,7 +166,9 @@ fn code_of_cause(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
     }
     if let Some(e) = cause.downcast_ref::<LoadError>() {
         return Some(match e {
-            LoadError::Unsupported { .. } | LoadError::Installed { .. } => exit::DENIED,
+            LoadError::Unsupported { .. }
+            | LoadError::Installed { .. }
+            | LoadError::Kept { .. } => exit::DENIED,
             LoadError::UnknownBuiltin { .. }
             | LoadError::Read { .. }
             | LoadError::NotComponent { .. }
