@@ -34,7 +34,6 @@ use anyhow::{Context, Result, bail};
 use async_trait::async_trait;
 use longhand_brain::Runner;
 use longhand_brain::agent::config::AgentConfig;
-use longhand_brain::agent::{self};
 use longhand_brain::model::{
     ModelError, ModelProvider, ModelRequest, ModelResponse, StopReason, ToolCall, Usage,
 };
@@ -127,10 +126,10 @@ fn child(steps: u64) -> Result<()> {
     rt.block_on(async {
         let hands: &'static Hands = Box::leak(Box::new(Hands::new(HandsConfig::default())?));
         let base = tempfile::tempdir()?;
-        let frozen = agent::freeze(hands, &agent_config()?, base.path(), |_| None).await?;
+        let frozen = longhand_brain::freeze(hands, &agent_config()?, base.path(), |_| None).await?;
         let dir = tempfile::tempdir()?;
         let store = Arc::new(SqliteStore::open(dir.path()).await?);
-        let bound = agent::bind(hands, frozen, |_| None).await?;
+        let bound = longhand_brain::bind(hands, frozen, |_| None).await?;
         let start = Instant::now();
         let mut runner = Runner::start(
             store.clone(),

@@ -22,7 +22,6 @@ use std::sync::{Arc, Mutex};
 use anyhow::Result;
 use async_trait::async_trait;
 use longhand_brain::Runner;
-use longhand_brain::agent;
 use longhand_brain::agent::config::AgentConfig;
 use longhand_brain::model::{
     Message, ModelError, ModelProvider, ModelRequest, ModelResponse, ToolCall, Usage,
@@ -149,8 +148,8 @@ fn plan_toml() -> String {
 async fn run(hands: &Hands, planned: bool) -> Result<(Vec<u64>, usize)> {
     let base = tempfile::tempdir()?;
     std::fs::write(base.path().join("plan.toml"), plan_toml())?;
-    let frozen = agent::freeze(hands, &config(planned)?, base.path(), |_| None).await?;
-    let bound = agent::bind(hands, frozen, |_| None).await?;
+    let frozen = longhand_brain::freeze(hands, &config(planned)?, base.path(), |_| None).await?;
+    let bound = longhand_brain::bind(hands, frozen, |_| None).await?;
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(base.path()).await?);
     let provider = Arc::new(Worker {
         answers: Mutex::new(0),

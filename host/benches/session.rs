@@ -54,8 +54,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use async_trait::async_trait;
+use longhand_brain::Frozen;
 use longhand_brain::agent::config::AgentConfig;
-use longhand_brain::agent::{self, Frozen};
 use longhand_brain::core::state::SessionState;
 use longhand_brain::core::state::snapshot;
 use longhand_brain::model::script::ScriptProvider;
@@ -104,7 +104,7 @@ fn main() -> Result<()> {
         let setup = Instant::now();
         let hands: &'static Hands = Box::leak(Box::new(Hands::new(HandsConfig::default())?));
         let base = tempfile::tempdir()?;
-        let frozen = agent::freeze(hands, &agent_config()?, base.path(), no_env).await?;
+        let frozen = longhand_brain::freeze(hands, &agent_config()?, base.path(), no_env).await?;
         println!(
             "setup: engine + freeze (compiles json.wasm once) {:.1} s",
             setup.elapsed().as_secs_f64()
@@ -669,7 +669,7 @@ struct LoopRun {
 async fn loop_run(hands: &Hands, frozen: &Frozen, steps: u64, dir: &Path) -> Result<LoopRun> {
     let sqlite = SqliteStore::open(dir).await?;
     let store = Arc::new(Timed::new(sqlite));
-    let bound = agent::bind(hands, frozen.clone(), no_env).await?;
+    let bound = longhand_brain::bind(hands, frozen.clone(), no_env).await?;
     let provider = Arc::new(Stamped {
         inner: script(steps),
         calls: Mutex::new(Vec::with_capacity(steps as usize + 1)),
@@ -872,7 +872,7 @@ async fn loop_part(
     let mut binds = Vec::new();
     for _ in 0..20 {
         let t = Instant::now();
-        agent::bind(hands, frozen.clone(), no_env).await?;
+        longhand_brain::bind(hands, frozen.clone(), no_env).await?;
         binds.push(ms(t.elapsed()));
     }
     println!("agent::bind (per session): median {:.3} ms", median(&binds));
@@ -1098,7 +1098,7 @@ async fn script_probe(hands: &Hands, frozen: &Frozen) -> Result<()> {
     let store = Arc::new(SqliteStore::open(dir.path()).await?);
     let mut f = frozen.clone();
     f.limits.max_steps = turns + 50;
-    let bound = agent::bind(hands, f, no_env).await?;
+    let bound = longhand_brain::bind(hands, f, no_env).await?;
     let mut runner =
         Runner::start(store, hands, bound, Arc::new(script(turns)), GOAL, "bench").await?;
     let end = runner.run().await?;
@@ -1485,7 +1485,7 @@ async fn one_session(
     failures: Arc<AtomicU64>,
 ) -> Result<SessionOutcome> {
     let started = Instant::now();
-    let bound = agent::bind(hands, (*frozen).clone(), no_env).await?;
+    let bound = longhand_brain::bind(hands, (*frozen).clone(), no_env).await?;
     let bind = started.elapsed();
     let goal = format!("Session {i}: query the value once.");
     let mut runner = Runner::start(store, hands, bound, provider, &goal, "bench").await?;
@@ -1546,7 +1546,7 @@ async fn fleet_part(hands: &'static Hands, frozen: &Frozen, quick: bool) -> Resu
         messages: vec![Message::User {
             text: GOAL.to_owned(),
         }],
-        tools: agent::bind(hands, frozen.clone(), no_env)
+        tools: longhand_brain::bind(hands, frozen.clone(), no_env)
             .await?
             .tool_defs()
             .to_vec(),

@@ -27,9 +27,7 @@ use crate::model::ModelProvider;
 use longhand_hands::Hands;
 use longhand_session::{SessionId, SessionStatus, Store};
 
-// Where these lived before the launcher had a file of its own.
-pub use crate::error::LaunchError;
-pub use crate::services::{Kit, ModelOverride, Services, override_models};
+use crate::services::{Kit, Services};
 
 /// Builds the runners of one store and one tool host.
 pub struct Launcher<'h> {

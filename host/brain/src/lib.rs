@@ -55,11 +55,14 @@ pub mod tools;
 pub mod watch;
 pub mod work;
 
-pub use self::agent::bind::bind;
+pub use self::agent::bind::{BoundAgent, bind};
+pub use self::agent::config::NAME_SEPARATOR;
 pub use self::agent::freeze::freeze;
-pub use self::agent::{BoundAgent, Frozen, FrozenTool, NAME_SEPARATOR};
+pub use self::agent::frozen::{Frozen, FrozenTool};
 pub use self::control::lease::{LEASE_TTL, ttl as lease_ttl};
-pub use self::core::runner::{Observer, RunEnd, Runner, SNAPSHOT_EVERY, durability_of};
+pub use self::core::ctx::RunEnd;
+pub use self::core::journal::{Observer, SNAPSHOT_EVERY, durability_of};
+pub use self::core::runner::Runner;
 pub use self::error::{AgentError, LogError, MAX_GOAL_BYTES, RunError};
 
 /// A session's state: its latest snapshot plus the events after it, folded.

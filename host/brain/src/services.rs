@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crate::agent::config::{MemoryConfig, ModelConfig};
 use crate::agent::frozen::{Frozen, price_key};
 use crate::core::state::roles::Role;
-pub use crate::error::LaunchError;
+use crate::error::LaunchError;
 use crate::memory::{MemoryBank, MemoryError};
 use crate::model::{
     ModelFlag, ModelProvider, ProviderKind, RecordingProvider, RetryPolicy, build_provider,

@@ -181,7 +181,7 @@ fn code_of_cause(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
             RunError::Store(e) => store_code(e),
             RunError::LeaseLost(_) => exit::DENIED,
             RunError::Agent(_) => exit::USAGE,
-            RunError::Launch(longhand_brain::launch::LaunchError::Memory { .. }) => exit::INTERNAL,
+            RunError::Launch(longhand_brain::error::LaunchError::Memory { .. }) => exit::INTERNAL,
             RunError::Launch(_) => exit::USAGE,
             RunError::Log(_) | RunError::CancelNow(_) => exit::INTERNAL,
         });

@@ -18,10 +18,12 @@ use super::{Outcome, usage};
 #[cfg(test)]
 use longhand_brain::agent::config::ModelConfig;
 use longhand_brain::agent::config::{AgentConfig, SessionLimits};
-use longhand_brain::agent::{self, Frozen};
 use longhand_brain::core::state::SessionState;
-use longhand_brain::launch::{self, LaunchError, Launcher, ModelOverride, Services, Waking};
+use longhand_brain::error::LaunchError;
+use longhand_brain::launch::{Launcher, Waking};
 use longhand_brain::model::ModelFlag;
+use longhand_brain::services::{ModelOverride, Services, override_models};
+use longhand_brain::{Frozen, bind, freeze};
 use longhand_brain::{RunEnd, Runner};
 use longhand_hands::Hands;
 use longhand_session::{BlobRef, Event, EventRecord, SessionId, SessionStatus, Store, StoreError};
@@ -204,9 +206,9 @@ pub(super) async fn start<'h>(
     // the session runs it so, and every answer is priced at the model that
     // gives it.
     let replace = model_override(args)?;
-    let mut frozen = agent::freeze(hands, &config, &base, env).await?;
+    let mut frozen = freeze(hands, &config, &base, env).await?;
     if let Some(replace) = &replace {
-        launch::override_models(&mut frozen, replace);
+        override_models(&mut frozen, replace);
     }
     frozen.priority = args.priority;
     let prices = longhand_brain::pricing::resolve_default(data_dir().as_deref())
@@ -221,7 +223,7 @@ pub(super) async fn start<'h>(
         .kit(&frozen)
         .map_err(launch_error)?;
     let store = open_store().await?;
-    let bound = agent::bind(hands, frozen, env).await?;
+    let bound = bind(hands, frozen, env).await?;
     let runner = Launcher::new(store, hands)
         .start(bound, kit, &goal, owner)
         .await?;
@@ -316,7 +318,7 @@ async fn wake_from<'h>(
     let mut frozen: Frozen = waking.frozen()?;
     fill_prices(&mut frozen)?;
     let kit = services.kit(&frozen).map_err(launch_error)?;
-    let bound = agent::bind(hands, frozen, env).await?;
+    let bound = bind(hands, frozen, env).await?;
     Ok(Launcher::new(store, hands)
         .wake(waking, bound, kit, owner)
         .await?)

@@ -34,7 +34,6 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use longhand_brain::RunError;
-use longhand_brain::agent;
 use longhand_brain::agent::config::{AgentConfig, ApprovePolicy, ConfigError, approve_policy};
 use longhand_hands::{
     Effect, Grants, Hands, LoadError, LoadedTool, ToolSource, ToolSpec, bound, caps,
@@ -243,8 +242,8 @@ impl Toolbox {
         lookup: impl Fn(&str) -> Option<String> + Copy + Send + Sync,
     ) -> Result<(Self, Vec<String>), ToolboxError> {
         let (config, base) = AgentConfig::load(dir)?;
-        let frozen = agent::freeze(hands, &config, &base, lookup).await?;
-        let bound = agent::bind(hands, frozen, lookup).await?;
+        let frozen = longhand_brain::freeze(hands, &config, &base, lookup).await?;
+        let bound = longhand_brain::bind(hands, frozen, lookup).await?;
         let approve = &bound.frozen().approve;
         let mut tools = Vec::new();
         let mut held = Vec::new();

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use longhand_brain::Runner;
 use longhand_brain::agent::config::AgentConfig;
-use longhand_brain::agent::{bind, freeze};
 use longhand_brain::model::{
     Message, ModelError, ModelProvider, ModelRequest, ModelResponse, ToolCall,
 };
+use longhand_brain::{bind, freeze};
 use longhand_hands::{Hands, HandsConfig};
 use longhand_session::{Event, SessionId, SqliteStore, Store};
 use serde_json::json;
@@ -107,7 +107,7 @@ fn run_parent(
     root: &Path,
     model: Arc<dyn ModelProvider>,
     lookup: fn(&str) -> Option<String>,
-    check: impl FnOnce(&longhand_brain::agent::Frozen),
+    check: impl FnOnce(&longhand_brain::Frozen),
 ) -> Ran {
     let (config, base) = AgentConfig::load(root).expect("agent.toml");
     let store_dir = TempDir::new().expect("tempdir");

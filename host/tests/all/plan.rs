@@ -645,7 +645,7 @@ fn run_task_model(
 ) {
     use longhand_brain::Runner;
     use longhand_brain::agent::config::AgentConfig;
-    use longhand_brain::agent::{bind, freeze};
+    use longhand_brain::{bind, freeze};
     use longhand_hands::{Hands, HandsConfig};
     use std::sync::Arc;
     let model = Arc::new(TaskModel {

@@ -615,7 +615,7 @@ impl longhand_brain::model::ModelProvider for ByStep {
 fn two_bad_handoffs_and_the_harness_writes_one_from_the_plan_in_process() {
     use longhand_brain::Runner;
     use longhand_brain::agent::config::AgentConfig;
-    use longhand_brain::agent::{bind, freeze};
+    use longhand_brain::{bind, freeze};
     use longhand_hands::{Hands, HandsConfig};
     use std::sync::Arc;
     let home = Home::new();

@@ -39,8 +39,3 @@ pub mod frozen;
 mod skill_tool;
 pub mod skills;
 pub mod trigger;
-
-pub use bind::{BoundAgent, bind};
-pub use config::NAME_SEPARATOR;
-pub use freeze::freeze;
-pub use frozen::{Frozen, FrozenTool};

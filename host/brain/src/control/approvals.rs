@@ -28,12 +28,12 @@ use sha2::{Digest, Sha256};
 
 use crate::agent::config::{ApprovePolicy, approve_policy};
 use crate::core::ctx::Ctx;
-use crate::core::journal::now_ms;
 use crate::core::state::approvals::live;
 pub use crate::core::state::approvals::{Approval, ApprovalStatus, Approvals};
 use crate::core::state::effect_name;
 use crate::error::RunError;
 use longhand_hands::Effect;
+use longhand_session::now_ms;
 use longhand_session::{Event, SessionId, SessionStatus, Store, StoreError};
 
 /// What the gate says of a call.

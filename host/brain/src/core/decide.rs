@@ -49,7 +49,7 @@
 
 use std::collections::BTreeMap;
 
-pub use super::state::Role;
+use super::state::Role;
 use super::state::approvals::ApprovalStatus;
 use super::state::{
     CONTEXT_OVERFLOW, GaveUp, JUDGE, PLANNER, Refused, SessionState, StopAsked, WORKER,

@@ -128,8 +128,8 @@ fn show_appended(
     }
 }
 
-/// The loop's clock is the store's (one clock for the whole process).
-pub use longhand_session::now_ms;
+// The loop's clock is the store's (one clock for the whole process).
+use longhand_session::now_ms;
 
 /// How soon an event must reach stable storage, by what it announces.
 ///
@@ -451,6 +451,3 @@ impl Journal {
         Ok(bytes)
     }
 }
-
-/// Content digests are the store's (`sha256:<hex>`, as blobs are named).
-pub use longhand_session::sha256_digest as digest_hex;

@@ -34,21 +34,20 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use super::ctx::RunEnd;
-use super::ctx::{Child, Ctx, Parts};
+use super::ctx::{Child, Ctx, Parts, RunEnd};
 use super::decide::{self, Action};
-pub(crate) use super::journal::{Journal, digest_hex};
-pub use super::journal::{Observer, SNAPSHOT_EVERY, durability_of};
+use super::journal::Journal;
+use super::journal::Observer;
 use super::state::SessionState;
 use crate::control::lease::{self, Heartbeat};
 use crate::error::json_error;
-/// Where the errors lived before `brain::error`; `bind.rs` still names them here.
-pub(crate) use crate::error::{AgentError, RunError};
+use crate::error::{AgentError, RunError};
 use crate::model::RetryPolicy;
 use longhand_session::inbox::Control;
+use longhand_session::sha256_digest as digest_hex;
 use longhand_session::{Event, Lease, ResumeCause, SessionId, SessionStatus};
 
-pub use crate::error::MAX_GOAL_BYTES;
+use crate::error::MAX_GOAL_BYTES;
 
 /// One worker driving one session.
 pub struct Runner<'h> {
@@ -559,7 +558,7 @@ mod old_logs {
         let agent_json = serde_json::to_value(&agent.frozen).unwrap();
         let created = Event::SessionCreated {
             agent_name: "old".into(),
-            config_digest: super::digest_hex(agent_json.to_string().as_bytes()),
+            config_digest: longhand_session::sha256_digest(agent_json.to_string().as_bytes()),
             agent: agent_json,
         };
         let session = store.create("old", &created).await.unwrap();

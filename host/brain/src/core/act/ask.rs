@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::ask_cache::Built;
 use crate::core::ctx::Ctx;
-use crate::core::decide::Role;
+use crate::core::state::roles::Role;
 use crate::core::state::{CHECK_PREFIX, HistoryItem, MAX_HISTORY_ITEMS};
 use crate::error::{RunError, json_error};
 use crate::model::{
@@ -43,7 +43,7 @@ struct RequestManifest {
 /// these bounds is replaced, consistently, by one of ours.
 const MAX_CALL_ID: usize = 64;
 
-pub use crate::model::MAX_CALLS_PER_ANSWER;
+use crate::model::MAX_CALLS_PER_ANSWER;
 
 /// The loop's side of one turn's retries: every attempt and every wait
 /// dropped for a `pause` or `cancel` (see `steer`), every failure written
@@ -136,7 +136,7 @@ impl Ctx<'_> {
         let mut request_digest = self.request_digest(request, [&system, &tools, &goal]);
         if let Some(sent) = &sent {
             let extra = &sent.messages[built.request.messages.len()..];
-            request_digest = crate::core::journal::digest_hex(
+            request_digest = longhand_session::sha256_digest(
                 format!(
                     "{request_digest}\0{}",
                     serde_json::to_string(extra).unwrap_or_default()
