@@ -32,10 +32,11 @@
 //!   escapes the marker; one on another machine is that machine's to reap.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use longhand_hands::sandbox::landlock;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
@@ -201,7 +202,12 @@ pub async fn run_as(spec: &CommandSpec, marker: &str) -> Result<CommandOutcome, 
         }
     }
     let ruleset = if spec.confine {
-        landlock::Ruleset::build(&spec.read_only, &spec.writable)?
+        landlock::Ruleset::build(&spec.read_only, &spec.writable).map_err(|e| {
+            CommandError::Path {
+                path: e.path,
+                source: e.source,
+            }
+        })?
     } else {
         landlock::Ruleset::none()
     };
@@ -273,7 +279,7 @@ pub async fn run_as(spec: &CommandSpec, marker: &str) -> Result<CommandOutcome, 
         confinement: held(
             tree,
             if spec.confine {
-                landlock::confinement()
+                landlock_confinement()
             } else {
                 unconfined()
             },
@@ -298,7 +304,7 @@ fn held(tree: longhand_hands::sandbox::tree::Tree, confinement: Confinement) -> 
 /// offered.
 fn unconfined() -> Confinement {
     Confinement {
-        landlock_abi: landlock::confinement().landlock_abi,
+        landlock_abi: landlock::abi(),
         filesystem: false,
         network: false,
         process_tree: false,
@@ -441,242 +447,31 @@ async fn read_capped(pipe: Option<impl tokio::io::AsyncRead + Unpin>, cap: usize
     (String::from_utf8_lossy(&kept).into_owned(), dropped)
 }
 
-/// Checks that `path` exists, for a clear error before the command starts.
-fn open_dir(path: &Path) -> Result<std::fs::File, CommandError> {
-    std::fs::File::open(path).map_err(|source| CommandError::Path {
-        path: path.to_owned(),
-        source,
-    })
-}
-
-#[cfg(target_os = "linux")]
-mod landlock {
-    //! Landlock through its three system calls. The ruleset is built in
-    //! the parent; the child only calls `prctl(PR_SET_NO_NEW_PRIVS)` and
-    //! `landlock_restrict_self`, both async-signal-safe, between fork and
-    //! exec.
-
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    use std::path::PathBuf;
-
-    use super::{CommandError, Confinement, open_dir};
-
-    const CREATE_RULESET_VERSION: u32 = 1;
-    const RULE_PATH_BENEATH: u32 = 1;
-    const ACCESS_FS_EXECUTE: u64 = 1 << 0;
-    const ACCESS_FS_WRITE_FILE: u64 = 1 << 1;
-    const ACCESS_FS_READ_FILE: u64 = 1 << 2;
-    const ACCESS_FS_READ_DIR: u64 = 1 << 3;
-    const ACCESS_FS_TRUNCATE: u64 = 1 << 14;
-    const ACCESS_FS_IOCTL_DEV: u64 = 1 << 15;
-    const ACCESS_NET_BIND_TCP: u64 = 1 << 0;
-    const ACCESS_NET_CONNECT_TCP: u64 = 1 << 1;
-
-    #[repr(C)]
-    struct RulesetAttr {
-        handled_access_fs: u64,
-        handled_access_net: u64,
-    }
-
-    #[repr(C, packed)]
-    struct PathBeneathAttr {
-        allowed_access: u64,
-        parent_fd: i32,
-    }
-
-    /// The ABI the kernel offers; 0 when Landlock is missing or disabled.
-    pub fn abi() -> u32 {
-        // SAFETY: the documented version query: no attribute pointer, size
-        // 0, the VERSION flag; it reads and writes no memory.
-        let v = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                std::ptr::null::<RulesetAttr>(),
-                0usize,
-                CREATE_RULESET_VERSION,
-            )
-        };
-        u32::try_from(v).unwrap_or(0)
-    }
-
-    /// Every filesystem access right the ABI knows.
-    fn fs_rights(abi: u32) -> u64 {
-        match abi {
-            0 => 0,
-            1 => (1 << 13) - 1,
-            2 => (1 << 14) - 1,
-            3 | 4 => (1 << 15) - 1,
-            _ => (1 << 16) - 1,
-        }
-    }
-
-    /// What applies on this kernel.
-    pub fn confinement() -> Confinement {
-        let abi = abi();
-        Confinement {
-            landlock_abi: abi,
-            filesystem: abi >= 1,
-            network: abi >= 4,
-            process_tree: false,
-            note: match abi {
-                0 => Some("Landlock is not available: files and network are not confined".into()),
-                1..=3 => Some(format!(
-                    "Landlock ABI {abi} confines files only; TCP needs ABI 4 (UDP is never covered)"
-                )),
-                _ => Some("UDP is not covered by Landlock".into()),
-            },
-        }
-    }
-
-    /// A built ruleset, or none where the kernel has no Landlock.
-    pub struct Ruleset(Option<OwnedFd>);
-
-    impl Ruleset {
-        /// No ruleset: the command runs unconfined.
-        pub fn none() -> Self {
-            Self(None)
-        }
-
-        pub fn build(read_only: &[PathBuf], writable: &[PathBuf]) -> Result<Self, CommandError> {
-            let abi = abi();
-            if abi == 0 {
-                return Ok(Self(None));
+/// What Landlock gives a command on this kernel.
+fn landlock_confinement() -> Confinement {
+    let abi = landlock::abi();
+    Confinement {
+        landlock_abi: abi,
+        filesystem: abi >= 1,
+        network: abi >= 4,
+        process_tree: false,
+        note: match abi {
+            0 if cfg!(target_os = "linux") => {
+                Some("Landlock is not available: files and network are not confined".into())
             }
-            let all = fs_rights(abi);
-            let attr = RulesetAttr {
-                handled_access_fs: all,
-                handled_access_net: if abi >= 4 {
-                    ACCESS_NET_BIND_TCP | ACCESS_NET_CONNECT_TCP
-                } else {
-                    0
-                },
-            };
-            let size = if abi >= 4 {
-                std::mem::size_of::<RulesetAttr>()
-            } else {
-                std::mem::size_of::<u64>()
-            };
-            // SAFETY: `attr` is a valid ruleset attribute of `size` bytes
-            // (the first field alone before ABI 4), alive for the call.
-            let fd = unsafe {
-                libc::syscall(
-                    libc::SYS_landlock_create_ruleset,
-                    &attr as *const RulesetAttr,
-                    size,
-                    0u32,
-                )
-            };
-            // `syscall` returns a C long: 64 bits here, 32 on 32-bit ARM,
-            // where the conversion cannot fail.
-            #[allow(irrefutable_let_patterns)]
-            let Ok(fd) = i32::try_from(fd) else {
-                return Ok(Self(None));
-            };
-            if fd < 0 {
-                return Ok(Self(None));
-            }
-            // SAFETY: the call returned a new file descriptor we own.
-            let ruleset = unsafe { OwnedFd::from_raw_fd(fd) };
-            let read = ACCESS_FS_EXECUTE | ACCESS_FS_READ_FILE | ACCESS_FS_READ_DIR;
-            let file_rights = ACCESS_FS_EXECUTE
-                | ACCESS_FS_READ_FILE
-                | ACCESS_FS_WRITE_FILE
-                | ACCESS_FS_TRUNCATE
-                | ACCESS_FS_IOCTL_DEV;
-            for (paths, rights) in [(read_only, read), (writable, all)] {
-                for path in paths {
-                    let file = open_dir(path)?;
-                    let is_dir = file.metadata().map(|m| m.is_dir()).unwrap_or(false);
-                    // Rights that only make sense on directories are
-                    // refused (EINVAL) on a file rule.
-                    let allowed = if is_dir {
-                        rights
-                    } else {
-                        rights & file_rights & all
-                    };
-                    let rule = PathBeneathAttr {
-                        allowed_access: allowed,
-                        parent_fd: file.as_raw_fd(),
-                    };
-                    // SAFETY: `rule` is a valid path-beneath attribute and
-                    // both descriptors are open for the call.
-                    let r = unsafe {
-                        libc::syscall(
-                            libc::SYS_landlock_add_rule,
-                            ruleset.as_raw_fd(),
-                            RULE_PATH_BENEATH,
-                            &rule as *const PathBeneathAttr,
-                            0u32,
-                        )
-                    };
-                    if r != 0 {
-                        return Err(CommandError::Path {
-                            path: path.clone(),
-                            source: std::io::Error::last_os_error(),
-                        });
-                    }
-                }
-            }
-            Ok(Self(Some(ruleset)))
-        }
-
-        /// Restrict the child to the ruleset between fork and exec.
-        pub fn apply_in_child(&self, command: &mut tokio::process::Command) {
-            let Some(fd) = self.0.as_ref().map(AsRawFd::as_raw_fd) else {
-                return;
-            };
-            // SAFETY: the closure runs in the child between fork and exec
-            // and makes only two async-signal-safe system calls (no
-            // allocation, no locks); the descriptor stays open in the
-            // parent until `spawn` returns.
-            unsafe {
-                command.pre_exec(move || {
-                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-        }
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-mod landlock {
-    use std::path::PathBuf;
-
-    use super::{CommandError, Confinement};
-
-    pub fn confinement() -> Confinement {
-        Confinement {
-            landlock_abi: 0,
-            filesystem: false,
-            network: false,
-            process_tree: false,
-            note: Some("Landlock exists on Linux only: files and network are not confined".into()),
-        }
-    }
-
-    pub struct Ruleset;
-
-    impl Ruleset {
-        pub fn none() -> Self {
-            Self
-        }
-
-        pub fn build(_: &[PathBuf], _: &[PathBuf]) -> Result<Self, CommandError> {
-            Ok(Self)
-        }
-
-        pub fn apply_in_child(&self, _: &mut tokio::process::Command) {}
+            0 => Some("Landlock exists on Linux only: files and network are not confined".into()),
+            1..=3 => Some(format!(
+                "Landlock ABI {abi} confines files only; TCP needs ABI 4 (UDP is never covered)"
+            )),
+            _ => Some("UDP is not covered by Landlock".into()),
+        },
     }
 }
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     /// What a shell needs to start, read-only.
@@ -777,7 +572,7 @@ mod tests {
         );
         assert_eq!(
             confinement.landlock_abi,
-            landlock::confinement().landlock_abi
+            landlock_confinement().landlock_abi
         );
         let note = confinement.note.as_deref().unwrap_or_default();
         assert!(note.contains("not confined"), "{note}");

@@ -75,11 +75,41 @@ impl Tree {
 /// Start the command with [`spawn`].
 pub fn hold(command: &mut tokio::process::Command) -> Tree {
     die_with_parent(command);
-    let contained = imp::available();
+    let contained = imp::available(imp::FLAGS);
     if contained {
-        imp::enter_on_exec(command);
+        imp::enter_on_exec(command, false);
     }
     Tree { contained }
+}
+
+/// What [`hold_isolated`] could not have from this kernel.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "this kernel does not let Longhand create user, pid, mount, network, IPC and UTS \
+     namespaces (unprivileged user namespaces are off, or a seccomp or AppArmor rule refuses \
+     them): a command cannot be confined, so it does not run"
+)]
+pub struct Unavailable;
+
+/// Like [`hold`], and also in network, IPC and UTS namespaces of its own
+/// (no interface but a loopback that is down, no System V IPC or abstract
+/// unix socket of the host), as a user that is not root inside (so the
+/// command keeps no capability after exec, even where the harness runs as
+/// root). Nothing is held less: where the kernel cannot give all of it,
+/// the command does not start ([`Unavailable`]). The steps that build the
+/// command's filesystem ([`super::view`]) are added after this one.
+pub fn hold_isolated(command: &mut tokio::process::Command) -> Result<Tree, Unavailable> {
+    if !imp::available(imp::ISOLATED) {
+        return Err(Unavailable);
+    }
+    die_with_parent(command);
+    imp::enter_on_exec(command, true);
+    Ok(Tree { contained: true })
+}
+
+/// Whether [`hold_isolated`] can work here.
+pub fn isolation_available() -> bool {
+    imp::available(imp::ISOLATED)
 }
 
 /// In the child: `PR_SET_PDEATHSIG(SIGKILL)`, so the command dies with the
@@ -159,21 +189,29 @@ mod imp {
     use std::ffi::CString;
     use std::sync::OnceLock;
 
-    const FLAGS: libc::c_int = libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+    pub const FLAGS: libc::c_int = libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+    pub const ISOLATED: libc::c_int =
+        FLAGS | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+
+    /// The uid (or gid) an isolated command has inside: its own, unless
+    /// that is root, which would keep every capability across exec.
+    const UNPRIVILEGED: libc::uid_t = 1000;
 
     /// Whether this process may create the namespaces, found once by trying
     /// in a throwaway child: a sysctl, an AppArmor rule or a seccomp filter
     /// can each refuse, and only trying tells them all apart from success.
-    pub fn available() -> bool {
-        static AVAILABLE: OnceLock<bool> = OnceLock::new();
-        *AVAILABLE.get_or_init(|| {
+    pub fn available(flags: libc::c_int) -> bool {
+        static PLAIN: OnceLock<bool> = OnceLock::new();
+        static ISOLATED_OK: OnceLock<bool> = OnceLock::new();
+        let once = if flags == FLAGS { &PLAIN } else { &ISOLATED_OK };
+        *once.get_or_init(|| {
             // SAFETY: the child calls only unshare and _exit, both
             // async-signal-safe, so forking a threaded process is sound;
             // the parent reaps it at once.
             unsafe {
                 match libc::fork() {
                     -1 => false,
-                    0 => libc::_exit(i32::from(libc::unshare(FLAGS) != 0)),
+                    0 => libc::_exit(i32::from(libc::unshare(flags) != 0)),
                     pid => {
                         let mut status = 0;
                         loop {
@@ -198,6 +236,7 @@ mod imp {
     /// Everything the child needs, built before the fork: the child may
     /// not allocate.
     struct Prepared {
+        flags: libc::c_int,
         setgroups: CString,
         uid_map: CString,
         gid_map: CString,
@@ -208,15 +247,23 @@ mod imp {
         proc_fs: CString,
     }
 
-    pub fn enter_on_exec(command: &mut tokio::process::Command) {
+    pub fn enter_on_exec(command: &mut tokio::process::Command, isolated: bool) {
         // SAFETY: getuid and getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let inside = |id: libc::uid_t| {
+            if isolated && id == 0 {
+                UNPRIVILEGED
+            } else {
+                id
+            }
+        };
         let prepared = Prepared {
+            flags: if isolated { ISOLATED } else { FLAGS },
             setgroups: CString::from(c"/proc/self/setgroups"),
             uid_map: CString::from(c"/proc/self/uid_map"),
             gid_map: CString::from(c"/proc/self/gid_map"),
-            uid_line: format!("{uid} {uid} 1\n").into_bytes(),
-            gid_line: format!("{gid} {gid} 1\n").into_bytes(),
+            uid_line: format!("{} {uid} 1\n", inside(uid)).into_bytes(),
+            gid_line: format!("{} {gid} 1\n", inside(gid)).into_bytes(),
             root: CString::from(c"/"),
             proc_dir: CString::from(c"/proc"),
             proc_fs: CString::from(c"proc"),
@@ -248,7 +295,7 @@ mod imp {
         // SAFETY: every call below is a plain system call on memory built
         // before the fork; nothing allocates or takes a lock.
         unsafe {
-            if libc::unshare(FLAGS) != 0 {
+            if libc::unshare(p.flags) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             write_file(&p.setgroups, b"deny");
@@ -353,11 +400,14 @@ mod imp {
 
 #[cfg(not(target_os = "linux"))]
 mod imp {
-    pub fn available() -> bool {
+    pub const FLAGS: i32 = 0;
+    pub const ISOLATED: i32 = 1;
+
+    pub fn available(_: i32) -> bool {
         false
     }
 
-    pub fn enter_on_exec(_: &mut tokio::process::Command) {}
+    pub fn enter_on_exec(_: &mut tokio::process::Command, _: bool) {}
 }
 
 #[cfg(all(test, target_os = "linux"))]
