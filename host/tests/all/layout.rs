@@ -179,7 +179,13 @@ fn the_crate_graph_keeps_its_floors() {
     }
     // The brain is the loop, not a front end: none of the application's
     // command-line, HTTP-server or exporter crates.
-    for name in ["clap", "axum", "opentelemetry", "opentelemetry_sdk", "opentelemetry-otlp"] {
+    for name in [
+        "clap",
+        "axum",
+        "opentelemetry",
+        "opentelemetry_sdk",
+        "opentelemetry-otlp",
+    ] {
         if deps["longhand-brain"].contains(name) {
             failures.push(format!("longhand-brain -> {name} (the application's)"));
         }
