@@ -216,16 +216,26 @@ pub async fn run(spec: &Spec) -> Result<Outcome, ConfinedError> {
         .kill_on_drop(true);
     // Order matters: namespaces, then the view (it mounts), then limits,
     // then Landlock (a restricted process may not mount).
-    tree::hold_isolated(&mut command).map_err(|e| ConfinedError::Unavailable(e.to_string()))?;
+    tree::hold_isolated(&mut command, spec.limits.processes)
+        .map_err(|e| ConfinedError::Unavailable(e.to_string()))?;
     plan.apply_in_child(&mut command);
     limit_in_child(&mut command, &spec.limits);
     ruleset.apply_in_child(&mut command);
     let started = Instant::now();
     let mut child = tree::spawn(command)
         .await
-        .map_err(|source| ConfinedError::Spawn {
-            program: spec.program.display().to_string(),
-            source,
+        .map_err(|source| match source.raw_os_error() {
+            Some(tree::PROCESSES_UNBOUNDED) => ConfinedError::Unavailable(
+                "the command's processes cannot be bounded: the host user is root, whom \
+                 RLIMIT_NPROC does not stop, and this kernel keeps pid_max global (Linux 6.14 \
+                 or later keeps one per pid namespace); run Longhand as an ordinary user, or \
+                 on a newer kernel"
+                    .into(),
+            ),
+            _ => ConfinedError::Spawn {
+                program: spec.program.display().to_string(),
+                source,
+            },
         })?;
     drop(ruleset);
     drop(plan);

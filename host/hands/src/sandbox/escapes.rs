@@ -269,6 +269,32 @@ async fn a_fork_bomb_is_bounded_and_the_next_run_works() {
     assert_eq!(next.stdout.text, "next\n", "{next:?}");
 }
 
+/// Under a root harness the kernel exempts the host's root from
+/// `RLIMIT_NPROC`; the pid namespace's own `pid_max` still bounds the run.
+#[tokio::test]
+async fn processes_are_bounded_even_under_root() {
+    if !can_confine() {
+        return;
+    }
+    let work = Work::new();
+    let mut spec = work.sh("n=0; while [ $n -lt 2000 ]; do sleep 5 & n=$((n+1)); echo $n; done");
+    spec.limits.processes = 64;
+    spec.limits.wall = Duration::from_secs(20);
+    let out = run(&spec).await;
+    let started: u64 = out
+        .stdout
+        .text
+        .lines()
+        .last()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(0);
+    assert!(started >= 10, "it could start processes at all: {out:?}");
+    assert!(
+        started <= 64 + 300,
+        "{started} processes started under a bound of 64 (+300 the kernel keeps)"
+    );
+}
+
 #[tokio::test]
 async fn a_grandchild_does_not_outlive_the_wall_limit() {
     if !can_confine() {

@@ -69,6 +69,12 @@ impl Tree {
     }
 }
 
+/// How many processes a tree held by [`hold`] may have at once (its pid
+/// namespace's `pid_max`, where the kernel keeps one per namespace; best
+/// effort there, exact in [`hold_isolated`]): a fork bomb in a test the
+/// model wrote stops at this, not at the machine's last pid.
+pub const HELD_PROCESSES: u64 = 4096;
+
 /// Prepare `command` so that its whole process tree is held (see the
 /// module docs). Call it before adding any `pre_exec` step that must run in
 /// the process that execs (Landlock): steps added after this run there.
@@ -77,7 +83,7 @@ pub fn hold(command: &mut tokio::process::Command) -> Tree {
     die_with_parent(command);
     let contained = imp::available(imp::FLAGS);
     if contained {
-        imp::enter_on_exec(command, false);
+        imp::enter_on_exec(command, false, HELD_PROCESSES);
     }
     Tree { contained }
 }
@@ -91,6 +97,15 @@ pub fn hold(command: &mut tokio::process::Command) -> Tree {
 )]
 pub struct Unavailable;
 
+/// The error number a held command fails to start with when its
+/// processes cannot be bounded (see [`hold_isolated`]): a child between
+/// fork and exec can report only a number, and no other step of the
+/// start uses this one.
+#[cfg(target_os = "linux")]
+pub const PROCESSES_UNBOUNDED: i32 = libc::EUSERS;
+#[cfg(not(target_os = "linux"))]
+pub const PROCESSES_UNBOUNDED: i32 = 87;
+
 /// Like [`hold`], and also in network, IPC and UTS namespaces of its own
 /// (no interface but a loopback that is down, no System V IPC or abstract
 /// unix socket of the host), as a user that is not root inside (so the
@@ -98,12 +113,25 @@ pub struct Unavailable;
 /// root). Nothing is held less: where the kernel cannot give all of it,
 /// the command does not start ([`Unavailable`]). The steps that build the
 /// command's filesystem ([`super::view`]) are added after this one.
-pub fn hold_isolated(command: &mut tokio::process::Command) -> Result<Tree, Unavailable> {
+///
+/// `processes` bounds how many processes the run may have at once, by the
+/// pid namespace's own `pid_max` (Linux 6.14 and later). `RLIMIT_NPROC`
+/// alone cannot: it counts per user on the host, and the kernel exempts
+/// the host's root from it, so under a harness running as root a fork bomb
+/// would take every pid of the machine. The kernel keeps the first 300
+/// pids of a namespace for the ones that wrap around, so the bound is
+/// `processes + 300`; where the host user is not root, `RLIMIT_NPROC`
+/// holds the exact number as well. Under root on a kernel that keeps
+/// `pid_max` global, the command does not start.
+pub fn hold_isolated(
+    command: &mut tokio::process::Command,
+    processes: u64,
+) -> Result<Tree, Unavailable> {
     if !imp::available(imp::ISOLATED) {
         return Err(Unavailable);
     }
     die_with_parent(command);
-    imp::enter_on_exec(command, true);
+    imp::enter_on_exec(command, true, processes);
     Ok(Tree { contained: true })
 }
 
@@ -128,9 +156,9 @@ fn die_with_parent(command: &mut tokio::process::Command) {
                 return Err(std::io::Error::last_os_error());
             }
             if libc::getppid() != parent {
-                return Err(std::io::Error::other(
-                    "the harness exited before the command started",
-                ));
+                // No message: the child may not allocate, and the parent
+                // sees only the number.
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
             }
             Ok(())
         });
@@ -245,9 +273,22 @@ mod imp {
         root: CString,
         proc_dir: CString,
         proc_fs: CString,
+        pid_max: CString,
+        /// The namespace's `pid_max`.
+        pid_max_line: Vec<u8>,
+        /// Whether the bound must hold by `pid_max` alone (the host user
+        /// is root, whom `RLIMIT_NPROC` does not stop).
+        pid_max_needed: bool,
     }
 
-    pub fn enter_on_exec(command: &mut tokio::process::Command, isolated: bool) {
+    /// The pids a pid namespace keeps for wrapping around (the kernel's
+    /// `RESERVED_PIDS`): after the first wrap, new pids start above them.
+    const RESERVED_PIDS: u64 = 300;
+
+    /// `isolated`: also network, IPC and UTS namespaces, as a user that is
+    /// not root inside, and the bound on `processes` must hold (see
+    /// `hold_isolated`).
+    pub fn enter_on_exec(command: &mut tokio::process::Command, isolated: bool, processes: u64) {
         // SAFETY: getuid and getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let inside = |id: libc::uid_t| {
@@ -267,6 +308,9 @@ mod imp {
             root: CString::from(c"/"),
             proc_dir: CString::from(c"/proc"),
             proc_fs: CString::from(c"proc"),
+            pid_max: CString::from(c"/proc/sys/kernel/pid_max"),
+            pid_max_line: format!("{}\n", processes.saturating_add(RESERVED_PIDS + 1)).into_bytes(),
+            pid_max_needed: isolated && uid == 0,
         };
         // SAFETY: `enter` makes only async-signal-safe system calls and
         // allocates nothing (every buffer is built above); see there.
@@ -275,16 +319,19 @@ mod imp {
         }
     }
 
-    /// Writes `line` to the file `path`, ignoring failure: without the
-    /// maps the command runs as the overflow uid, which still works.
-    unsafe fn write_file(path: &CString, line: &[u8]) {
+    /// Writes `line` to the file `path`; whether all of it was written.
+    /// Failing to write the uid and gid maps is ignored: without them the
+    /// command runs as the overflow uid, which still works.
+    unsafe fn write_file(path: &CString, line: &[u8]) -> bool {
         // SAFETY: a valid C string; the descriptor is closed before return.
         unsafe {
             let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd >= 0 {
-                libc::write(fd, line.as_ptr().cast(), line.len());
-                libc::close(fd);
+            if fd < 0 {
+                return false;
             }
+            let written = libc::write(fd, line.as_ptr().cast(), line.len());
+            libc::close(fd);
+            usize::try_from(written) == Ok(line.len())
         }
     }
 
@@ -326,21 +373,30 @@ mod imp {
                     // harness's namespace (private first); if the kernel
                     // refuses (a /proc with parts masked), the outer one
                     // stays, which only shows outer pids.
-                    if libc::mount(
+                    let mut own_proc = libc::mount(
                         std::ptr::null(),
                         p.root.as_ptr(),
                         std::ptr::null(),
                         libc::MS_REC | libc::MS_PRIVATE,
                         std::ptr::null(),
-                    ) == 0
-                    {
-                        libc::mount(
+                    ) == 0;
+                    own_proc = own_proc
+                        && libc::mount(
                             p.proc_fs.as_ptr(),
                             p.proc_dir.as_ptr(),
                             p.proc_fs.as_ptr(),
                             libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                             std::ptr::null(),
-                        );
+                        ) == 0;
+                    // Only through this namespace's own /proc: the outer
+                    // one names the outer namespace's pid_max.
+                    let bounded = own_proc && write_file(&p.pid_max, &p.pid_max_line);
+                    if !bounded && p.pid_max_needed {
+                        // The parent sees only the error number; see
+                        // `PROCESSES_UNBOUNDED`.
+                        return Err(std::io::Error::from_raw_os_error(
+                            super::PROCESSES_UNBOUNDED,
+                        ));
                     }
                     Ok(())
                 }
@@ -407,7 +463,7 @@ mod imp {
         false
     }
 
-    pub fn enter_on_exec(_: &mut tokio::process::Command, _: bool) {}
+    pub fn enter_on_exec(_: &mut tokio::process::Command, _: bool, _: u64) {}
 }
 
 #[cfg(all(test, target_os = "linux"))]
