@@ -38,7 +38,7 @@ const TARGET: &str = "wasm32-wasip2";
 
 /// Built-in tools: the folder under `tools/` is the component name, and the
 /// package is `longhand-tool-<name>`.
-const TOOLS: &[&str] = &["fs", "http", "json"];
+const TOOLS: &[&str] = &["exec", "fs", "http", "json"];
 
 fn main() -> ExitCode {
     match run() {

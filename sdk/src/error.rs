@@ -125,6 +125,20 @@ impl From<ToolError> for wit::ToolError {
     }
 }
 
+impl From<wit::ToolError> for ToolError {
+    fn from(error: wit::ToolError) -> Self {
+        match error {
+            wit::ToolError::InvalidInput(m) => Self::InvalidInput(m),
+            wit::ToolError::NotFound(m) => Self::NotFound(m),
+            wit::ToolError::AccessDenied(d) => Self::AccessDenied {
+                resource: d.resource,
+                reason: d.reason,
+            },
+            wit::ToolError::Failed(m) => Self::Failed(m),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

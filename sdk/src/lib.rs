@@ -61,8 +61,9 @@
 //! [`Tool::call`] or [`Component::call`] directly.
 //!
 //! Beyond the contract, the SDK offers [`http::fetch`] for tools that talk to
-//! the web (only to hosts the operator granted), and [`log`] and [`progress`]
-//! for reporting to the host. [`bindings`] holds the raw generated bindings,
+//! the web (only to hosts the operator granted), [`process::run`] for tools
+//! that run native programs (only programs the operator granted), and
+//! [`log`] and [`progress`] for reporting to the host. [`bindings`] holds the raw generated bindings,
 //! including `wasi:http`, for anything the helpers do not cover.
 //!
 //! What a tool may touch is decided by the operator, not the tool: files
@@ -87,7 +88,10 @@
 pub mod bindings {
     wit_bindgen::generate!({
         path: "wit",
-        world: "longhand:tool/tool",
+        // The widest world: a tool imports only what it calls (the linker
+        // drops the rest), so one that never runs a program does not
+        // import `process`.
+        world: "longhand:tool/command-tool",
         pub_export_macro: true,
         default_bindings_module: "longhand_sdk::bindings",
         generate_all,
@@ -99,6 +103,7 @@ mod error;
 mod export;
 mod host;
 pub mod http;
+pub mod process;
 mod tool;
 
 pub use component::{Component, DirAccess, DirRequest, Requests, ToolEntry};

@@ -8,8 +8,9 @@
 
 wasmtime::component::bindgen!({
     path: "../../wit",
-    world: "longhand:tool/tool",
+    world: "longhand:tool/command-tool",
     exports: { default: async },
+    imports: { "longhand:tool/process.run": async },
     with: {
         "wasi:http": wasmtime_wasi_http::p2::bindings::http,
         "wasi:io": wasmtime_wasi::p2::bindings::io,

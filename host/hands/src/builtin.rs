@@ -1,5 +1,5 @@
-//! The tool components that ship inside the `longhand` binary: `fs`, `http`
-//! and `json` (sources in `tools/`).
+//! The tool components that ship inside the `longhand` binary: `exec`,
+//! `fs`, `http` and `json` (sources in `tools/`).
 //!
 //! `host/build.rs` builds them for `wasm32-wasip2` and leaves the `.wasm`
 //! files in `OUT_DIR`; this module only names the bytes. It must not treat
@@ -33,6 +33,11 @@ impl fmt::Debug for Builtin {
 
 /// Every built-in component, in name order.
 pub const BUILTINS: &[Builtin] = &[
+    Builtin {
+        name: "exec",
+        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/exec.wasm")),
+        digest: include_str!(concat!(env!("OUT_DIR"), "/exec.digest")),
+    },
     Builtin {
         name: "fs",
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/fs.wasm")),
@@ -104,6 +109,19 @@ mod tests {
                 Err(component::LoadError::NotComponent { .. }) => {}
                 other => panic!("cut at {cut}: {other:?}"),
             }
+        }
+    }
+
+    /// Only `exec` imports `process`: the SDK's bindings name it for every
+    /// tool, and a tool that never runs a program must not import it.
+    #[test]
+    fn only_exec_imports_process() {
+        for b in BUILTINS {
+            let imports = component::imports_of(b.name, b.wasm).expect("imports");
+            let runs = imports
+                .iter()
+                .any(|(name, _)| name.starts_with("longhand:tool/process@"));
+            assert_eq!(runs, b.name == "exec", "{}: {imports:?}", b.name);
         }
     }
 

@@ -24,6 +24,7 @@ use super::budget::HostBudget;
 use super::fs::{FsState, GuardedFsView, WriteQuota};
 use super::grants::{Grants, Limits};
 use super::net::HttpPolicy;
+use super::process::ProcessGrant;
 use super::receipt::{Captured, Journal, Progress};
 use super::sockets::DeniedSocketsView;
 use super::tape::Tape;
@@ -35,6 +36,8 @@ pub(crate) struct CallState {
     http: WasiHttpCtx,
     hooks: Hooks,
     fs: FsState,
+    /// What `longhand:tool/process` may run; `None`: nothing.
+    process: Option<Arc<ProcessGrant>>,
     pub(crate) limiter: Limiter,
     pub(crate) journal: Arc<Mutex<Journal>>,
 }
@@ -199,6 +202,7 @@ pub(crate) struct CallBuilder {
     memory_limit: u64,
     budget: Arc<HostBudget>,
     tape: Option<Tape>,
+    process: Option<Arc<ProcessGrant>>,
 }
 
 impl CallBuilder {
@@ -230,7 +234,13 @@ impl CallBuilder {
             memory_limit: limits.memory_bytes,
             budget,
             tape: None,
+            process: None,
         }
+    }
+
+    /// Let the call run `grants`' programs (see [`super::process`]).
+    pub(crate) fn process(&mut self, grants: &Grants) {
+        self.process = Some(Arc::new(ProcessGrant::new(grants)));
     }
 
     /// Record or replay the call's HTTP exchanges on `tape`.
@@ -300,6 +310,7 @@ impl CallBuilder {
                 tape,
             },
             fs: self.fs,
+            process: self.process,
             limiter: Limiter {
                 memory_limit: self.memory_limit,
                 memory_total: 0,
@@ -453,6 +464,26 @@ impl host_api::Host for CallState {
 }
 
 impl super::bindings::longhand::tool::types::Host for CallState {}
+
+impl super::bindings::longhand::tool::process::Host for CallState {
+    async fn run(
+        &mut self,
+        command: super::bindings::longhand::tool::process::Command,
+    ) -> Result<
+        super::bindings::longhand::tool::process::Outcome,
+        super::bindings::longhand::tool::types::ToolError,
+    > {
+        super::process::run(self.process.clone(), self.journal.clone(), command).await
+    }
+}
+
+/// Link `longhand:tool/process`.
+pub(crate) fn link_process_interface(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    super::bindings::longhand::tool::process::add_to_linker::<CallState, HasSelf<CallState>>(
+        linker,
+        |s| s,
+    )
+}
 
 /// Link `longhand:tool/host` and `longhand:tool/types`.
 pub(crate) fn link_host_interface(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {

@@ -111,6 +111,17 @@ pub const CAPABILITIES: &[CapabilityInfo] = &[
         changes: |g| !g.hosts.is_empty(),
     },
     CapabilityInfo {
+        name: "process",
+        interfaces: &["longhand:tool/process"],
+        grant: "only the programs granted by --program/programs (pinned by hash), seeing only \
+                the granted directories, with no network",
+        // A program can change what it can write: the read-write
+        // directories.
+        changes: |g| {
+            !g.programs.is_empty() && g.dirs.iter().any(|d| d.access() == Access::ReadWrite)
+        },
+    },
+    CapabilityInfo {
         name: "sockets",
         interfaces: &[
             "wasi:sockets/network",
@@ -303,6 +314,25 @@ impl Capability for Http {
     }
 }
 
+/// `longhand:tool/process`: only granted programs, confined to the call's
+/// own directory grants (see [`super::process`]).
+pub(crate) struct Process;
+
+impl Capability for Process {
+    const NAME: &'static str = "process";
+
+    fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        super::call::link_process_interface(linker)
+    }
+
+    fn prepare(grants: &Grants, call: &mut CallBuilder) -> wasmtime::Result<()> {
+        if !grants.programs.is_empty() {
+            call.process(grants);
+        }
+        Ok(())
+    }
+}
+
 /// `wasi:sockets`: linked, never granted. The call's WASI context allows no
 /// TCP, no UDP and no name lookup (see [`super::call::CallBuilder::new`]), so
 /// wasmtime-wasi itself refuses to create a socket; [`super::sockets`]
@@ -349,6 +379,7 @@ pub(crate) fn link_all(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     Env::link(linker)?;
     Filesystem::link(linker)?;
     Http::link(linker)?;
+    Process::link(linker)?;
     Sockets::link(linker)?;
     Ok(())
 }
@@ -362,6 +393,7 @@ pub(crate) fn prepare_all(grants: &Grants, call: &mut CallBuilder) -> wasmtime::
     named::<Env>(grants, call)?;
     named::<Filesystem>(grants, call)?;
     named::<Http>(grants, call)?;
+    named::<Process>(grants, call)?;
     named::<Sockets>(grants, call)?;
     Ok(())
 }
@@ -397,6 +429,7 @@ mod tests {
             Env::NAME,
             Filesystem::NAME,
             Http::NAME,
+            Process::NAME,
             Sockets::NAME,
         ] {
             assert!(names.contains(&name), "{name} missing from the table");

@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use super::bindings::ToolPre;
+use super::bindings::CommandToolPre;
 use super::bound;
 use super::call::CallState;
 use super::caps::{UnsupportedImport, check_imports};
@@ -105,7 +105,7 @@ pub struct LoadedTool {
     pub(crate) digest: String,
     pub(crate) info: ComponentInfo,
     pub(crate) capabilities: Vec<&'static str>,
-    pub(crate) pre: ToolPre<CallState>,
+    pub(crate) pre: CommandToolPre<CallState>,
     pub(crate) validators: HashMap<String, InputSchema>,
 }
 

@@ -657,6 +657,12 @@ pub struct Limits {
     /// ([`Limits::host_memory_bytes`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_host_bytes: Option<u64>,
+    /// Address space of each process a granted program starts
+    /// (`RLIMIT_AS`; compilers and runtimes reserve far more than they
+    /// touch). Default 8 GiB.
+    pub command_memory_bytes: u64,
+    /// Processes a command may have at once, threads included. Default 256.
+    pub processes: u64,
 }
 
 impl Limits {
@@ -682,6 +688,8 @@ impl Default for Limits {
             max_http_requests: 64,
             max_write_bytes: 256 << 20,
             max_host_bytes: None,
+            command_memory_bytes: 8 << 30,
+            processes: 256,
         }
     }
 }
@@ -723,6 +731,12 @@ pub struct Grants {
     pub env: BTreeMap<String, String>,
     /// Credentials added to outgoing requests by the host. Default none.
     pub secrets: Vec<SecretGrant>,
+    /// Native programs a component may run through `longhand:tool/process`,
+    /// resolved and hashed. Default none: it can run nothing.
+    pub programs: Vec<super::programs::ProgramGrant>,
+    /// Host directories a granted program sees read-only at their own
+    /// paths, beyond the system's (a toolchain: `~/.rustup`). Default none.
+    pub toolchains: Vec<PathBuf>,
     /// Resource limits. Default [`Limits::default()`].
     pub limits: Limits,
 }
@@ -801,7 +815,24 @@ impl Grants {
                 });
             }
         }
+        for path in &self.toolchains {
+            let refuse = |reason: String| GrantError::Toolchain {
+                path: path.clone(),
+                reason,
+            };
+            if !path.is_absolute() || path.parent().is_none() {
+                return Err(refuse(
+                    "give an absolute directory below / (a toolchain, e.g. /opt/rust)".into(),
+                ));
+            }
+            super::dirs::check_protected(path).map_err(refuse)?;
+        }
         let l = &self.limits;
+        if l.processes == 0 || l.command_memory_bytes == 0 {
+            return Err(GrantError::Limit(
+                "processes and command memory must be above zero".to_owned(),
+            ));
+        }
         if l.memory_bytes == 0 || l.memory_bytes > MAX_MEMORY_BYTES {
             return Err(GrantError::Limit(format!(
                 "memory must be between 1 byte and {} MiB",
@@ -845,6 +876,13 @@ pub struct GrantSpec {
     /// Secrets as written, `ENV_VAR@HOST_PATTERN[:HEADER]` (see
     /// [`SecretGrant::parse`]). Default none.
     pub secrets: Vec<String>,
+    /// Programs as written: names looked up on `PATH`, or absolute paths
+    /// (see [`super::programs::ProgramGrant::resolve`]). Default none.
+    pub programs: Vec<String>,
+    /// Toolchain directories granted programs see read-only (relative
+    /// paths against the base given to [`GrantSpec::resolve`]). Default
+    /// none.
+    pub toolchains: Vec<PathBuf>,
     /// Limits; every one unset takes its [`Limits::default()`] value.
     pub limits: LimitSpec,
 }
@@ -868,6 +906,11 @@ pub struct LimitSpec {
     /// Host memory one call may make the host hold, in MiB, 1 to
     /// [`MAX_HOST_MEMORY_BYTES`] (16384 MiB). Default 4 × `memory_mib`.
     pub host_memory_mib: Option<u64>,
+    /// Address space of each process a granted program starts, in MiB.
+    /// Default 8192.
+    pub command_memory_mib: Option<u64>,
+    /// Processes a command may have at once. Default 256.
+    pub processes: Option<u64>,
 }
 
 /// Upper bound on [`Limits::max_host_bytes`]: 16 GiB.
@@ -911,6 +954,23 @@ impl LimitSpec {
             fuel: self.fuel.unwrap_or(d.fuel),
             max_output_bytes: self.max_output.unwrap_or(d.max_output_bytes),
             max_write_bytes: self.max_write.unwrap_or(d.max_write_bytes),
+            command_memory_bytes: match self.command_memory_mib {
+                None => d.command_memory_bytes,
+                Some(mib) => mib.checked_mul(1 << 20).filter(|b| *b > 0).ok_or_else(|| {
+                    GrantError::Limit(format!(
+                        "command memory {mib} MiB is out of range: give 1 MiB or more"
+                    ))
+                })?,
+            },
+            processes: match self.processes {
+                None => d.processes,
+                Some(n @ 1..=65_536) => n,
+                Some(n) => {
+                    return Err(GrantError::Limit(format!(
+                        "processes {n} is out of range: give 1 to 65536"
+                    )));
+                }
+            },
             ..d
         };
         // The remaining ranges are `Grants::validate`'s, checked once there
@@ -956,12 +1016,32 @@ impl GrantSpec {
             .iter()
             .map(|s| SecretGrant::parse(s, lookup))
             .collect::<Result<_, _>>()?;
+        let path_var = lookup("PATH");
+        let programs = self
+            .programs
+            .iter()
+            .map(|name| super::programs::ProgramGrant::resolve(name, path_var.as_deref()))
+            .collect::<Result<_, _>>()
+            .map_err(GrantError::Program)?;
+        let toolchains = self
+            .toolchains
+            .iter()
+            .map(|t| {
+                let path = base.join(t);
+                std::fs::canonicalize(&path).map_err(|e| GrantError::Toolchain {
+                    path,
+                    reason: e.to_string(),
+                })
+            })
+            .collect::<Result<_, _>>()?;
         let grants = Grants {
             component_digest: self.digest.clone(),
             dirs,
             hosts,
             env,
             secrets,
+            programs,
+            toolchains,
             limits: self.limits.resolve()?,
         };
         grants.validate()?;
@@ -1023,6 +1103,17 @@ pub enum GrantError {
     /// A limit is out of range.
     #[error("limit: {0}")]
     Limit(String),
+    /// A program cannot be granted.
+    #[error(transparent)]
+    Program(super::programs::ProgramError),
+    /// A toolchain directory cannot be granted.
+    #[error("toolchain `{}`: {reason}", path.display())]
+    Toolchain {
+        /// The path.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// A digest pin cannot be any component's digest.
     #[error("digest `{spec}`: {reason}")]
     Digest {

@@ -25,6 +25,8 @@ mod fs;
 pub mod grants;
 mod kept;
 mod net;
+mod process;
+pub mod programs;
 pub mod receipt;
 mod redact;
 pub mod sandbox;
@@ -517,7 +519,7 @@ impl Hands {
         };
         let compiled_at = started.elapsed();
         let instance_pre = self.linker.instantiate_pre(&compiled).map_err(link_err)?;
-        let pre = bindings::ToolPre::new(instance_pre).map_err(link_err)?;
+        let pre = bindings::CommandToolPre::new(instance_pre).map_err(link_err)?;
         let linked = started.elapsed();
 
         // Describe runs like any call: fresh instance, no grants, default

@@ -166,6 +166,22 @@ pub struct GrantFlags {
     /// Fuel limit, about one unit per wasm instruction (default 20000000000).
     #[arg(long, value_name = "UNITS")]
     pub fuel: Option<u64>,
+    /// Let the tool run this native program (a name on PATH, or an
+    /// absolute path), pinned by its SHA-256; it sees only the granted
+    /// directories, with no network. Repeat for more programs.
+    #[arg(long = "program", value_name = "NAME|PATH")]
+    pub programs: Vec<String>,
+    /// A directory granted programs see read-only at its own path (a
+    /// toolchain, e.g. ~/.rustup); the system's are always there.
+    #[arg(long = "toolchain", value_name = "PATH")]
+    pub toolchains: Vec<PathBuf>,
+    /// Processes a granted program may have at once (default 256).
+    #[arg(long, value_name = "N")]
+    pub processes: Option<u64>,
+    /// Address space of each process a granted program starts, in MiB
+    /// (default 8192).
+    #[arg(long = "command-memory", value_name = "MiB")]
+    pub command_memory: Option<u64>,
     /// Require the component to have this digest (sha256:...).
     #[arg(long, value_name = "DIGEST")]
     pub digest: Option<String>,
@@ -189,6 +205,8 @@ impl GrantFlags {
             hosts: self.hosts.clone(),
             env: self.env.clone(),
             secrets: self.secrets.clone(),
+            programs: self.programs.clone(),
+            toolchains: self.toolchains.clone(),
             limits: LimitSpec {
                 memory_mib: self.memory,
                 timeout: self.timeout,
@@ -196,6 +214,8 @@ impl GrantFlags {
                 max_output: self.max_output,
                 max_write: self.max_write,
                 host_memory_mib: self.host_memory,
+                command_memory_mib: self.command_memory,
+                processes: self.processes,
             },
         })
     }

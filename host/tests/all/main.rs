@@ -50,6 +50,10 @@
 //!   foreign, truncated or `int3`-filled entry, or one a guest granted the
 //!   home swapped, is compiled again; grants reaching the home, the cache
 //!   or the host key are refused.
+//! - [`exec`]: `exec run` through the binary: a granted program in its
+//!   grant; not granted, changed, outside the grants, the network, the
+//!   host's processes, a fork bomb, a grandchild, a gigabyte of output,
+//!   `.git` hooks, a symlink to `/`, the environment: each contained.
 //! - [`layout`]: no import cycle among the files of `cli/`, `dist/`, `hands/` and
 //!   `session/`; the ground-floor crates do not depend on the host.
 
@@ -71,6 +75,7 @@ mod delegate;
 mod dist;
 mod escapes;
 mod example;
+mod exec;
 mod exit_codes;
 mod fleet;
 mod grants;

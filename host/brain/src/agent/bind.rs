@@ -187,6 +187,18 @@ pub async fn bind(
         if ft.dirs.is_some() {
             config.dirs.clear();
         }
+        // Programs likewise: the files hashed at start, checked again now
+        // (a changed one refuses the session, naming both hashes) and
+        // before every run.
+        if let Some(programs) = &ft.programs {
+            config.programs.clear();
+            for program in programs {
+                program.verify().map_err(|e| AgentError::Grant {
+                    component: ft.config.component.clone(),
+                    source: longhand_hands::GrantError::Program(e),
+                })?;
+            }
+        }
         let mut grants =
             config
                 .grants(&frozen.base_dir, lookup)
@@ -198,11 +210,24 @@ pub async fn bind(
         if let Some(pinned) = &ft.dirs {
             grants.dirs = pinned.clone();
         }
+        if let Some(pinned) = &ft.programs {
+            grants.programs = pinned.clone();
+        }
         for spec in &loaded.info().tools {
             if let Some(only) = &ft.config.only
                 && !only.contains(&spec.name)
             {
                 continue;
+            }
+            // A tool that declares a write but whose capabilities, under
+            // these grants, can change nothing (`exec` with no read-write
+            // directory) is read-only: re-run after a crash, usable in a
+            // check.
+            let mut spec = spec.clone();
+            if spec.effect != longhand_hands::Effect::ReadOnly
+                && !longhand_hands::caps::can_change_anything(loaded.capabilities(), &grants)
+            {
+                spec.effect = longhand_hands::Effect::ReadOnly;
             }
             let name = format!("{}{NAME_SEPARATOR}{}", ft.prefix, spec.name);
             defs.push(ToolDef {
@@ -214,7 +239,7 @@ pub async fn bind(
                 name,
                 BoundTool {
                     component: index,
-                    spec: spec.clone(),
+                    spec,
                 },
             );
         }

@@ -479,6 +479,22 @@ pub struct ToolConfig {
     /// `memory_mib`. Left out of the frozen config when unset, as `fuel`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_memory_mib: Option<u64>,
+    /// Native programs the component may run (`exec`): names on PATH or
+    /// absolute paths, resolved and hashed when the session starts; a
+    /// program changed on disk is refused at resume. Default none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<String>,
+    /// Directories granted programs see read-only at their own paths (a
+    /// toolchain). Relative to the agent file. Default none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toolchains: Vec<PathBuf>,
+    /// Processes a granted program may have at once. Default 256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
+    /// Address space of each process a granted program starts, in MiB.
+    /// Default 8192.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_memory_mib: Option<u64>,
 }
 
 /// One directory grant in `agent.toml`: the short string form or a table.
@@ -581,6 +597,8 @@ impl ToolConfig {
             hosts: self.allow_hosts.clone(),
             env: self.env.clone(),
             secrets: self.secrets.clone(),
+            programs: self.programs.clone(),
+            toolchains: self.toolchains.clone(),
             limits: LimitSpec {
                 memory_mib: self.memory_mib,
                 timeout: self.timeout,
@@ -588,6 +606,8 @@ impl ToolConfig {
                 max_output: self.max_output,
                 max_write: self.max_write,
                 host_memory_mib: self.host_memory_mib,
+                command_memory_mib: self.command_memory_mib,
+                processes: self.processes,
             },
         })
     }

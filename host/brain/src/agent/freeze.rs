@@ -142,6 +142,7 @@ async fn freeze_tools(
             digest: loaded.digest().to_owned(),
             config: tool.clone(),
             dirs: Some(grants.dirs),
+            programs: (!grants.programs.is_empty()).then_some(grants.programs),
         });
     }
     Ok((tools, view))

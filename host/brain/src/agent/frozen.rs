@@ -245,4 +245,9 @@ pub struct FrozenTool {
     /// those resolve `config.dirs` when they wake.
     #[serde(default)]
     pub dirs: Option<Vec<longhand_hands::DirGrant>>,
+    /// Programs as resolved and hashed at start: a resumed session runs
+    /// these files or none (a changed one is refused when it wakes).
+    /// Absent when the tool is granted no program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub programs: Option<Vec<longhand_hands::programs::ProgramGrant>>,
 }

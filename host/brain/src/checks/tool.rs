@@ -49,6 +49,9 @@ pub const LIMITS: Limits = Limits {
     max_http_requests: 0,
     max_write_bytes: 0,
     max_host_bytes: None,
+    // The json evaluator is granted no program; these bound nothing.
+    command_memory_bytes: 1 << 20,
+    processes: 1,
 };
 
 /// Whether the predicate held, and what the expression yielded.

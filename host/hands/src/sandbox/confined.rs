@@ -196,9 +196,11 @@ pub async fn run(spec: &Spec) -> Result<Outcome, ConfinedError> {
             .filter(|d| d.exists()),
     );
     let mut ruleset = landlock::Ruleset::build(&read_only, &writable)?;
-    // The command's own /proc exists only in its namespace: its processes
-    // and the kernel's public figures, readable.
-    ruleset.read_in_child(Path::new("/proc"));
+    // The view's root, opened after `pivot_root`: everything beneath it is
+    // the view (grants, system paths, the command's own /proc), so the
+    // command may list and read what it was given, and write only where
+    // the rules above say.
+    ruleset.read_in_child(Path::new("/"));
 
     let mut command = tokio::process::Command::new(&spec.program);
     command
