@@ -880,8 +880,8 @@ pub struct GrantSpec {
     /// (see [`super::programs::ProgramGrant::resolve`]). Default none.
     pub programs: Vec<String>,
     /// Toolchain directories granted programs see read-only (relative
-    /// paths against the base given to [`GrantSpec::resolve`]). Default
-    /// none.
+    /// paths against the base given to [`GrantSpec::resolve`], `~/` against
+    /// `HOME`). Default none.
     pub toolchains: Vec<PathBuf>,
     /// Limits; every one unset takes its [`Limits::default()`] value.
     pub limits: LimitSpec,
@@ -1027,7 +1027,20 @@ impl GrantSpec {
             .toolchains
             .iter()
             .map(|t| {
-                let path = base.join(t);
+                // `~/x`: the home of whoever runs the agent (rustup puts a
+                // toolchain in ~/.rustup).
+                let path = match t.strip_prefix("~") {
+                    Ok(rest) => match lookup("HOME") {
+                        Some(home) => Path::new(&home).join(rest),
+                        None => {
+                            return Err(GrantError::Toolchain {
+                                path: t.clone(),
+                                reason: "`~` needs HOME, which is not set".into(),
+                            });
+                        }
+                    },
+                    Err(_) => base.join(t),
+                };
                 std::fs::canonicalize(&path).map_err(|e| GrantError::Toolchain {
                     path,
                     reason: e.to_string(),

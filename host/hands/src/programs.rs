@@ -116,15 +116,9 @@ impl ProgramGrant {
     /// Resolve `name` (see the module docs), with `path_var` the `PATH` to
     /// search, and pin it.
     pub fn resolve(name: &str, path_var: Option<&str>) -> Result<Self, ProgramError> {
-        if name.is_empty() || name.contains('\0') {
-            return Err(ProgramError::Malformed(name.to_owned()));
-        }
+        check_name(name)?;
         let path = if name.contains('/') {
-            let path = PathBuf::from(name);
-            if !path.is_absolute() {
-                return Err(ProgramError::Malformed(name.to_owned()));
-            }
-            path
+            PathBuf::from(name)
         } else {
             let search = path_var.unwrap_or_default();
             std::env::split_paths(search)
@@ -201,6 +195,19 @@ impl ProgramGrant {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| self.name.clone())
     }
+}
+
+/// Whether `name` can name a program at all (a name for `PATH`, or an
+/// absolute path), without looking for it: what a configuration check can
+/// say before the environment it will run in exists.
+pub fn check_name(name: &str) -> Result<(), ProgramError> {
+    let malformed = name.is_empty()
+        || name.contains('\0')
+        || (name.contains('/') && !Path::new(name).is_absolute());
+    if malformed {
+        return Err(ProgramError::Malformed(name.to_owned()));
+    }
+    Ok(())
 }
 
 fn is_executable_file(path: &Path) -> bool {

@@ -165,6 +165,27 @@ fn ralph_fix_runs_offline_and_leaves_the_fixed_crate() {
             assert_eq!(check["passed"], true, "{task}");
         }
     }
+    // Inside the fix task the worker ran the tests itself with `exec`:
+    // they failed before the change and passed after it (real cargo runs;
+    // the cassette matches by shape, so their output can differ).
+    let text = home.run(&["log", session]);
+    text.expect_code(0);
+    let exec_results: Vec<&String> = text
+        .stdout
+        .iter()
+        .filter(|l| l.contains("tool ok (call_7a") || l.contains("tool ok (call_8a"))
+        .collect();
+    assert_eq!(exec_results.len(), 2, "{}", text.stdout_text());
+    assert!(
+        exec_results[0].contains("\"exit_code\":101"),
+        "{}",
+        exec_results[0]
+    );
+    assert!(
+        exec_results[1].contains("\"exit_code\":0"),
+        "{}",
+        exec_results[1]
+    );
     // The command check ran confined, and says how.
     let log = home.log(session);
     let confined = log.iter().any(|r| {

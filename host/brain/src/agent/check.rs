@@ -117,6 +117,13 @@ impl AgentConfig {
             let mut tool = tool.clone();
             tool.dirs
                 .retain(|d| !d.host_text().contains(RUN_PLACEHOLDER));
+            // Programs and toolchains are found with the PATH and HOME of
+            // the session's start; here only their form is checked.
+            for program in std::mem::take(&mut tool.programs) {
+                longhand_hands::programs::check_name(&program)
+                    .map_err(|e| format!("tools[{i}] ({}): {e}", tool.component))?;
+            }
+            tool.toolchains.clear();
             tool.grants(base, |name| Some(format!("<value of {name}>")))
                 .map_err(|e| format!("tools[{i}] ({}): {e}", tool.component))?;
             if !seen.insert(tool.component.clone()) {

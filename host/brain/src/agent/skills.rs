@@ -362,7 +362,7 @@ grants:
             hosts: vec!["*.example.com".into(), "api.other.org:8443".into()],
             env: vec!["LANG".into()],
             secrets: vec!["API_TOKEN@api.other.org:8443".into()],
-            limits: Default::default(),
+            ..GrantSpec::default()
         });
         view
     }

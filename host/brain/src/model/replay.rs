@@ -27,6 +27,15 @@
 //! same request twice, replay always gives the first answer: identical
 //! requests get identical answers, which is what resuming needs.
 //!
+//! **Tools whose output varies.** A tool that runs a program (`exec`)
+//! answers with timings and output that differ from run to run, so a
+//! request holding its result never hashes the same twice. A cassette that
+//! says `"match": "shape"` also finds a turn by its request's *shape*: the
+//! same hash with every tool result's text left out (its call id and error
+//! flag kept). The model's answers are then replayed whatever the tools
+//! printed, in the same order of calls; a run that calls other tools, or
+//! gets other instructions or check feedback, still diverges loudly.
+//!
 //! [`RecordingProvider`] wraps a real provider and appends each new turn to
 //! the cassette, rewriting the file atomically (temp file, fsync, rename)
 //! after every turn so a crash leaves the last complete cassette. It
@@ -59,8 +68,28 @@ pub struct Cassette {
     /// The model the turns were recorded from, if known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// How a request finds its turn. Default [`Match::Exact`].
+    #[serde(default, rename = "match", skip_serializing_if = "Match::is_exact")]
+    pub match_on: Match,
     /// Recorded turns, in the order they were recorded.
     pub turns: Vec<Turn>,
+}
+
+/// How replay finds the turn for a request (see the module docs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Match {
+    /// By the hash of everything the model saw.
+    #[default]
+    Exact,
+    /// By that hash, else by the hash with tool results' text left out.
+    Shape,
+}
+
+impl Match {
+    fn is_exact(&self) -> bool {
+        *self == Self::Exact
+    }
 }
 
 /// One recorded request and its answer.
@@ -80,6 +109,11 @@ pub struct RequestSummary {
     pub turn: usize,
     /// Hex SHA-256 of the canonical JSON of `system`, `messages`, `tools`.
     pub sha256: String,
+    /// Hex SHA-256 as `sha256`, with every tool result's text left out:
+    /// what `"match": "shape"` finds a turn by. Absent in cassettes
+    /// recorded before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<String>,
     /// How many messages the request had.
     pub messages: usize,
     /// The last message, shortened, for people reading a divergence.
@@ -89,20 +123,38 @@ pub struct RequestSummary {
 impl RequestSummary {
     /// Summarises `req`.
     pub fn of(req: &ModelRequest) -> Self {
-        let seen = serde_json::json!({
-            "system": req.system,
-            "messages": req.messages,
-            "tools": req.tools,
-        });
-        let mut canon = String::new();
-        canonical_json(&seen, &mut canon);
+        let hash = |messages: &[Message]| {
+            let seen = serde_json::json!({
+                "system": req.system,
+                "messages": messages,
+                "tools": req.tools,
+            });
+            let mut canon = String::new();
+            canonical_json(&seen, &mut canon);
+            hex::encode(Sha256::digest(canon.as_bytes()))
+        };
+        let shaped: Vec<Message> = req
+            .messages
+            .iter()
+            .map(|m| match m {
+                Message::ToolResult {
+                    call_id, is_error, ..
+                } => Message::ToolResult {
+                    call_id: call_id.clone(),
+                    content: String::new(),
+                    is_error: *is_error,
+                },
+                other => other.clone(),
+            })
+            .collect();
         Self {
             turn: req
                 .messages
                 .iter()
                 .filter(|m| matches!(m, Message::Assistant { .. }))
                 .count(),
-            sha256: hex::encode(Sha256::digest(canon.as_bytes())),
+            sha256: hash(&req.messages),
+            shape: Some(hash(&shaped)),
             messages: req.messages.len(),
             excerpt: excerpt(req.messages.last()),
         }
@@ -210,6 +262,7 @@ impl Cassette {
         Self {
             version: CASSETTE_VERSION,
             model,
+            match_on: Match::Exact,
             turns: Vec::new(),
         }
     }
@@ -272,13 +325,32 @@ impl Cassette {
         })
     }
 
-    /// The first turn recorded for each request hash.
+    /// The first turn recorded for each request hash, and, when the
+    /// cassette matches by shape, for each shape (keys `shape:<hex>`).
     fn index(&self) -> HashMap<String, usize> {
         let mut by_hash = HashMap::new();
         for (i, t) in self.turns.iter().enumerate() {
             by_hash.entry(t.request.sha256.clone()).or_insert(i);
         }
+        if self.match_on == Match::Shape {
+            for (i, t) in self.turns.iter().enumerate() {
+                if let Some(shape) = &t.request.shape {
+                    by_hash.entry(format!("shape:{shape}")).or_insert(i);
+                }
+            }
+        }
         by_hash
+    }
+
+    /// Add turn `i` to `index` (as [`Cassette::index`] would).
+    fn add_to_index(&self, index: &mut HashMap<String, usize>, i: usize) {
+        let request = &self.turns[i].request;
+        index.entry(request.sha256.clone()).or_insert(i);
+        if self.match_on == Match::Shape
+            && let Some(shape) = &request.shape
+        {
+            index.entry(format!("shape:{shape}")).or_insert(i);
+        }
     }
 
     /// The divergence error for a request the cassette does not hold.
@@ -342,11 +414,21 @@ impl ModelProvider for ReplayProvider {
 
     async fn complete(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError> {
         let got = RequestSummary::of(req);
-        match self.by_hash.get(&got.sha256) {
-            Some(&i) => Ok(self.cassette.turns[i].response.clone()),
+        match lookup(&self.by_hash, &got) {
+            Some(i) => Ok(self.cassette.turns[i].response.clone()),
             None => Err(self.cassette.diverged(&got)),
         }
     }
+}
+
+/// The turn `got` finds in `index`: by its hash, else by its shape (which
+/// the index holds only for a cassette that matches by shape).
+fn lookup(index: &HashMap<String, usize>, got: &RequestSummary) -> Option<usize> {
+    index.get(&got.sha256).copied().or_else(|| {
+        got.shape
+            .as_ref()
+            .and_then(|shape| index.get(&format!("shape:{shape}")).copied())
+    })
 }
 
 /// Wraps a provider and records its answers to a cassette. See the module
@@ -417,7 +499,7 @@ impl<P: ModelProvider> ModelProvider for RecordingProvider<P> {
         let summary = RequestSummary::of(req);
         {
             let state = self.state.lock().await;
-            if let Some(&i) = state.1.get(&summary.sha256) {
+            if let Some(i) = lookup(&state.1, &summary) {
                 return Ok(state.0.turns[i].response.clone());
             }
         }
@@ -425,16 +507,16 @@ impl<P: ModelProvider> ModelProvider for RecordingProvider<P> {
         // (if any) need not wait on each other's answers.
         let response = self.inner.complete(req).await?;
         let mut state = self.state.lock().await;
-        if let Some(&i) = state.1.get(&summary.sha256) {
+        if let Some(i) = lookup(&state.1, &summary) {
             // The same request was answered meanwhile; keep one answer.
             return Ok(state.0.turns[i].response.clone());
         }
         let (cassette, index) = &mut *state;
-        index.insert(summary.sha256.clone(), cassette.turns.len());
         cassette.turns.push(Turn {
             request: summary,
             response: response.clone(),
         });
+        cassette.add_to_index(index, cassette.turns.len() - 1);
         let snapshot = cassette.clone();
         let path = self.path.clone();
         tokio::task::spawn_blocking(move || snapshot.save(&path))
@@ -545,6 +627,54 @@ mod tests {
         r.max_tokens = 5;
         r.temperature = Some(0.1);
         assert_eq!(p.complete(&r).await.unwrap(), answer("a says AAA"));
+    }
+
+    /// A cassette matching by shape replays past tool output that differs
+    /// (timings, a program's output), and still diverges on anything else:
+    /// an error where there was a result, another call, other text.
+    #[tokio::test]
+    async fn a_shape_cassette_tolerates_tool_output_and_nothing_else() {
+        let mut cassette = two_turns();
+        let varied = |content: &str, is_error: bool| {
+            let mut r = req1();
+            r.messages[2] = Message::ToolResult {
+                call_id: "c1".into(),
+                content: content.into(),
+                is_error,
+            };
+            r
+        };
+        // Exact by default: the varied output diverges.
+        let exact = ReplayProvider::new(cassette.clone());
+        assert!(exact.complete(&varied("BBB", false)).await.is_err());
+        cassette.match_on = Match::Shape;
+        // The setting survives a save and a load.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.json");
+        cassette.save(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"match\": \"shape\""), "{text}");
+        let p = ReplayProvider::open(&path).unwrap();
+        assert_eq!(
+            p.complete(&varied("BBB, 1.25s", false)).await.unwrap(),
+            answer("a says AAA")
+        );
+        assert!(
+            p.complete(&varied("AAA", true)).await.is_err(),
+            "error flag"
+        );
+        let mut other_text = req1();
+        other_text.messages[0] = Message::User {
+            text: "read b".into(),
+        };
+        assert!(p.complete(&other_text).await.is_err(), "user text");
+        let mut other_call = req1();
+        other_call.messages[2] = Message::ToolResult {
+            call_id: "c2".into(),
+            content: "AAA".into(),
+            is_error: false,
+        };
+        assert!(p.complete(&other_call).await.is_err(), "call id");
     }
 
     #[tokio::test]
