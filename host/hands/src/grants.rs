@@ -1016,6 +1016,12 @@ impl GrantSpec {
             .iter()
             .map(|s| SecretGrant::parse(s, lookup))
             .collect::<Result<_, _>>()?;
+        // Fail closed: a program is never run less confined than
+        // documented, so a grant of programs on a kernel that cannot
+        // confine them is refused here, at start, naming what is missing.
+        if !self.programs.is_empty() {
+            super::sandbox::confined::available().map_err(GrantError::Unconfinable)?;
+        }
         let path_var = lookup("PATH");
         let programs = self
             .programs
@@ -1119,6 +1125,9 @@ pub enum GrantError {
     /// A program cannot be granted.
     #[error(transparent)]
     Program(super::programs::ProgramError),
+    /// Programs are granted, and this host cannot confine them.
+    #[error("programs are granted, but they cannot be confined here, so none is run: {0}")]
+    Unconfinable(String),
     /// A toolchain directory cannot be granted.
     #[error("toolchain `{}`: {reason}", path.display())]
     Toolchain {

@@ -374,3 +374,149 @@ fn cpu_and_memory_bound_a_runaway() {
     );
     p.still_works();
 }
+
+/// Fail closed: where user namespaces are refused (here: a user namespace
+/// whose `max_user_namespaces` is 0, which the kernel keeps per
+/// namespace), a grant of programs is refused at start, exit 2, naming
+/// what is missing: through `tool call` and through an agent.
+#[test]
+fn a_host_that_cannot_confine_refuses_programs_at_start() {
+    let p = Project::new();
+    let agent = TempDir::new().unwrap();
+    crate::support::write(
+        &agent.path().join("agent.toml"),
+        &format!(
+            r#"name = "cannot-confine"
+instructions = "Run the tests."
+goal = "Run the tests."
+
+[model]
+provider = "replay"
+model = "script"
+cassette = "unused.json"
+
+[[tools]]
+component = "exec"
+programs = ["/bin/sh"]
+dirs = ["{}:/workspace:rw"]
+"#,
+            p.dir.path().display()
+        ),
+    );
+    let bin = env!("CARGO_BIN_EXE_longhand");
+    let grant = p.grant();
+    let input = json!({"argv": ["sh", "-c", "touch /workspace/ran"]}).to_string();
+    for args in [
+        vec![
+            "tool",
+            "call",
+            "exec",
+            "run",
+            "--program",
+            "/bin/sh",
+            "--dir",
+            &grant,
+            "--input",
+            &input,
+        ],
+        vec!["run", agent.path().to_str().unwrap()],
+    ] {
+        let mut cmd = std::process::Command::new("unshare");
+        cmd.args([
+            "-Ur",
+            "sh",
+            "-c",
+            "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"",
+            "sh",
+            bin,
+        ])
+        .args(&args)
+        .env_clear()
+        .env("LONGHAND_HOME", p.home.path())
+        .env("PATH", "/usr/bin:/bin");
+        let out = crate::support::run(cmd);
+        out.expect_code(2);
+        assert!(
+            out.stderr.contains("cannot be confined") && out.stderr.contains("namespaces"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    assert!(!p.dir.path().join("ran").exists());
+}
+
+/// A program is pinned by its hash when the session starts: changed on
+/// disk afterwards, the session is refused when it wakes, naming both
+/// hashes, and the changed program never runs.
+#[test]
+fn a_program_changed_after_the_session_started_is_refused_at_resume() {
+    use crate::support::{call, session_of_json, text_turn, tool_turn, write};
+    let home = Home::new();
+    let dir = TempDir::new().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let tool = dir.path().join("tool");
+    write(&tool, "#!/bin/sh\necho one > /workspace/one\n");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write(
+        &dir.path().join("agent.toml"),
+        &format!(
+            r#"name = "pinned"
+instructions = "Run the tool."
+goal = "Run the tool twice."
+
+[model]
+provider = "replay"
+model = "script"
+cassette = "unused.json"
+
+[limits]
+max_steps = 1
+
+[[tools]]
+component = "exec"
+programs = ["{}"]
+dirs = ["work:/workspace:rw"]
+"#,
+            tool.display()
+        ),
+    );
+    let run_tool = |id: &str| {
+        tool_turn(
+            "Running it.",
+            vec![call(
+                id,
+                "exec__run",
+                json!({"argv": [tool.to_str().unwrap()]}),
+            )],
+            10,
+            1,
+        )
+    };
+    let script = dir.path().join("script.json");
+    write(
+        &script,
+        &json!({"responses": [run_tool("r1"), run_tool("r2"), text_turn("Done.", 10, 1)]})
+            .to_string(),
+    );
+    let run = home.run(&[
+        "run",
+        dir.path().to_str().unwrap(),
+        "--script",
+        script.to_str().unwrap(),
+        "--json",
+    ]);
+    run.expect_code(3);
+    let session = session_of_json(&run.stdout[0]);
+    assert!(work.join("one").exists(), "the pinned program ran");
+    write(&tool, "#!/bin/sh\necho two > /workspace/two\n");
+    let resumed = home.run(&["resume", &session, "--raise", "max_steps=10"]);
+    assert_ne!(resumed.code, Some(0), "{}", resumed.stderr);
+    assert!(
+        resumed.stderr.contains("changed on disk") && resumed.stderr.contains("sha256:"),
+        "{}",
+        resumed.stderr
+    );
+    assert!(!work.join("two").exists(), "the changed program ran");
+}
