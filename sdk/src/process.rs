@@ -58,6 +58,9 @@ pub struct Output {
     pub total_bytes: u64,
     /// Bytes left out of `text`.
     pub cut_bytes: u64,
+    /// Where the whole stream was saved (a guest path in a read-write
+    /// grant), when bytes were cut and such a grant exists.
+    pub saved_to: Option<String>,
 }
 
 /// How a run ended.
@@ -83,6 +86,7 @@ impl From<wit::Output> for Output {
             text: o.text,
             total_bytes: o.total_bytes,
             cut_bytes: o.cut_bytes,
+            saved_to: o.saved_to,
         }
     }
 }

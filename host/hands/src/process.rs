@@ -198,6 +198,10 @@ pub(crate) async fn run(
     if !system.iter().any(|s| program.file.starts_with(s)) {
         system.push(program.file.clone());
     }
+    let spill = Spill::open(
+        spill_grant(&grant.dirs, &cwd).as_ref(),
+        grant.limits.file_size,
+    );
     let spec = confined::Spec {
         program: program.file.clone(),
         args: args.to_vec(),
@@ -216,6 +220,7 @@ pub(crate) async fn run(
             .collect(),
         system,
         limits,
+        spill: spill.as_ref().map(|s| s.files.clone()),
     };
     let outcome = confined::run(&spec).await.map_err(|e| match e {
         confined::ConfinedError::View(view::ViewError::Guest(path)) => ToolError::InvalidInput(
@@ -242,16 +247,21 @@ pub(crate) async fn run(
             j.limit_hit(format!("process {limit}"));
         }
     });
-    let output = |c: confined::Captured| api::Output {
+    let (stdout_saved, stderr_saved) = match spill {
+        Some(spill) => spill.keep(outcome.stdout.cut > 0, outcome.stderr.cut > 0),
+        None => (None, None),
+    };
+    let output = |c: confined::Captured, saved_to: Option<String>| api::Output {
         text: c.text,
         total_bytes: c.total,
         cut_bytes: c.cut,
+        saved_to,
     };
     Ok(api::Outcome {
         exit_code: outcome.exit_code,
         signal: outcome.signal,
-        stdout: output(outcome.stdout),
-        stderr: output(outcome.stderr),
+        stdout: output(outcome.stdout, stdout_saved),
+        stderr: output(outcome.stderr, stderr_saved),
         duration_ms: outcome.duration_ms,
         limits_hit: outcome
             .limits_hit
@@ -259,6 +269,102 @@ pub(crate) async fn run(
             .map(|l| l.replace('_', "-"))
             .collect(),
     })
+}
+
+/// The grant the whole output of a cut stream is saved in: the one
+/// holding the working directory when it is read-write, else the first
+/// read-write grant; none when nothing is granted read-write.
+fn spill_grant(dirs: &[DirGrant], cwd: &Path) -> Option<DirGrant> {
+    let writable = |d: &&DirGrant| d.access() == Access::ReadWrite;
+    dirs.iter()
+        .filter(writable)
+        .find(|d| cwd.starts_with(Path::new(d.guest_path())))
+        .or_else(|| dirs.iter().find(writable))
+        .cloned()
+}
+
+/// The directory, beneath a read-write grant, where cut output is saved.
+const SPILL_DIR: &str = ".longhand-exec";
+
+/// Two files in [`SPILL_DIR`] of a read-write grant, receiving the whole
+/// of each stream; the one whose stream was not cut is removed after the
+/// run. Made through descriptors with no symlink followed: the program
+/// writes in the same grant and may have put a link where the directory
+/// should be.
+struct Spill {
+    files: confined::Spill,
+    root: std::fs::File,
+    dir: std::fs::File,
+    guest_dir: String,
+    names: [String; 2],
+}
+
+impl Spill {
+    fn open(grant: Option<&DirGrant>, limit: u64) -> Option<Self> {
+        use rustix::fs::{Mode, OFlags};
+        let grant = grant?;
+        let root = super::dirs::open(grant).ok()?;
+        let mode = Mode::from_bits_truncate(0o755);
+        match rustix::fs::mkdirat(&root, SPILL_DIR, mode) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(_) => return None,
+        }
+        let dir = rustix::fs::openat(
+            &root,
+            SPILL_DIR,
+            OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let names = [format!("{stamp}.stdout"), format!("{stamp}.stderr")];
+        let create = |name: &str| {
+            rustix::fs::openat(
+                &dir,
+                name,
+                OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_bits_truncate(0o644),
+            )
+            .ok()
+            .map(|fd| Arc::new(std::fs::File::from(fd)))
+        };
+        let stdout = create(&names[0])?;
+        let stderr = create(&names[1])?;
+        Some(Self {
+            files: confined::Spill {
+                stdout,
+                stderr,
+                limit,
+            },
+            root,
+            dir: std::fs::File::from(dir),
+            guest_dir: format!("{}/{SPILL_DIR}", grant.guest_path().trim_end_matches('/')),
+            names,
+        })
+    }
+
+    /// Keep the files of the streams that were cut (their guest paths),
+    /// remove the others.
+    fn keep(self, stdout_cut: bool, stderr_cut: bool) -> (Option<String>, Option<String>) {
+        let [out, err] = &self.names;
+        let settle = |name: &str, cut: bool| {
+            if cut {
+                Some(format!("{}/{name}", self.guest_dir))
+            } else {
+                let _ = rustix::fs::unlinkat(&self.dir, name, rustix::fs::AtFlags::empty());
+                None
+            }
+        };
+        let kept = (settle(out, stdout_cut), settle(err, stderr_cut));
+        if kept == (None, None) {
+            // Removed when empty; kept when another run's files are
+            // there (and never followed: a link is not a directory).
+            let _ = rustix::fs::unlinkat(&self.root, SPILL_DIR, rustix::fs::AtFlags::REMOVEDIR);
+        }
+        kept
+    }
 }
 
 /// `text` as an absolute path with no `.` or `..`, or `None`.

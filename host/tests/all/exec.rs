@@ -329,7 +329,7 @@ fn a_gigabyte_of_output_keeps_head_and_tail_and_counts_the_rest() {
     let p = Project::new();
     let out = p.call(
         &["sh"],
-        &["--timeout", "60s"],
+        &["--timeout", "60s", "--max-write", "1048576"],
         json!({"argv": ["sh", "-c", "echo first; head -c 1000000000 /dev/zero | tr '\\0' x; echo; echo last"]}),
     );
     out.expect_code(0);
@@ -347,6 +347,51 @@ fn a_gigabyte_of_output_keeps_head_and_tail_and_counts_the_rest() {
         "{}",
         v["truncated"]
     );
+    // The whole stream went to a file in the grant, up to --max-write.
+    let saved = v["saved"]["stdout"].as_str().expect("saved");
+    let host = p
+        .dir
+        .path()
+        .join(saved.strip_prefix("/workspace/").expect("in the grant"));
+    assert_eq!(std::fs::metadata(&host).unwrap().len(), 1_048_576);
+    assert!(v["saved"].get("stderr").is_none(), "{v}");
+}
+
+/// Cut output is saved whole in the read-write grant; a link the program
+/// put where that directory goes is not followed.
+#[test]
+fn cut_output_is_saved_in_the_grant_and_a_planted_link_is_not_followed() {
+    let p = Project::new();
+    let out = p.call(
+        &["sh"],
+        &["--max-output", "16384"],
+        json!({"argv": ["sh", "-c", "seq 1 200000"]}),
+    );
+    out.expect_code(0);
+    let v: Value = serde_json::from_str(&out.stdout_text()).unwrap();
+    let saved = v["saved"]["stdout"].as_str().expect("saved");
+    let host = p
+        .dir
+        .path()
+        .join(saved.strip_prefix("/workspace/").unwrap());
+    let whole = std::fs::read_to_string(host).unwrap();
+    assert!(whole.starts_with("1\n2\n") && whole.ends_with("199999\n200000\n"));
+    // Nothing cut: nothing saved.
+    let small = p.sh("echo short");
+    assert!(small.get("saved").is_none(), "{small}");
+    // A program plants a link where the directory goes.
+    let outside = TempDir::new().unwrap();
+    std::fs::remove_dir_all(p.dir.path().join(".longhand-exec")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), p.dir.path().join(".longhand-exec")).unwrap();
+    let out = p.call(
+        &["sh"],
+        &["--max-output", "16384"],
+        json!({"argv": ["sh", "-c", "seq 1 200000"]}),
+    );
+    out.expect_code(0);
+    let v: Value = serde_json::from_str(&out.stdout_text()).unwrap();
+    assert!(v.get("saved").is_none(), "{v}");
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
 }
 
 #[test]

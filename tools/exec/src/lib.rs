@@ -56,6 +56,23 @@ pub(crate) struct Truncated {
     stderr: u64,
 }
 
+/// Where a cut stream was saved whole.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct Saved {
+    /// The file holding all of standard output, when it was cut.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stdout: Option<String>,
+    /// The file holding all of standard error, when it was cut.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stderr: Option<String>,
+}
+
+impl Saved {
+    fn is_empty(&self) -> bool {
+        self.stdout.is_none() && self.stderr.is_none()
+    }
+}
+
 /// Output of `run`.
 #[derive(Debug, Serialize)]
 pub(crate) struct RunOutput {
@@ -68,6 +85,10 @@ pub(crate) struct RunOutput {
     duration_ms: u64,
     /// Bytes cut from each stream (0 when nothing was).
     truncated: Truncated,
+    /// Where a cut stream was saved whole (a file in a read-write
+    /// directory; read it with the file tools).
+    #[serde(skip_serializing_if = "Saved::is_empty")]
+    saved: Saved,
     /// The signal that ended the program, when one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     signal: Option<i32>,
@@ -144,6 +165,10 @@ impl Tool for Run {
             truncated: Truncated {
                 stdout: outcome.stdout.cut_bytes,
                 stderr: outcome.stderr.cut_bytes,
+            },
+            saved: Saved {
+                stdout: outcome.stdout.saved_to.clone(),
+                stderr: outcome.stderr.saved_to.clone(),
             },
             stdout: outcome.stdout.text,
             stderr: outcome.stderr.text,

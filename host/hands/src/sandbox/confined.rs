@@ -92,6 +92,21 @@ pub struct Spec {
     pub system: Vec<PathBuf>,
     /// Bounds.
     pub limits: Limits,
+    /// Files to write each whole stream to, beside the head and tail
+    /// kept in memory. Default none.
+    pub spill: Option<Spill>,
+}
+
+/// Where the whole of each stream goes, up to `limit` bytes each (the
+/// caller opened the files, in a place it chose).
+#[derive(Debug, Clone)]
+pub struct Spill {
+    /// Receives all of stdout.
+    pub stdout: Arc<std::fs::File>,
+    /// Receives all of stderr.
+    pub stderr: Arc<std::fs::File>,
+    /// Bytes written to each at most.
+    pub limit: u64,
 }
 
 /// What a stream printed, bounded.
@@ -247,8 +262,22 @@ pub async fn run(spec: &Spec) -> Result<Outcome, ConfinedError> {
             let _ = stdin.write_all(&bytes).await;
         });
     }
-    let out = tokio::spawn(capture(child.stdout.take(), spec.limits.output));
-    let err = tokio::spawn(capture(child.stderr.take(), spec.limits.output));
+    let sink = |pick: fn(&Spill) -> &Arc<std::fs::File>| {
+        spec.spill.as_ref().and_then(|s| {
+            let file = pick(s).try_clone().ok()?;
+            Some((tokio::fs::File::from_std(file), s.limit))
+        })
+    };
+    let out = tokio::spawn(capture(
+        child.stdout.take(),
+        spec.limits.output,
+        sink(|s| &s.stdout),
+    ));
+    let err = tokio::spawn(capture(
+        child.stderr.take(),
+        spec.limits.output,
+        sink(|s| &s.stderr),
+    ));
     let mut limits_hit = Vec::new();
     let status = match tokio::time::timeout(spec.limits.wall, child.wait()).await {
         Ok(status) => status.ok(),
@@ -339,8 +368,14 @@ fn limit_in_child(command: &mut tokio::process::Command, limits: &Limits) {
     }
 }
 
-/// Read a pipe to its end keeping the first and last `cap / 2` bytes.
-async fn capture(pipe: Option<impl tokio::io::AsyncRead + Unpin>, cap: usize) -> Captured {
+/// Read a pipe to its end keeping the first and last `cap / 2` bytes, and
+/// writing the first `limit` bytes of all of it to `sink` when given (a
+/// failed write stops the sink, not the capture).
+async fn capture(
+    pipe: Option<impl tokio::io::AsyncRead + Unpin>,
+    cap: usize,
+    mut sink: Option<(tokio::fs::File, u64)>,
+) -> Captured {
     let Some(mut pipe) = pipe else {
         return Captured::default();
     };
@@ -354,6 +389,13 @@ async fn capture(pipe: Option<impl tokio::io::AsyncRead + Unpin>, cap: usize) ->
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        if let Some((file, limit)) = &mut sink {
+            let room = usize::try_from((*limit).saturating_sub(total)).unwrap_or(usize::MAX);
+            let part = &buf[..n.min(room)];
+            if !part.is_empty() && file.write_all(part).await.is_err() {
+                sink = None;
+            }
+        }
         total += n as u64;
         let mut chunk = &buf[..n];
         let room = half.saturating_sub(head.len()).min(chunk.len());
@@ -368,6 +410,9 @@ async fn capture(pipe: Option<impl tokio::io::AsyncRead + Unpin>, cap: usize) ->
                 tail.pop_front();
             }
         }
+    }
+    if let Some((mut file, _)) = sink {
+        let _ = file.flush().await;
     }
     let kept = (head.len() + tail.len()) as u64;
     let cut = total - kept;

@@ -42,6 +42,7 @@ impl Work {
                 wall: Duration::from_secs(20),
                 ..Limits::default()
             },
+            spill: None,
         }
     }
 
