@@ -150,6 +150,9 @@ fn kept_flags(fd: &OwnedFd) -> libc::c_ulong {
     if unsafe { libc::fstatvfs(fd.as_raw_fd(), &mut st) } != 0 {
         return 0;
     }
+    // The kernel's `ST_RELATIME` (linux/statfs.h); the libc crate names it
+    // for glibc targets only, and the musl builds need it too.
+    const ST_RELATIME: libc::c_ulong = 0x1000;
     let mut flags = 0;
     for (st_flag, ms_flag) in [
         (libc::ST_NOSUID, libc::MS_NOSUID),
@@ -157,7 +160,7 @@ fn kept_flags(fd: &OwnedFd) -> libc::c_ulong {
         (libc::ST_NOEXEC, libc::MS_NOEXEC),
         (libc::ST_NOATIME, libc::MS_NOATIME),
         (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-        (libc::ST_RELATIME, libc::MS_RELATIME),
+        (ST_RELATIME, libc::MS_RELATIME),
     ] {
         if st.f_flag & st_flag != 0 {
             flags |= ms_flag;
