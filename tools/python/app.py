@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import importlib
 import io
 import json
 import linecache
@@ -21,30 +22,35 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Optional
 
-# What snippets reach for most, imported here at the top of the module so
-# that componentize-py's build-time snapshot (component-init) holds them
-# already initialised: a call does not pay for importing them.
-import collections  # noqa: F401
-import csv  # noqa: F401
-import datetime  # noqa: F401
-import decimal  # noqa: F401
-import fractions  # noqa: F401
-import functools  # noqa: F401
-import itertools  # noqa: F401
-import math  # noqa: F401
-import os  # noqa: F401
-import pathlib  # noqa: F401
-import random  # noqa: F401
-import re  # noqa: F401
-import statistics  # noqa: F401
-import string  # noqa: F401
-import textwrap  # noqa: F401
+# The standard library a snippet can import. componentize-py keeps only the
+# modules imported while it builds the component (its build-time snapshot,
+# component-init, has no files to import from later), so they are imported
+# here, at the top: in the snapshot, initialised, costing a call nothing.
+# A module this CPython build lacks is left out.
+STDLIB = (
+    "abc argparse array ast base64 binascii bisect bz2 calendar cmath codecs collections "
+    "collections.abc colorsys configparser contextlib copy csv dataclasses datetime decimal "
+    "difflib email email.message email.parser email.utils enum errno fnmatch fractions "
+    "functools gettext glob graphlib gzip hashlib heapq hmac html html.parser http "
+    "http.client inspect io ipaddress itertools json keyword locale logging lzma math "
+    "mimetypes numbers operator os os.path pathlib pprint queue quopri random re reprlib "
+    "sched secrets shlex shutil socket sqlite3 stat statistics string struct tarfile "
+    "tempfile textwrap time timeit tomllib traceback types typing unicodedata urllib "
+    "urllib.error urllib.parse urllib.request uuid warnings weakref xml xml.dom.minidom "
+    "xml.etree.ElementTree zipfile zlib zoneinfo encodings.ascii encodings.base64_codec "
+    "encodings.cp1252 encodings.hex_codec encodings.idna encodings.latin_1 encodings.punycode "
+    "encodings.raw_unicode_escape encodings.unicode_escape encodings.utf_16 encodings.utf_32 "
+    "encodings.utf_8_sig"
+).split()
+for _name in STDLIB:
+    try:
+        importlib.import_module(_name)
+    except ImportError:
+        pass
 
-try:  # present when the CPython componentize-py bundles was built with it
-    import sqlite3  # noqa: F401
-except ImportError:
-    pass
-
+# Outbound HTTP to granted hosts: CPython's own clients open sockets, which
+# the host refuses; snippets use `from longhand_tool.http import fetch`.
+import longhand_tool.http  # noqa: F401
 from longhand_tool import Effect, Failed, export, tool
 
 # The name a snippet's code has in tracebacks.
@@ -94,8 +100,10 @@ def run(input: Run) -> dict:
     """Run Python 3 code (CPython, standard library) in a fresh sandbox and
     return its stdout, stderr and, like a REPL, the value of its last line
     if that is an expression (JSON when it is JSON, else its repr). Files are
-    only those in granted directories; HTTP only to granted hosts; no
-    sockets, subprocesses or native modules. An exception fails the call
+    only those in granted directories. HTTP only to granted hosts, with
+    `from longhand_tool.http import fetch` (`fetch(url, method=, headers=,
+    body=)` returns `.status`, `.text()`, `.json()`); urllib and sockets are
+    refused. No subprocesses or native modules. An exception fails the call
     with its traceback."""
     linecache.cache[SNIPPET] = (len(input.code), None, input.code.splitlines(True), SNIPPET)
     out, err = io.StringIO(), io.StringIO()
