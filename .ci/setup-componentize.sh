@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs the real toolchains that turn Python and JavaScript into tool
-# components, for host/tests/all/componentize.rs (issue 18): componentize-py
+# components, for host/tests/all/author.rs (issue 18) and
+# host/tests/all/interpreters.rs (`tool install python|js`, issue 28, which
+# the binary builds with the toolchain LONGHAND_PY_VENV / LONGHAND_JS_MODULES
+# name instead of fetching its own): componentize-py
 # (PyPI, pinned below) into a venv, and componentize-js (npm, pinned by
 # tools/componentize/package-lock.json) into a node_modules beside it. Both
 # go under target/componentize/ (ignored by git; `cargo clean` removes them,

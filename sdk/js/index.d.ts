@@ -86,6 +86,8 @@ export declare function outcome(
 
 export declare class InvalidInput extends Error {}
 export declare class NotFound extends Error {}
+/** `failed`, with the message as given (no error name in front). */
+export declare class Failed extends Error {}
 export declare class AccessDenied extends Error {
   constructor(resource: string, reason: string);
   readonly resource: string;

@@ -20,7 +20,9 @@
 //
 // How a call ends: a returned value (or a resolved promise) is the output,
 // as JSON; `InvalidInput`, `NotFound` and `AccessDenied` tell the model what
-// to fix, find or ask for; ANY other exception is `failed` with its message.
+// to fix, find or ask for; `Failed` is `failed` with its message as given (a
+// stack trace, a compiler's output); ANY other exception is `failed` with its
+// name and message.
 // A thrown exception never traps the component.
 
 const EFFECTS = new Set(['read-only', 'idempotent', 'writes']);
@@ -44,6 +46,11 @@ export class AccessDenied extends Error {
     this.resource = String(resource);
     this.reason = String(reason);
   }
+}
+
+/** The tool ran and could not do the job; the message reaches the model as written. */
+export class Failed extends Error {
+  constructor(message) { super(message); this.name = 'Failed'; }
 }
 
 // A small JSON Schema builder whose TypeScript types (index.d.ts) give the
@@ -111,6 +118,7 @@ function toolError(e) {
   if (e instanceof InvalidInput) return { tag: 'invalid-input', val: e.message };
   if (e instanceof NotFound) return { tag: 'not-found', val: e.message };
   if (e instanceof AccessDenied) return { tag: 'access-denied', val: { resource: e.resource, reason: e.reason } };
+  if (e instanceof Failed) return { tag: 'failed', val: e.message };
   return { tag: 'failed', val: message(e) };
 }
 

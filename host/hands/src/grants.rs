@@ -825,7 +825,6 @@ impl Grants {
                     "give an absolute directory below / (a toolchain, e.g. /opt/rust)".into(),
                 ));
             }
-            super::dirs::check_protected(path).map_err(refuse)?;
         }
         let l = &self.limits;
         if l.processes == 0 || l.command_memory_bytes == 0 {
@@ -1027,8 +1026,11 @@ impl GrantSpec {
             .programs
             .iter()
             .map(|name| super::programs::ProgramGrant::resolve(name, path_var.as_deref()))
-            .collect::<Result<_, _>>()
+            .collect::<Result<Vec<_>, _>>()
             .map_err(GrantError::Program)?;
+        // Whether a program or toolchain lies in the host's home is checked
+        // before every run (`super::process`), as a directory grant is at
+        // every open.
         let toolchains = self
             .toolchains
             .iter()

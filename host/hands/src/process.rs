@@ -147,6 +147,13 @@ pub(crate) async fn run(
     program
         .verify()
         .map_err(|e| deny(&program.name, e.to_string()))?;
+    // Nothing a tool could have written into the host's home runs, or is
+    // shown to a program, whatever was granted.
+    super::dirs::check_protected(&program.file).map_err(|why| deny(&program.name, why))?;
+    for toolchain in &grant.toolchains {
+        super::dirs::check_protected(toolchain)
+            .map_err(|why| deny(&toolchain.display().to_string(), why))?;
+    }
     let cwd = guest_path(&command.cwd).ok_or_else(|| {
         ToolError::InvalidInput(format!(
             "`cwd` {:?} is not an absolute path without `..`; give a directory such as /workspace",

@@ -308,7 +308,38 @@ fn record_of(
 }
 
 /// `tool install SOURCE [--name NAME] [--digest D] [--allow-unsigned]`.
+///
+/// A bare SOURCE that is no file here and names a tool whose sources the
+/// binary carries (`python`, `js`) is built first ([`super::bundled`]), then
+/// installed as the file it built. It needs no `--allow-unsigned`: its bytes
+/// were made on this machine from sources inside this binary, so they are
+/// as trusted as the binary itself; a `--digest` pin is still checked.
 pub async fn install(
+    source_text: &str,
+    name: Option<&str>,
+    pin: Option<&str>,
+    allow_unsigned: bool,
+) -> anyhow::Result<Outcome> {
+    let bundled = super::bundled::find(source_text)
+        .filter(|_| !source_text.contains('/') && !Path::new(source_text).exists());
+    let Some(bundled) = bundled else {
+        return install_from(source_text, name, pin, allow_unsigned).await;
+    };
+    let data = data_dir().ok_or_else(|| {
+        usage("cannot find a data directory: set LONGHAND_HOME (or HOME / XDG_DATA_HOME)")
+    })?;
+    let component = bundled.build(&hands()?, &data).await?;
+    let text = component.to_str().ok_or_else(|| {
+        usage(format!(
+            "the data directory's path {} is not UTF-8; set LONGHAND_HOME to one that is",
+            data.display()
+        ))
+    })?;
+    println!("built {} from the sources in this binary", bundled.name);
+    install_from(text, Some(name.unwrap_or(bundled.name)), pin, true).await
+}
+
+async fn install_from(
     source_text: &str,
     name: Option<&str>,
     pin: Option<&str>,

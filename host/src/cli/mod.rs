@@ -7,6 +7,7 @@
 
 mod approvals;
 mod author;
+mod bundled;
 mod control;
 mod describe;
 mod dist;

@@ -100,7 +100,9 @@ pub enum ToolCommand {
     /// precompile it, show what it asks for, and install it under a name.
     Install {
         /// A path, an https:// URL (needs --digest or a trusted signature)
-        /// or oci://HOST[:PORT]/REPO:TAG[@sha256:…].
+        /// or oci://HOST[:PORT]/REPO:TAG[@sha256:…]; or `python` / `js`,
+        /// built here from the sources in this binary (the first time, their
+        /// toolchain is fetched from PyPI / npm into the data directory).
         source: String,
         /// The name to install it under (default: the repository's last
         /// part, or the file's stem).

@@ -54,6 +54,10 @@
 //!   grant; not granted, changed, outside the grants, the network, the
 //!   host's processes, a fork bomb, a grandchild, a gigabyte of output,
 //!   `.git` hooks, a symlink to `/`, the environment: each contained.
+//! - [`interpreters`]: `tool install python` / `js` build the bundled
+//!   tools; snippets print, return a value, fail with a traceback, read a
+//!   granted CSV; a busy loop, a huge allocation, an ungranted file, a
+//!   socket, `ctypes`: each contained, and the next call works.
 //! - [`layout`]: no import cycle among the files of `cli/`, `dist/`, `hands/` and
 //!   `session/`; the ground-floor crates do not depend on the host.
 
@@ -81,6 +85,7 @@ mod fleet;
 mod grants;
 mod heartbeat;
 mod host_spend;
+mod interpreters;
 mod large;
 mod launch;
 mod layout;

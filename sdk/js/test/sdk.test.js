@@ -1,7 +1,7 @@
 // The SDK in plain Node: schemas, calls and their errors. `node --test test/`
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { tool, exportTools, outcome, s, InvalidInput, NotFound, AccessDenied } from '../index.js';
+import { tool, exportTools, outcome, s, InvalidInput, NotFound, AccessDenied, Failed } from '../index.js';
 
 test('s.object gives a closed object schema with its required keys', () => {
   const schema = s.object({
@@ -49,6 +49,7 @@ test('a call returns JSON text, and every exception is an error value', async ()
       if (kind === 'missing') throw new NotFound('notes.txt');
       if (kind === 'denied') throw new AccessDenied('/etc', 'not granted');
       if (kind === 'type') return null.x;
+      if (kind === 'as-is') throw new Failed('Error: boom\n    at <eval>:1');
       if (kind === 'async') return Promise.reject(new RangeError('later'));
       if (kind === 'bigint') return { n: 1n };
       throw 'a string';
@@ -61,6 +62,7 @@ test('a call returns JSON text, and every exception is an error value', async ()
   assert.deepEqual(outcome(tools, 'fails', '{"kind":"denied"}'), {
     err: { tag: 'access-denied', val: { resource: '/etc', reason: 'not granted' } },
   });
+  assert.deepEqual(outcome(tools, 'fails', '{"kind":"as-is"}'), { err: { tag: 'failed', val: 'Error: boom\n    at <eval>:1' } });
   assert.equal(outcome(tools, 'fails', '{"kind":"type"}').err.tag, 'failed');
   assert.match(outcome(tools, 'fails', '{"kind":"type"}').err.val, /^TypeError: /);
   assert.deepEqual(await outcome(tools, 'fails', '{"kind":"async"}'), { err: { tag: 'failed', val: 'RangeError: later' } });

@@ -28,6 +28,8 @@ How a call ends:
   JSON; anything else must be JSON-serialisable);
 - :class:`InvalidInput`, :class:`NotFound`, :class:`AccessDenied` tell the
   model what to fix, find or ask for;
+- :class:`Failed` is ``failed`` with its message as given (a traceback, a
+  compiler's output);
 - any other exception is ``failed`` with its type and message. A Python
   exception never traps the component.
 """
@@ -46,6 +48,7 @@ __all__ = [
     "AccessDenied",
     "DirRequest",
     "Effect",
+    "Failed",
     "InvalidInput",
     "NotFound",
     "SchemaError",
@@ -79,6 +82,11 @@ class InvalidInput(Exception):
 
 class NotFound(Exception):
     """The named file, key or record does not exist."""
+
+
+class Failed(Exception):
+    """The tool ran and could not do the job; the message reaches the model
+    as written, without the exception's type in front."""
 
 
 class AccessDenied(Exception):
@@ -240,6 +248,8 @@ def outcome(name: str, input_json: str) -> tuple[str, Any]:
         return "not-found", str(e)
     except AccessDenied as e:
         return "access-denied", (e.resource, e.reason)
+    except Failed as e:
+        return "failed", str(e)
     except Exception as e:  # every other failure is the tool's: report, never trap
         return "failed", f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 

@@ -136,6 +136,8 @@ class ToolTests(unittest.TestCase):
                 raise lt.AccessDenied("/etc", "not granted")
             if kind == "zero":
                 return str(1 / 0)
+            if kind == "as-is":
+                raise lt.Failed("Traceback (most recent call last):\n  ...")
             raise KeyError(kind)
 
         self.assertEqual(outcome("fails", '{"kind": "invalid"}'), ("invalid-input", "kind: not this one"))
@@ -143,6 +145,9 @@ class ToolTests(unittest.TestCase):
         self.assertEqual(outcome("fails", '{"kind": "denied"}'), ("access-denied", ("/etc", "not granted")))
         self.assertEqual(outcome("fails", '{"kind": "zero"}'), ("failed", "ZeroDivisionError: division by zero"))
         self.assertEqual(outcome("fails", '{"kind": "other"}'), ("failed", "KeyError: 'other'"))
+        self.assertEqual(
+            outcome("fails", '{"kind": "as-is"}'), ("failed", "Traceback (most recent call last):\n  ...")
+        )
         self.assertEqual(outcome("nope", "{}")[0], "not-found")
         self.assertEqual(outcome("fails", "[1]")[0], "invalid-input")
         self.assertEqual(outcome("fails", "{")[0], "invalid-input")

@@ -27,6 +27,8 @@ mod new;
 mod record;
 
 pub(super) use build::build;
-pub(super) use config::{Engine, Lang};
-pub(super) use new::new;
+#[cfg(test)]
+pub(super) use config::{BuildConfig, ESBUILD};
+pub(super) use config::{COMPONENTIZE_PY, COMPONENTIZE_QJS, Engine, Lang};
+pub(super) use new::{WIT, new};
 pub(super) use record::{Recording, test};

@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use super::config::{self, BuildConfig, Engine, Lang};
 
 /// The WIT every project gets: the contract its component targets.
-const WIT: &[(&str, &str)] = &[
+pub(crate) const WIT: &[(&str, &str)] = &[
     ("wit/tool.wit", include_str!("../../../../wit/tool.wit")),
     (
         "wit/deps/cli.wit",
