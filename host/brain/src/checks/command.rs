@@ -36,7 +36,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use longhand_hands::sandbox::landlock;
+use longhand_hands::sandbox::{confined, landlock};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
@@ -201,6 +201,12 @@ pub async fn run_as(spec: &CommandSpec, marker: &str) -> Result<CommandOutcome, 
             });
         }
     }
+    // Where the kernel gives every layer, the check runs as `exec` runs a
+    // program: one sandbox implementation. Elsewhere it runs under what
+    // the kernel offers, and its outcome says what that was.
+    if spec.confine && confined::available().is_ok() {
+        return run_in_view(spec, program, args, marker).await;
+    }
     let ruleset = if spec.confine {
         landlock::Ruleset::build(&spec.read_only, &spec.writable).map_err(|e| {
             CommandError::Path {
@@ -298,6 +304,109 @@ fn held(tree: longhand_hands::sandbox::tree::Tree, confinement: Confinement) -> 
         note,
         ..confinement
     }
+}
+
+/// Run `spec` under [`confined`], `exec`'s sandbox: a view holding only
+/// the system paths, its `read_only` and `writable` paths, each at its own
+/// path (so its output names the paths the rest of the check machinery
+/// rewrites), the command's own namespaces (no network at all, no process
+/// of the host), Landlock over the same paths, and the whole tree killed
+/// at the time limit or with the harness.
+async fn run_in_view(
+    spec: &CommandSpec,
+    program: &str,
+    args: &[String],
+    marker: &str,
+) -> Result<CommandOutcome, CommandError> {
+    use longhand_hands::sandbox::view::Mount;
+    let program_path = PathBuf::from(program);
+    let mut system = confined::system_paths();
+    for path in &spec.read_only {
+        let Ok(path) = std::fs::canonicalize(path) else {
+            continue;
+        };
+        let usable = !path.starts_with("/dev") && !path.starts_with("/proc");
+        if usable && !spec.writable.contains(&path) && !system.contains(&path) {
+            system.push(path);
+        }
+    }
+    if program_path.is_absolute() && !system.iter().any(|s| program_path.starts_with(s)) {
+        system.push(program_path.clone());
+    }
+    // A path beneath another listed one is shown by it already (and a
+    // mount point cannot be made inside a read-only bind).
+    let listed = system.clone();
+    system.retain(|p| !listed.iter().any(|q| q != p && p.starts_with(q)));
+    let mut env: Vec<(String, String)> = allowed_env(&spec.env).into_iter().collect();
+    for (k, v) in &spec.set_env {
+        env.retain(|(name, _)| name != k);
+        env.push((k.clone(), v.clone()));
+    }
+    env.retain(|(name, _)| name != MARKER_VAR);
+    env.push((MARKER_VAR.to_owned(), marker.to_owned()));
+    let run = confined::Spec {
+        program: program_path,
+        args: args.to_vec(),
+        arg0: program.rsplit('/').next().unwrap_or(program).to_owned(),
+        cwd: spec.cwd.clone(),
+        env,
+        stdin: None,
+        mounts: spec
+            .writable
+            .iter()
+            .map(|w| Mount {
+                host: w.clone(),
+                guest: w.clone(),
+                writable: true,
+            })
+            .collect(),
+        system,
+        limits: confined::Limits {
+            wall: spec.timeout,
+            cpu: spec.timeout,
+            memory: 8 << 30,
+            processes: longhand_hands::sandbox::tree::HELD_PROCESSES,
+            open_files: confined::Limits::default().open_files,
+            file_size: confined::Limits::default().file_size,
+            output: spec.max_output,
+        },
+        spill: None,
+    };
+    let outcome = confined::run(&run).await.map_err(|e| match e {
+        confined::ConfinedError::Spawn { program, source } => {
+            CommandError::Spawn { program, source }
+        }
+        confined::ConfinedError::Landlock(e) => CommandError::Path {
+            path: e.path,
+            source: e.source,
+        },
+        other => CommandError::Spawn {
+            program: program.to_owned(),
+            source: std::io::Error::other(other.to_string()),
+        },
+    })?;
+    let timed_out = outcome.limits_hit.contains(&"wall");
+    let abi = landlock::abi();
+    Ok(CommandOutcome {
+        passed: outcome.exit_code == Some(0) && !timed_out,
+        code: outcome.exit_code,
+        timed_out,
+        wall_ms: outcome.duration_ms,
+        dropped_bytes: outcome.stdout.cut + outcome.stderr.cut,
+        stdout: outcome.stdout.text,
+        stderr: outcome.stderr.text,
+        confinement: Confinement {
+            landlock_abi: abi,
+            filesystem: true,
+            network: true,
+            process_tree: true,
+            note: Some(format!(
+                "confined as exec runs a program: only the listed paths exist (a mount \
+                 namespace), Landlock ABI {abi} over them, no network at all (a network \
+                 namespace), no process of the host (a pid namespace)"
+            )),
+        },
+    })
 }
 
 /// What a run with `confine = false` had: nothing, whatever the kernel
@@ -532,7 +641,12 @@ mod tests {
         if outcome.confinement.filesystem {
             assert!(!outcome.passed, "{outcome:?}");
             assert!(!outside.path().join("out.txt").exists());
-            assert!(outcome.stderr.contains("ermission denied"), "{outcome:?}");
+            // Landlock's refusal, or the view's read-only bind.
+            assert!(
+                outcome.stderr.contains("ermission denied")
+                    || outcome.stderr.contains("Read-only file system"),
+                "{outcome:?}"
+            );
         } else {
             // Where the kernel has no Landlock the outcome says so.
             assert!(outcome.confinement.note.is_some());
@@ -636,6 +750,9 @@ mod tests {
     async fn fixed_variables_are_set_and_a_missing_cwd_is_named() {
         let dir = tempfile::TempDir::new().unwrap();
         let mut spec = sh("echo \"[$X]\"", dir.path(), vec![]);
+        // The working directory is in a grant, read-only, as a resolved
+        // check's always is.
+        spec.read_only.push(dir.path().into());
         spec.set_env.insert("X".into(), "fixed".into());
         let outcome = run(&spec).await.unwrap();
         assert_eq!(outcome.stdout, "[fixed]\n", "{outcome:?}");
@@ -656,7 +773,11 @@ mod tests {
         spec.read_only.push("/dev".into());
         spec.max_output = 1000;
         let outcome = run(&spec).await.unwrap();
-        assert_eq!(outcome.stdout.len(), 1000, "{outcome:?}");
+        // 1000 bytes kept — the head, and under the sandbox also the tail
+        // around a line saying what was cut — and the rest counted.
+        let kept = outcome.stdout.bytes().filter(|&b| b == b'a').count();
+        assert_eq!(kept, 1000, "{outcome:?}");
+        assert!(outcome.stdout.len() < 1100, "{outcome:?}");
         assert_eq!(outcome.dropped_bytes, 99_000);
     }
 }
