@@ -131,6 +131,24 @@ const JS_TOOLCHAIN: &[(&str, &str)] = &[
     ),
 ];
 
+/// What to do when `error` is a load of a tool this binary can build but
+/// that is not installed yet (`component = "python"` before `tool install
+/// python`): the command that installs it.
+pub(super) fn hint(error: &anyhow::Error) -> Option<String> {
+    error.chain().find_map(|cause| {
+        let missing = match cause.downcast_ref::<longhand_hands::LoadError>()? {
+            longhand_hands::LoadError::UnknownBuiltin { name, .. } => name,
+            _ => return None,
+        };
+        let bundled = find(missing)?;
+        Some(format!(
+            "`{name}` is built from sources in this binary: install it once with \
+             `longhand tool install {name}`",
+            name = bundled.name
+        ))
+    })
+}
+
 /// The bundled tool `name` is, if any.
 pub(super) fn find(name: &str) -> Option<&'static Bundled> {
     BUNDLED.iter().find(|b| b.name == name)

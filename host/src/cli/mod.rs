@@ -331,6 +331,9 @@ pub fn main() -> ExitCode {
         // harmless, and cut, whatever layer forgot to bound its part.
         let message = longhand_hands::bound::cut(message_of(error), MAX_ERROR_BYTES);
         eprintln!("error: {}", term::printable(&message));
+        if let Some(hint) = bundled::hint(error) {
+            eprintln!("hint: {hint}");
+        }
     }
     ExitCode::from(exit_code(&result))
 }

@@ -10,13 +10,13 @@ use crate::support::{Home, Proc};
 
 /// Removes the run directory the example created (`out/<time>-<pid>`),
 /// whatever the test's outcome; other runs' directories are left alone.
-struct RunDirGuard {
-    out: PathBuf,
-    pid: u32,
+pub(crate) struct RunDirGuard {
+    pub(crate) out: PathBuf,
+    pub(crate) pid: u32,
 }
 
 impl RunDirGuard {
-    fn dirs(&self) -> Vec<PathBuf> {
+    pub(crate) fn dirs(&self) -> Vec<PathBuf> {
         let suffix = format!("-{}", self.pid);
         std::fs::read_dir(&self.out)
             .map(|entries| {
@@ -36,6 +36,36 @@ impl Drop for RunDirGuard {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
+}
+
+/// `examples/csv-report` needs the python tool: on a machine where it is
+/// not installed, the run stops before the model is asked, saying the one
+/// command that installs it (the run itself is tested in
+/// `interpreters.rs`, after the install).
+#[test]
+fn csv_report_without_python_says_how_to_install_it() {
+    let home = Home::new();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/csv-report");
+    let example = std::fs::canonicalize(&example).expect("examples/csv-report exists");
+    let mut proc = Proc::spawn(home.cmd(&["run", example.to_str().expect("utf-8 path")]));
+    let _guard = RunDirGuard {
+        out: example.join("out"),
+        pid: proc.pid(),
+    };
+    let run = proc.finish();
+    run.expect_code(2);
+    assert!(
+        run.stderr
+            .contains("no built-in or installed tool named `python`"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("hint: `python` is built from sources in this binary: install it once with `longhand tool install python`"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]

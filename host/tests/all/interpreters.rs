@@ -226,6 +226,97 @@ fn python_runs_snippets_and_contains_escapes() {
     let err = failed(&home, "python", "import ctypes", &[]);
     assert!(err.contains("No module named"), "{err}");
     still_works(&home, "python");
+
+    csv_report_example(&home);
+}
+
+/// `examples/csv-report` as the README says, `longhand run
+/// examples/csv-report`, with the python tool installed above: the model's
+/// turns replayed, the snippets run by CPython over `data/sales.csv`. The
+/// figures in the report are checked against the same sums done here, so
+/// a report the snippets did not compute from the data fails.
+fn csv_report_example(home: &Home) {
+    use std::collections::BTreeMap;
+
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/csv-report");
+    let example = std::fs::canonicalize(&example).expect("examples/csv-report exists");
+    let mut cmd = Command::new(BIN);
+    cmd.args(["run", example.to_str().expect("utf-8 path")])
+        .current_dir(home.path())
+        .env_clear()
+        .env("LONGHAND_HOME", home.path())
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    let mut proc = Proc::spawn(cmd).with_limit(Duration::from_secs(300));
+    let guard = crate::example::RunDirGuard {
+        out: example.join("out"),
+        pid: proc.pid(),
+    };
+    let run = proc.finish();
+    run.expect_code(0);
+    assert!(
+        run.stdout.iter().any(|l| l.starts_with("finished: ")),
+        "{:?}",
+        run.stdout
+    );
+
+    // The answer, from the CSV, without Python.
+    let csv = std::fs::read_to_string(example.join("data/sales.csv")).unwrap();
+    let mut q3: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut units: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut rows = 0;
+    for line in csv.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let (month, region, product) = (f[0], f[1], f[2]);
+        let n: u64 = f[3].parse().unwrap();
+        let price: f64 = f[4].parse().unwrap();
+        *units.entry(product).or_default() += n;
+        if ["2026-07", "2026-08", "2026-09"].contains(&month) {
+            *q3.entry(region).or_default() += n as f64 * price;
+        }
+        rows += 1;
+    }
+    let mut ranked: Vec<(&str, f64)> = q3.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let (top, sold) = units.iter().max_by_key(|(_, n)| **n).unwrap();
+    let money = |x: f64| {
+        let cents = format!("{x:.2}");
+        let (whole, frac) = cents.split_once('.').unwrap();
+        let mut grouped = String::new();
+        for (i, c) in whole.chars().enumerate() {
+            if i > 0 && (whole.len() - i) % 3 == 0 {
+                grouped.push(',');
+            }
+            grouped.push(c);
+        }
+        format!("{grouped}.{frac}")
+    };
+
+    let dirs = guard.dirs();
+    assert_eq!(dirs.len(), 1, "one run directory: {dirs:?}");
+    let report = std::fs::read_to_string(dirs[0].join("report.md")).expect("the report");
+    let lead = format!(
+        "**{}** had the highest revenue from July to September: {}, ahead of {} ({}) by {}.",
+        ranked[0].0,
+        money(ranked[0].1),
+        ranked[1].0,
+        money(ranked[1].1),
+        money(ranked[0].1 - ranked[1].1)
+    );
+    assert!(report.contains(&lead), "expected {lead:?} in:\n{report}");
+    assert!(
+        report.contains(&format!(
+            "**{top}** ({} units)",
+            money(*sold as f64).trim_end_matches(".00")
+        )),
+        "{report}"
+    );
+    for (region, revenue) in &ranked {
+        assert!(
+            report.contains(&format!("| {region} | {} |", money(*revenue))),
+            "{region}: {report}"
+        );
+    }
+    assert!(report.contains(&format!("({rows} rows)")), "{report}");
 }
 
 #[test]
