@@ -2,9 +2,13 @@
 # Installs the official MCP SDK clients that host/tests/all/mcp.rs drives
 # against `longhand mcp`: the Python SDK (PyPI `mcp`, pinned) into a venv
 # at tests/mcp/.venv, and the TypeScript SDK (npm `@modelcontextprotocol/sdk`,
-# pinned by tests/mcp/package-lock.json) into tests/mcp/node_modules.
+# pinned by tests/mcp/package-lock.json) into tests/mcp/node_modules, along
+# with the reference servers host/tests/all/mcp_client.rs drives
+# (`@modelcontextprotocol/server-filesystem` and `server-everything`; their
+# directory is exported as LONGHAND_MCP_SERVERS). The venv also runs the test
+# servers in tests/mcp/servers.
 #
-# Idempotent. Needs python3 (3.10+) with venv and pip, node 18+ and npm.
+# Idempotent. Needs python3 (3.10+) with venv and pip, node 20+ and npm.
 # Progress goes to stderr; stdout carries only the `export` lines for the
 # tests, so CI runs: eval "$(bash .ci/setup-mcp.sh)"
 set -euo pipefail
@@ -32,3 +36,4 @@ venv=tests/mcp/.venv
 
 echo "export LONGHAND_MCP_PYTHON=$PWD/$venv/bin/python"
 echo "export LONGHAND_MCP_NODE=$(command -v node || echo node)"
+echo "export LONGHAND_MCP_SERVERS=$PWD/tests/mcp/node_modules/@modelcontextprotocol"

@@ -122,6 +122,9 @@ pub enum AgentError {
     /// The plan file is invalid or names what the agent does not have.
     #[error("{0}")]
     Plan(String),
+    /// An `[[mcp]]` server cannot be granted, started or listed.
+    #[error("{0}")]
+    Mcp(String),
     /// `only` names a tool the component does not offer.
     #[error(
         "tool {}: `only` names `{}`, which this component does not offer; it offers: {offered}",

@@ -77,9 +77,10 @@ impl<'h> Launcher<'h> {
     }
 
     fn parts(&self, agent: BoundAgent, kit: Kit) -> Parts<'h> {
-        // The registry: the agent's components first, then the host's own
+        // The registry: the agent's components first, its MCP servers, then the host's own
         // toolsets, in the order the model reads them.
         let mut sets = crate::tools::component::sets(&agent);
+        sets.extend(crate::tools::mcp::sets(&agent));
         sets.extend(crate::host_tools::sets());
         let offer = crate::tools::Offer {
             frozen: &agent.frozen,

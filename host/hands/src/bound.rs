@@ -123,6 +123,79 @@ pub(crate) fn describe(mut info: wit::ComponentInfo) -> Result<wit::ComponentInf
     Ok(info)
 }
 
+/// Every character shown as an escape rather than as itself, as sorted,
+/// disjoint, inclusive ranges of code points (newline and tab are not in
+/// it: they lay text out visibly). `host/src/cli/term.rs`'s module docs give each row's reason.
+pub const HIDDEN: &[(u32, u32)] = &[
+    (0x0000, 0x0008),   // C0 controls before tab
+    (0x000b, 0x001f),   // C0 controls after newline (CR, ESC, …)
+    (0x007f, 0x009f),   // DEL and C1 controls (U+009B is an 8-bit CSI)
+    (0x00ad, 0x00ad),   // soft hyphen
+    (0x034f, 0x034f),   // combining grapheme joiner
+    (0x061c, 0x061c),   // Arabic letter mark (bidi)
+    (0x115f, 0x1160),   // Hangul choseong and jungseong fillers
+    (0x17b4, 0x17b5),   // Khmer inherent vowels (invisible)
+    (0x180b, 0x180f),   // Mongolian variation selectors and vowel separator
+    (0x200b, 0x200f),   // zero-width space, ZWNJ, ZWJ, LRM, RLM
+    (0x2028, 0x202e),   // line/paragraph separators, bidi embeddings and overrides
+    (0x2060, 0x206f),   // word joiner, invisible operators, bidi isolates, deprecated controls
+    (0x3164, 0x3164),   // Hangul filler
+    (0xfe00, 0xfe0f),   // variation selectors
+    (0xfeff, 0xfeff),   // zero-width no-break space (BOM)
+    (0xffa0, 0xffa0),   // halfwidth Hangul filler
+    (0xfff9, 0xfffb),   // interlinear annotation controls
+    (0x1bca0, 0x1bca3), // shorthand format controls
+    (0x1d173, 0x1d17a), // musical symbol format controls
+    (0xe0000, 0xe007f), // tag characters
+    (0xe0100, 0xe01ef), // variation selectors supplement
+];
+
+/// Whether `c` is in [`HIDDEN`]: shown as an escape, never as itself
+/// (newline and tab are shown as themselves).
+pub fn is_hidden(c: char) -> bool {
+    let c = u32::from(c);
+    HIDDEN
+        .binary_search_by(|&(lo, hi)| {
+            if hi < c {
+                std::cmp::Ordering::Less
+            } else if lo > c {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
+        .is_ok()
+}
+
+/// `text` with every [`HIDDEN`] character and every newline shown as a
+/// visible escape (`\x1b`, `\u{202e}`, `\n`), cut to `limit` bytes: text
+/// someone else wrote, placed where a model reads it as the host's (an MCP
+/// server's tool description), so it cannot hide instructions in
+/// invisible characters or reorder what a person reviewing it sees.
+pub fn visible(text: &str, limit: usize) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(text.len().min(limit) + 16);
+    for (at, c) in text.char_indices() {
+        let before = out.len();
+        if c == '\n' {
+            out.push_str("\\n");
+        } else if !is_hidden(c) {
+            out.push(c);
+        } else if c <= '\u{7f}' {
+            let _ = write!(out, "\\x{:02x}", u32::from(c));
+        } else {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        }
+        if out.len() > limit {
+            // Never half an escape: the character that crossed goes whole.
+            out.truncate(before);
+            out.push_str(&format!(" … [{} bytes dropped]", text.len() - at));
+            break;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,6 +24,7 @@ mod exec;
 mod fs;
 pub mod grants;
 mod kept;
+pub mod mcp;
 mod net;
 mod process;
 pub mod programs;

@@ -200,11 +200,7 @@ pub(crate) async fn run(
                 .into(),
         ));
     }
-    let mut system = confined::system_paths();
-    system.extend(grant.toolchains.iter().cloned());
-    if !system.iter().any(|s| program.file.starts_with(s)) {
-        system.push(program.file.clone());
-    }
+    let system = system_view(&grant.toolchains, program);
     let spill = Spill::open(
         spill_grant(&grant.dirs, &cwd).as_ref(),
         grant.limits.file_size,
@@ -216,15 +212,7 @@ pub(crate) async fn run(
         cwd,
         env: grant.env.clone(),
         stdin: command.stdin,
-        mounts: grant
-            .dirs
-            .iter()
-            .map(|d| view::Mount {
-                host: d.host_path().to_owned(),
-                guest: PathBuf::from(d.guest_path()),
-                writable: d.access() == Access::ReadWrite,
-            })
-            .collect(),
+        mounts: mounts(&grant.dirs),
         system,
         limits,
         spill: spill.as_ref().map(|s| s.files.clone()),
@@ -276,6 +264,29 @@ pub(crate) async fn run(
             .map(|l| l.replace('_', "-"))
             .collect(),
     })
+}
+
+/// The read-only host paths a granted program sees at their own paths:
+/// the system's, the toolchains, and the program itself.
+pub(crate) fn system_view(toolchains: &[PathBuf], program: &ProgramGrant) -> Vec<PathBuf> {
+    let mut system = confined::system_paths();
+    system.extend(toolchains.iter().cloned());
+    if !system.iter().any(|s| program.file.starts_with(s)) {
+        system.push(program.file.clone());
+    }
+    system
+}
+
+/// Directory grants as the view mounts them: each at its guest path,
+/// writable only where granted so.
+pub(crate) fn mounts(dirs: &[DirGrant]) -> Vec<view::Mount> {
+    dirs.iter()
+        .map(|d| view::Mount {
+            host: d.host_path().to_owned(),
+            guest: PathBuf::from(d.guest_path()),
+            writable: d.access() == Access::ReadWrite,
+        })
+        .collect()
 }
 
 /// The grant the whole output of a cut stream is saved in: the one

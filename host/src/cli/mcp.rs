@@ -19,7 +19,12 @@ use longhand_hands::{Hands, HandsConfig};
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("transport").required(true).args(["stdio", "http"])))]
 #[command(group(clap::ArgGroup::new("tools").required(true).args(["agent", "tool"])))]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct McpArgs {
+    /// An agent's own MCP servers (`[[mcp]]`): list them, approve changed
+    /// tool definitions.
+    #[command(subcommand)]
+    action: Option<McpAction>,
     /// Speak MCP on stdin/stdout (one JSON-RPC message per line).
     #[arg(long)]
     stdio: bool,
@@ -52,6 +57,29 @@ pub struct McpArgs {
     grants: Box<GrantFlags>,
 }
 
+/// What `longhand mcp` does with an agent's `[[mcp]]` servers.
+#[derive(Debug, clap::Subcommand)]
+enum McpAction {
+    /// Start each `[[mcp]]` server of AGENT under its grants and list its
+    /// tools: hash, effect, and whether the definition is the approved one.
+    List {
+        /// The agent's directory or agent.toml.
+        agent: PathBuf,
+        /// One JSON object per tool.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Accept every tool definition server NAME offers now (review them
+    /// with `mcp list` first): written to longhand.mcp.lock beside the
+    /// agent; held tools are offered from the next session (or resume).
+    Approve {
+        /// The agent's directory or agent.toml.
+        agent: PathBuf,
+        /// The server's `name` in `[[mcp]]`.
+        name: String,
+    },
+}
+
 fn no_grant_flags(g: &GrantFlags) -> bool {
     g.dirs.is_empty()
         && g.mounts.is_empty()
@@ -80,6 +108,15 @@ fn for_exit_code(error: ToolboxError) -> anyhow::Error {
 }
 
 pub async fn mcp(args: McpArgs) -> anyhow::Result<Outcome> {
+    match &args.action {
+        Some(McpAction::List { agent, json }) => {
+            return super::mcp_client::list(agent, *json).await;
+        }
+        Some(McpAction::Approve { agent, name }) => {
+            return super::mcp_client::approve(agent, name).await;
+        }
+        None => {}
+    }
     if args.agent.is_some() && !no_grant_flags(&args.grants) {
         return Err(usage(
             "grant flags go with --tool; an agent's grants are in its agent.toml",

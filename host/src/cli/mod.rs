@@ -14,6 +14,8 @@ mod dist;
 mod env;
 #[cfg(feature = "mcp")]
 mod mcp;
+#[cfg(feature = "mcp")]
+mod mcp_client;
 mod memory;
 mod plan;
 mod run;

@@ -92,6 +92,7 @@ mod layout;
 mod lease;
 mod limits;
 mod mcp;
+mod mcp_client;
 mod memory;
 mod plan;
 mod printed;

@@ -34,6 +34,12 @@ pub(crate) struct BoundComponent {
 #[derive(Clone)]
 pub struct BoundAgent {
     pub(crate) frozen: Frozen,
+    /// Its `[[mcp]]` servers (not started until a call needs one), each
+    /// with the tools it is offered, in `frozen.mcp`'s order.
+    pub(crate) mcp: Vec<(
+        Arc<longhand_hands::mcp::Server>,
+        Vec<super::mcp::FrozenMcpTool>,
+    )>,
     pub(crate) components: Vec<BoundComponent>,
     pub(crate) tools: BTreeMap<String, BoundTool>,
     pub(crate) defs: Vec<ToolDef>,
@@ -249,8 +255,16 @@ pub async fn bind(
             grants,
         });
     }
+    let mut mcp = Vec::new();
+    for server in &frozen.mcp {
+        let bound = super::mcp::bind_server(server, &frozen.base_dir, lookup)
+            .await
+            .map_err(AgentError::Mcp)?;
+        mcp.push(bound);
+    }
     Ok(BoundAgent {
         frozen,
+        mcp,
         components,
         tools,
         defs,

@@ -133,6 +133,27 @@ impl AgentConfig {
                 ));
             }
         }
+        let prefixes: std::collections::BTreeSet<String> = self
+            .tools
+            .iter()
+            .map(|t| super::bind::prefix_of(&t.component))
+            .chain(["memory", "skill", "delegate"].map(String::from))
+            .collect();
+        let mut servers = std::collections::BTreeSet::new();
+        for server in &self.mcp {
+            server.check()?;
+            if prefixes.contains(&server.name) || !servers.insert(server.name.clone()) {
+                return Err(format!(
+                    "[[mcp]] `{}`: the name is already taken by a tool, a host tool or another \
+                     server; give each a name of its own",
+                    server.name
+                ));
+            }
+            for program in &server.programs {
+                longhand_hands::programs::check_name(program)
+                    .map_err(|e| format!("[[mcp]] `{}`: {e}", server.name))?;
+            }
+        }
         Ok(())
     }
 

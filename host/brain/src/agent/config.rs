@@ -105,6 +105,10 @@ pub struct AgentConfig {
     /// agent (see [`super::trigger`]).
     #[serde(default)]
     pub triggers: Vec<super::trigger::TriggerConfig>,
+    /// `[[mcp]]`: external MCP servers whose tools the agent uses, each
+    /// under its grants (see [`super::mcp`]). Default none.
+    #[serde(default)]
+    pub mcp: Vec<McpConfig>,
 }
 
 /// `[agents.<name>]`: a child agent and the budget slice each child
@@ -623,7 +627,176 @@ impl ToolConfig {
     }
 }
 
-mod opt_duration_text {
+/// Default time one call of a server's tool may take.
+pub const DEFAULT_MCP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One `[[mcp]]` table: an external MCP server and its grants (see
+/// [`super::mcp`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// The server's name: its tools are `<name>__<tool>`.
+    pub name: String,
+    /// A stdio server: the program and its arguments. `command[0]` must be
+    /// one of `programs`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// A Streamable HTTP server's endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Programs a stdio server may run, as for `exec`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<String>,
+    /// Directories a stdio server sees (and is offered as roots).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dirs: Vec<DirConfig>,
+    /// Environment variables passed to a stdio server.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    /// Directories a stdio server sees read-only at their own paths (a
+    /// `node_modules`, a toolchain).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toolchains: Vec<PathBuf>,
+    /// Only offer these of its tools. Default all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<Vec<String>>,
+    /// Secrets the host sends to an HTTP server (`ENV_VAR@HOST[:HEADER]`;
+    /// `Authorization: Bearer …` by default).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
+    /// Hosts an HTTP server may also be reached at, beyond its URL's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_hosts: Vec<String>,
+    /// Time one call may take. Default 60 s.
+    #[serde(default, with = "opt_duration_text")]
+    pub timeout: Option<Duration>,
+    /// Bytes of a result given to the model. Default 1 MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output: Option<u64>,
+    /// Address space of each process of a stdio server, MiB. Default 8192.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_memory_mib: Option<u64>,
+    /// Processes a stdio server may have at once. Default 256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
+    /// Offer a stdio server its `dirs` as MCP roots (their guest paths).
+    /// Default true. Roots are advice to the server; the sandbox is what
+    /// holds it to its grant either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roots: Option<bool>,
+}
+
+impl McpConfig {
+    /// The form checks: a name, one transport, fields that fit it.
+    pub fn check(&self) -> Result<(), String> {
+        let at = format!("[[mcp]] `{}`", longhand_hands::bound::name(&self.name));
+        if self.name.is_empty()
+            || self.name.len() > 32
+            || self.name.contains("__")
+            || !self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(format!(
+                "{at}: `name` is 1 to 32 letters, digits, `_` or `-` (no `__`): its tools are \
+                 named `<name>__<tool>`"
+            ));
+        }
+        match (self.command.is_empty(), &self.url) {
+            (true, None) => {
+                return Err(format!(
+                    "{at}: give `command = [\"program\", \"arg\", …]` (a stdio server) or `url = \
+                     \"https://…/mcp\"` (Streamable HTTP)"
+                ));
+            }
+            (false, Some(_)) => {
+                return Err(format!("{at}: give `command` or `url`, not both"));
+            }
+            (false, None) => {
+                if !self.secrets.is_empty() || !self.allow_hosts.is_empty() {
+                    return Err(format!(
+                        "{at}: a stdio server runs with no network, so `secrets` and \
+                         `allow_hosts` do not apply; an HTTP server is given by `url`"
+                    ));
+                }
+                let first = &self.command[0];
+                let named = |p: &String| {
+                    p == first
+                        || Path::new(p).file_name().and_then(|n| n.to_str()) == Some(first.as_str())
+                        || Path::new(first).file_name() == Path::new(p).file_name()
+                            && Path::new(first).is_absolute()
+                };
+                if !self.programs.iter().any(named) {
+                    return Err(format!(
+                        "{at}: `command` starts with `{}`, which is not in `programs`; grant it: \
+                         programs = [\"{}\"]",
+                        longhand_hands::bound::name(first),
+                        longhand_hands::bound::name(first)
+                    ));
+                }
+            }
+            (true, Some(url)) => {
+                let parsed = reqwest::Url::parse(url)
+                    .map_err(|e| format!("{at}: `url` {url:?} is not a URL: {e}"))?;
+                if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+                    return Err(format!(
+                        "{at}: `url` must be http:// or https:// with a host, e.g. \
+                         https://mcp.example.com/mcp"
+                    ));
+                }
+                if !self.programs.is_empty()
+                    || !self.dirs.is_empty()
+                    || !self.env.is_empty()
+                    || !self.toolchains.is_empty()
+                {
+                    return Err(format!(
+                        "{at}: `programs`, `dirs`, `env` and `toolchains` are for a stdio server \
+                         (`command`); an HTTP server runs elsewhere"
+                    ));
+                }
+            }
+        }
+        if self.timeout.is_some_and(|t| t.is_zero()) {
+            return Err(format!("{at}: `timeout` must be above zero"));
+        }
+        Ok(())
+    }
+
+    /// The grant, as a component's would be written.
+    pub fn grant_spec(&self, base: &Path) -> Result<GrantSpec, String> {
+        let mut hosts = self.allow_hosts.clone();
+        if let Some(url) = &self.url
+            && let Ok(url) = reqwest::Url::parse(url)
+            && let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default())
+        {
+            hosts.push(format!("{host}:{port}"));
+        }
+        Ok(GrantSpec {
+            digest: None,
+            dirs: self
+                .dirs
+                .iter()
+                .map(|d| d.spec(base))
+                .collect::<Result<_, _>>()
+                .map_err(|e| e.to_string())?,
+            hosts,
+            env: self.env.clone(),
+            secrets: self.secrets.clone(),
+            programs: self.programs.clone(),
+            toolchains: self.toolchains.clone(),
+            limits: LimitSpec {
+                timeout: Some(self.timeout.unwrap_or(DEFAULT_MCP_TIMEOUT)),
+                max_output: self.max_output,
+                command_memory_mib: self.command_memory_mib,
+                processes: self.processes,
+                ..LimitSpec::default()
+            },
+        })
+    }
+}
+
+pub(crate) mod opt_duration_text {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};

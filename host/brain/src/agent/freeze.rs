@@ -57,6 +57,25 @@ async fn freeze_one(
             .map_err(|e| AgentError::Plan(e.to_string()))?;
     }
     let plan = freeze_plan(hands, config, &base_dir, &tools).await?;
+    let mut mcp = Vec::new();
+    for server in &config.mcp {
+        let mut server = server.clone();
+        for dir in &mut server.dirs {
+            if dir.host_text().contains(RUN_PLACEHOLDER) {
+                *dir = dir.with_run(run_dir);
+                let host = dir.host_text();
+                std::fs::create_dir_all(base_dir.join(&host))
+                    .map_err(|source| AgentError::RunDir { path: host, source })?;
+            }
+        }
+        let (frozen, notes) = super::mcp::freeze_server(&server, &base_dir, lookup)
+            .await
+            .map_err(AgentError::Mcp)?;
+        for note in notes {
+            tracing::warn!("{note}");
+        }
+        mcp.push(frozen);
+    }
     Ok(Frozen {
         name: config.name.clone(),
         instructions,
@@ -76,6 +95,7 @@ async fn freeze_one(
         depth: 0,
         skills,
         prices: BTreeMap::new(),
+        mcp,
     })
 }
 

@@ -73,6 +73,10 @@ pub struct Frozen {
     /// session's past cost. Empty when none is known.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub prices: BTreeMap<String, ModelPrice>,
+    /// External MCP servers, each with its grants as pinned and the tool
+    /// definitions approved when the session started.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp: Vec<super::mcp::FrozenMcp>,
 }
 
 impl Frozen {

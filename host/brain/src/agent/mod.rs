@@ -18,8 +18,9 @@
 //! [`ConfigError`]) at the bottom; `check` (loading and checking a file)
 //! on it; `frontmatter` (a strict reader, importing nothing) and
 //! `skills::types` beside it; [`frozen`] on `config` and `skills::types`;
-//! [`attenuation`] and [`bind`](fn@bind) (loading a frozen agent's
-//! tools) on `frozen`; `skill_tool` on `skills::types`; the rest of
+//! [`mcp`] (an `[[mcp]]` server's grants, its pinned definitions) on
+//! `config`; [`attenuation`] and [`bind`](fn@bind) (loading a frozen
+//! agent's tools) on `frozen` and `mcp`; `skill_tool` on `skills::types`; the rest of
 //! [`skills`] (parse, discover, check) on `frontmatter` and
 //! `attenuation`; [`freeze`] on all of these (`bind`'s naming rules
 //! included); this door last.
@@ -36,6 +37,7 @@ pub mod cron;
 pub(crate) mod freeze;
 mod frontmatter;
 pub mod frozen;
+pub mod mcp;
 mod skill_tool;
 pub mod skills;
 pub mod trigger;

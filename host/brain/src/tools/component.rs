@@ -12,7 +12,7 @@ use super::{CallCx, Offer, Offered, Outcome, Registered, Toolset};
 use crate::agent::bind::BoundAgent;
 use crate::agent::frozen::Frozen;
 use crate::model::ToolDef;
-use longhand_hands::{CallError, Grants, LoadedTool, ToolSpec};
+use longhand_hands::{Grants, LoadedTool, ToolSpec};
 
 /// One bound component.
 struct Component {
@@ -95,26 +95,8 @@ impl Toolset for Component {
             .call(&self.loaded, &self.grants, &tool.tool, input)
             .await;
         let receipt = trim_receipt(serde_json::to_value(&outcome.receipt).unwrap_or_default());
-        match outcome.result {
-            Ok(output) => Outcome {
-                ok: true,
-                result: output.to_string().into_bytes(),
-                receipt,
-            },
-            Err(error) => Outcome {
-                ok: false,
-                result: serde_json::json!({ "error": error_value(&error) })
-                    .to_string()
-                    .into_bytes(),
-                receipt,
-            },
-        }
+        Outcome::of(outcome.result, receipt)
     }
-}
-
-fn error_value(error: &CallError) -> Value {
-    serde_json::to_value(error)
-        .unwrap_or_else(|_| serde_json::json!({"message": error.to_string()}))
 }
 
 /// The most a trimmed receipt takes in `tool_finished`, as JSON: about

@@ -3,7 +3,7 @@
 //!
 //! A [`Toolset`] is one place tools come from — a component
 //! ([`component`]), a tool the host serves itself (`host_tools`: memory,
-//! skills, delegate) and, later, an external MCP server. Each says which of
+//! skills, delegate) and an external MCP server ([`mcp`]). Each says which of
 //! its tools this agent is offered and with what effect, what a call is
 //! recorded under, what its approval fingerprint covers, and runs a call.
 //! The [`Registry`] is built once per runner from the toolsets (by the
@@ -14,6 +14,7 @@
 //! and one line where the launcher lists the sources.
 
 pub mod component;
+pub mod mcp;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -78,6 +79,31 @@ pub struct Outcome {
     pub ok: bool,
     pub result: Vec<u8>,
     pub receipt: Value,
+}
+
+impl Outcome {
+    /// A call's result as the registry records it: the output, or
+    /// `{"error": …}` (the hands' error as JSON), with its receipt.
+    pub fn of(result: Result<Value, longhand_hands::CallError>, receipt: Value) -> Self {
+        match result {
+            Ok(output) => Outcome {
+                ok: true,
+                result: output.to_string().into_bytes(),
+                receipt,
+            },
+            Err(error) => Outcome {
+                ok: false,
+                result: serde_json::json!({
+                    "error": serde_json::to_value(&error).unwrap_or_else(
+                        |_| serde_json::json!({"message": error.to_string()})
+                    )
+                })
+                .to_string()
+                .into_bytes(),
+                receipt,
+            },
+        }
+    }
 }
 
 /// One place tools come from.

@@ -182,8 +182,32 @@ pub fn available() -> Result<(), String> {
     }
 }
 
-/// Run `spec` to its end or its wall limit.
-pub async fn run(spec: &Spec) -> Result<Outcome, ConfinedError> {
+/// A confined program that was started: its process (the keeper of its
+/// tree, see [`super::tree`]) and the per-run `/tmp` it sees, removed when
+/// this is dropped. Dropping it kills the whole tree.
+pub struct Started {
+    /// The process; its stdin, stdout and stderr are as the caller asked.
+    pub child: tokio::process::Child,
+    /// The run's `/tmp` on the host side.
+    _tmp: tempfile::TempDir,
+}
+
+/// How a started program's standard streams are connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pipes {
+    /// stdin piped when `spec.stdin` is given (else empty), stdout and
+    /// stderr piped: a run to its end ([`run`]).
+    Run,
+    /// All three piped: a program the caller talks to for as long as it
+    /// lives (an MCP server speaking on stdin and stdout).
+    Talk,
+}
+
+/// Start `spec` confined (everything [`run`] gives but the wall limit and
+/// the output bounds, which are the caller's when it talks to the program
+/// itself). The tree dies when the returned [`Started`] is dropped, and
+/// when the harness dies.
+pub async fn start(spec: &Spec, pipes: Pipes) -> Result<Started, ConfinedError> {
     available().map_err(ConfinedError::Unavailable)?;
     let tmp = tempfile::Builder::new()
         .prefix("longhand-exec-")
@@ -223,7 +247,7 @@ pub async fn run(spec: &Spec) -> Result<Outcome, ConfinedError> {
         .args(&spec.args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(if spec.stdin.is_some() {
+        .stdin(if spec.stdin.is_some() || pipes == Pipes::Talk {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -238,8 +262,7 @@ pub async fn run(spec: &Spec) -> Result<Outcome, ConfinedError> {
     plan.apply_in_child(&mut command);
     limit_in_child(&mut command, &spec.limits);
     ruleset.apply_in_child(&mut command);
-    let started = Instant::now();
-    let mut child = tree::spawn(command)
+    let child = tree::spawn(command)
         .await
         .map_err(|source| match source.raw_os_error() {
             Some(tree::PROCESSES_UNBOUNDED) => ConfinedError::Unavailable(
@@ -256,6 +279,14 @@ pub async fn run(spec: &Spec) -> Result<Outcome, ConfinedError> {
         })?;
     drop(ruleset);
     drop(plan);
+    Ok(Started { child, _tmp: tmp })
+}
+
+/// Run `spec` to its end or its wall limit.
+pub async fn run(spec: &Spec) -> Result<Outcome, ConfinedError> {
+    // The run's /tmp lives until the run is over.
+    let Started { mut child, _tmp } = start(spec, Pipes::Run).await?;
+    let started = Instant::now();
     if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
         tokio::spawn(async move {
             // A program that does not read its stdin closes the pipe: fine.
