@@ -784,3 +784,58 @@ fn mcp_tables_are_checked_at_start() {
         assert!(out.stderr.contains(says), "{table}: {}", out.stderr);
     }
 }
+
+#[test]
+fn a_call_past_its_timeout_tells_the_server_to_stop_and_approvals_hold_its_writes() {
+    let calls = TempDir::new().expect("tempdir");
+    let record = calls.path().join("calls.log");
+    let agent = Agent::new(&format!(
+        "{}env = [\"HOSTILE_LOG\"]\ndirs = [\"{}:/calls:rw\"]\ntimeout = \"2s\"\n",
+        hostile("slow", "", ""),
+        calls.path().display()
+    ));
+    let (out, session) = agent.run(&[
+        tool_turn(
+            "sleep",
+            vec![call("c1", "x__sleep", json!({"seconds": 30}))],
+            10,
+            10,
+        ),
+        text_turn("done", 10, 10),
+    ]);
+    out.expect_code(0);
+    let (_, ok, text) = result(&agent.results(&session), "c1");
+    assert!(!ok && text.contains("no answer within 2s"), "{text}");
+    // The server was told (`notifications/cancelled`) and never answered.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let log = std::fs::read_to_string(&record).unwrap_or_default();
+        if log.contains("cancelled") {
+            assert!(!log.contains("done"), "{log}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no cancellation reached the server: {log}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // `[approve] x = "writes"` holds the server's write (no annotations),
+    // as for any tool: the session pauses before it runs.
+    let held = Agent::new(&format!(
+        "[approve]\nx = \"writes\"\n\n{}",
+        hostile("slow", "", "")
+    ));
+    let (out, session) = held.run(&[
+        tool_turn(
+            "sleep",
+            vec![call("c1", "x__sleep", json!({"seconds": 0}))],
+            10,
+            10,
+        ),
+        text_turn("done", 10, 10),
+    ]);
+    assert_ne!(out.code, Some(0), "{}", out.stderr);
+    assert!(held.results(&session).is_empty(), "the held write ran");
+}
