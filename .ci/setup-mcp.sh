@@ -18,7 +18,9 @@ MCP_PY_VERSION=2.3.0
 venv=tests/mcp/.venv
 
 {
-    if [ ! -x "$venv/bin/python" ]; then
+    # A venv cut off while it was made (no pip in it) is made again.
+    if ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
+        rm -rf "$venv"
         # Debian's own python3 keeps venv (ensurepip) in a package of its own.
         if ! python3 -m venv "$venv"; then
             rm -rf "$venv"

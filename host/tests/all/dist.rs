@@ -1130,8 +1130,33 @@ fn registry_credentials_go_only_to_the_registrys_origin_or_an_allowed_one() {
     clippy::zombie_processes,
     reason = "the child is reaped by wait4 (for its rusage), which `Child` does not see"
 )]
-fn run_measured(mut cmd: Command) -> (Option<i32>, String, u64) {
+fn run_measured(cmd: Command) -> (Option<i32>, String, u64) {
     use std::os::unix::process::ExitStatusExt;
+    // The command's own peak, not the test process's: a child started
+    // from this (large, many-threaded) process inherits its high-water RSS
+    // at exec (the kernel keeps the old mm's peak), so `wait4` on it would
+    // report whatever the busiest test beside it reached. A small Python
+    // process starts the command instead and reports its child's peak.
+    let report = tempfile::NamedTempFile::new().unwrap();
+    let mut wrapper = Command::new("/usr/bin/python3");
+    wrapper.env_clear().arg("-c").arg(
+        "import os, sys\n\
+         pid = os.fork()\n\
+         if pid == 0:\n    os.execv(sys.argv[2], sys.argv[2:])\n\
+         _, status, usage = os.wait4(pid, 0)\n\
+         open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n\
+         sys.exit(os.waitstatus_to_exitcode(status) % 256)\n",
+    );
+    wrapper
+        .arg(report.path())
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (key, value) in cmd.get_envs() {
+        if let Some(value) = value {
+            wrapper.env(key, value);
+        }
+    }
+    let mut cmd = wrapper;
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -1162,18 +1187,16 @@ fn run_measured(mut cmd: Command) -> (Option<i32>, String, u64) {
         }
     });
     let mut status = 0;
-    // SAFETY: an all-zero rusage is valid; wait4 fills it.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waiting on our own child with valid pointers.
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    // SAFETY: waiting on our own child with a valid status pointer.
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, std::ptr::null_mut()) };
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     assert_eq!(waited, pid);
     let status = std::process::ExitStatus::from_raw(status);
-    (
-        status.code(),
-        reader.join().unwrap(),
-        usage.ru_maxrss as u64,
-    )
+    let peak = std::fs::read_to_string(report.path())
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(u64::MAX);
+    (status.code(), reader.join().unwrap(), peak)
 }
 
 #[test]
