@@ -721,13 +721,7 @@ impl McpConfig {
                     ));
                 }
                 let first = &self.command[0];
-                let named = |p: &String| {
-                    p == first
-                        || Path::new(p).file_name().and_then(|n| n.to_str()) == Some(first.as_str())
-                        || Path::new(first).file_name() == Path::new(p).file_name()
-                            && Path::new(first).is_absolute()
-                };
-                if !self.programs.iter().any(named) {
+                if !self.programs.iter().any(|p| names_program(first, p)) {
                     return Err(format!(
                         "{at}: `command` starts with `{}`, which is not in `programs`; grant it: \
                          programs = [\"{}\"]",
@@ -794,6 +788,18 @@ impl McpConfig {
             },
         })
     }
+}
+
+/// Whether a stdio server's `command[0]` names the `programs` entry
+/// `entry`: the entry itself, its file name (`node` for `/usr/bin/node`),
+/// or an absolute path with the entry's file name. The one rule the check
+/// and the server's start both use, so the program started is the one
+/// the check found.
+pub fn names_program(first: &str, entry: &str) -> bool {
+    first == entry
+        || Path::new(entry).file_name().and_then(|n| n.to_str()) == Some(first)
+        || Path::new(first).is_absolute()
+            && Path::new(first).file_name() == Path::new(entry).file_name()
 }
 
 pub(crate) mod opt_duration_text {

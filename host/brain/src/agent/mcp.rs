@@ -44,7 +44,12 @@ pub fn server_spec(config: &McpConfig, grants: &Grants) -> ServerSpec {
                 .programs
                 .iter()
                 .find(|p| p.answers_to(first))
-                .or_else(|| grants.programs.first())
+                .or_else(|| {
+                    grants
+                        .programs
+                        .iter()
+                        .find(|p| super::config::names_program(first, &p.name))
+                })
                 .cloned()
                 .expect("checked: command[0] is a granted program");
             let mut env: Vec<(String, String)> = grants
@@ -393,4 +398,27 @@ pub async fn list_server(
         .map_err(|e| format!("[[mcp]] `{}`: {e}", config.name))?;
     let server = Server::new(server_spec(&config, &grants));
     server.tools().await.map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_program_started_is_the_one_command_names_among_several() {
+        let config: McpConfig = toml::from_str(
+            "name = \"s\"\ncommand = [\"sh\", \"-c\", \"true\"]\nprograms = [\"/bin/ls\", \"/bin/sh\"]\n",
+        )
+        .unwrap();
+        config.check().unwrap();
+        let grants = config
+            .grant_spec(Path::new("/"))
+            .unwrap()
+            .resolve(Path::new("/"), |_| None)
+            .unwrap();
+        let Transport::Stdio(stdio) = server_spec(&config, &grants).transport else {
+            panic!("a stdio server");
+        };
+        assert_eq!(stdio.program.name, "/bin/sh");
+    }
 }
