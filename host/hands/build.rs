@@ -1,7 +1,15 @@
-//! Builds the built-in tool components (`tools/fs`, `tools/http`,
-//! `tools/json`) for `wasm32-wasip2` and copies them into `OUT_DIR` as
-//! `fs.wasm`, `http.wasm` and `json.wasm`, for `src/builtin.rs` to
-//! `include_bytes!`.
+//! Builds the built-in tool components (`tools/exec`, `tools/fs`,
+//! `tools/http`, `tools/json`, `tools/postgres`, `tools/sqlite`) for
+//! `wasm32-wasip2` and copies them into `OUT_DIR` as `<name>.wasm`, for
+//! `src/builtin.rs` to `include_bytes!`.
+//!
+//! `sqlite` carries the SQLite engine, which is C: it needs a C compiler
+//! that targets wasm32 and the WASI libc headers (Debian: `apt-get install
+//! clang wasi-libc`; or a wasi-sdk named by `WASI_SDK_PATH`). Without them
+//! the other built-ins are still built and `sqlite` is left out with a
+//! warning (the binary then says how to get it), unless
+//! `LONGHAND_REQUIRE_EXTERNAL` is set, as in CI, where its absence fails
+//! the build.
 //!
 //! The guests are built by a nested `cargo build`, as wasmtime's
 //! `crates/test-programs/artifacts/build.rs` does, with three precautions:
@@ -38,7 +46,10 @@ const TARGET: &str = "wasm32-wasip2";
 
 /// Built-in tools: the folder under `tools/` is the component name, and the
 /// package is `longhand-tool-<name>`.
-const TOOLS: &[&str] = &["exec", "fs", "http", "json"];
+const TOOLS: &[&str] = &["exec", "fs", "http", "json", "postgres"];
+
+/// The built-in whose engine is C (see the module docs).
+const C_TOOL: &str = "sqlite";
 
 fn main() -> ExitCode {
     match run() {
@@ -72,10 +83,33 @@ fn run() -> Result<(), String> {
         .unwrap_or_else(|| workspace.join("target").join("wasm-guests"));
 
     ensure_target()?;
-    build(&workspace, &target_dir)?;
+    build(&workspace, &target_dir, TOOLS, &[])?;
+    println!("cargo::rustc-check-cfg=cfg(longhand_sqlite)");
+    for var in ["WASI_SDK_PATH", "WASI_SYSROOT", "LONGHAND_REQUIRE_EXTERNAL"] {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+    let mut built: Vec<&str> = TOOLS.to_vec();
+    let c_built = match wasm_c_compiler() {
+        Ok(cc) => build(&workspace, &target_dir, &[C_TOOL], &cc),
+        Err(missing) => Err(missing),
+    };
+    match c_built {
+        Ok(()) => {
+            println!("cargo:rustc-cfg=longhand_sqlite");
+            built.push(C_TOOL);
+        }
+        Err(why) if env::var_os("LONGHAND_REQUIRE_EXTERNAL").is_some() => {
+            return Err(format!(
+                "the built-in `{C_TOOL}` tool cannot be built and LONGHAND_REQUIRE_EXTERNAL is set: {why}"
+            ));
+        }
+        Err(why) => {
+            println!("cargo:warning=the built-in `{C_TOOL}` tool is left out of this build: {why}");
+        }
+    }
 
     let release = target_dir.join(TARGET).join("release");
-    for tool in TOOLS {
+    for tool in built {
         let built = release.join(format!("longhand_tool_{tool}.wasm"));
         let bytes =
             std::fs::read(&built).map_err(|e| format!("cannot read {}: {e}", built.display()))?;
@@ -146,15 +180,68 @@ fn target_installed() -> Result<bool, String> {
         .is_dir())
 }
 
-fn build(workspace: &Path, target_dir: &Path) -> Result<(), String> {
+/// A C compiler for wasm32 and the flags that point it at a WASI libc, as
+/// `(variable, value)` pairs for the nested cargo (the `cc` crate reads
+/// `CC_wasm32_wasip2` and `CFLAGS_wasm32_wasip2`). An explicit
+/// `CC_wasm32_wasip2` is taken as it is.
+fn wasm_c_compiler() -> Result<Vec<(String, String)>, String> {
+    println!("cargo:rerun-if-env-changed=CC_wasm32_wasip2");
+    println!("cargo:rerun-if-env-changed=CFLAGS_wasm32_wasip2");
+    if env::var_os("CC_wasm32_wasip2").is_some() {
+        return Ok(Vec::new());
+    }
+    let (clang, sysroot) = if let Some(sdk) = env::var_os("WASI_SDK_PATH") {
+        let sdk = PathBuf::from(sdk);
+        (sdk.join("bin/clang"), sdk.join("share/wasi-sysroot"))
+    } else if let Some(sysroot) = env::var_os("WASI_SYSROOT") {
+        (PathBuf::from("clang"), PathBuf::from(sysroot))
+    } else if Path::new("/usr/include/wasm32-wasi/stdio.h").is_file() {
+        // Debian's and Ubuntu's `wasi-libc` package.
+        (PathBuf::from("clang"), PathBuf::from("/usr"))
+    } else {
+        return Err(
+            "no WASI libc was found (install `clang` and `wasi-libc` with apt-get, \
+                    or set WASI_SDK_PATH to a wasi-sdk), then build again"
+                .to_owned(),
+        );
+    };
+    let works = Command::new(&clang)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !works {
+        return Err(format!(
+            "`{}` cannot be run (install `clang` with apt-get, or set WASI_SDK_PATH to a wasi-sdk), \
+             then build again",
+            clang.display()
+        ));
+    }
+    Ok(vec![
+        ("CC_wasm32_wasip2".to_owned(), clang.display().to_string()),
+        (
+            "CFLAGS_wasm32_wasip2".to_owned(),
+            format!("--target=wasm32-wasi --sysroot={}", sysroot.display()),
+        ),
+    ])
+}
+
+fn build(
+    workspace: &Path,
+    target_dir: &Path,
+    tools: &[&str],
+    extra_env: &[(String, String)],
+) -> Result<(), String> {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace)
         .args(["build", "--release", "--locked", "--target", TARGET])
         .arg("--target-dir")
         .arg(target_dir);
-    for tool in TOOLS {
+    for tool in tools {
         cmd.args(["-p", &format!("longhand-tool-{tool}")]);
+    }
+    for (name, value) in extra_env {
+        cmd.env(name, value);
     }
     cmd.env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "s")
         .env("CARGO_PROFILE_RELEASE_LTO", "true")
@@ -185,7 +272,7 @@ fn build(workspace: &Path, target_dir: &Path) -> Result<(), String> {
         return Err(format!(
             "building the built-in tools for {TARGET} failed ({status}); the errors are above. \
              To see them alone: cargo build --release --target {TARGET} {}",
-            TOOLS
+            tools
                 .iter()
                 .map(|t| format!("-p longhand-tool-{t}"))
                 .collect::<Vec<_>>()

@@ -62,7 +62,9 @@
 //!
 //! Beyond the contract, the SDK offers [`http::fetch`] for tools that talk to
 //! the web (only to hosts the operator granted), [`process::run`] for tools
-//! that run native programs (only programs the operator granted), and
+//! that run native programs (only programs the operator granted),
+//! [`sql::query`] for tools that query a database (only databases the
+//! operator granted, by name; the host holds the credentials), and
 //! [`log`] and [`progress`] for reporting to the host. [`bindings`] holds the raw generated bindings,
 //! including `wasi:http`, for anything the helpers do not cover.
 //!
@@ -104,6 +106,7 @@ mod export;
 mod host;
 pub mod http;
 pub mod process;
+pub mod sql;
 mod tool;
 
 pub use component::{Component, DirAccess, DirRequest, Requests, ToolEntry};

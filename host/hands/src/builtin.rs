@@ -1,5 +1,7 @@
 //! The tool components that ship inside the `longhand` binary: `exec`,
-//! `fs`, `http` and `json` (sources in `tools/`).
+//! `fs`, `http`, `json`, `postgres` and `sqlite` (sources in `tools/`).
+//! `sqlite` is left out of a build made without a C compiler for wasm32
+//! (see `build.rs`); [`unbuilt`] says so to whoever asks for it.
 //!
 //! `host/build.rs` builds them for `wasm32-wasip2` and leaves the `.wasm`
 //! files in `OUT_DIR`; this module only names the bytes. It must not treat
@@ -53,7 +55,31 @@ pub const BUILTINS: &[Builtin] = &[
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/json.wasm")),
         digest: include_str!(concat!(env!("OUT_DIR"), "/json.digest")),
     },
+    Builtin {
+        name: "postgres",
+        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/postgres.wasm")),
+        digest: include_str!(concat!(env!("OUT_DIR"), "/postgres.digest")),
+    },
+    #[cfg(longhand_sqlite)]
+    Builtin {
+        name: "sqlite",
+        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/sqlite.wasm")),
+        digest: include_str!(concat!(env!("OUT_DIR"), "/sqlite.digest")),
+    },
 ];
+
+/// Why the built-in `name` is missing from this binary, when it is one
+/// that a build can leave out.
+pub fn unbuilt(name: &str) -> Option<&'static str> {
+    if name == "sqlite" && builtin(name).is_none() {
+        return Some(
+            "this longhand was built without the built-in `sqlite` tool: no C compiler for \
+             wasm32 was found at build time. Install one (Debian: `apt-get install clang \
+             wasi-libc`; or set WASI_SDK_PATH to a wasi-sdk) and build longhand again",
+        );
+    }
+    None
+}
 
 /// The built-in component called `name`, if there is one.
 pub fn builtin(name: &str) -> Option<&'static Builtin> {
@@ -112,16 +138,27 @@ mod tests {
         }
     }
 
-    /// Only `exec` imports `process`: the SDK's bindings name it for every
-    /// tool, and a tool that never runs a program must not import it.
+    /// Only `exec` imports `process` and only `postgres` imports `sql`:
+    /// the SDK's bindings name both for every tool, and a tool that never
+    /// runs a program or queries a database must not import them.
     #[test]
-    fn only_exec_imports_process() {
+    fn only_exec_imports_process_and_only_postgres_imports_sql() {
         for b in BUILTINS {
             let imports = component::imports_of(b.name, b.wasm).expect("imports");
-            let runs = imports
-                .iter()
-                .any(|(name, _)| name.starts_with("longhand:tool/process@"));
-            assert_eq!(runs, b.name == "exec", "{}: {imports:?}", b.name);
+            let imports_of =
+                |prefix: &str| imports.iter().any(|(name, _)| name.starts_with(prefix));
+            assert_eq!(
+                imports_of("longhand:tool/process@"),
+                b.name == "exec",
+                "{}: {imports:?}",
+                b.name
+            );
+            assert_eq!(
+                imports_of("longhand:tool/sql@"),
+                b.name == "postgres",
+                "{}: {imports:?}",
+                b.name
+            );
         }
     }
 
