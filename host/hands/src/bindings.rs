@@ -10,7 +10,12 @@ wasmtime::component::bindgen!({
     path: "../../wit",
     world: "longhand:tool/command-tool",
     exports: { default: async },
-    imports: { "longhand:tool/process.run": async },
+    imports: {
+        "longhand:tool/process.run": async,
+        "longhand:tool/sql.query": async,
+        "longhand:tool/sql.execute": async,
+        "longhand:tool/sql.schema": async,
+    },
     with: {
         "wasi:http": wasmtime_wasi_http::p2::bindings::http,
         "wasi:io": wasmtime_wasi::p2::bindings::io,

@@ -38,6 +38,8 @@ pub(crate) struct CallState {
     fs: FsState,
     /// What `longhand:tool/process` may run; `None`: nothing.
     process: Option<Arc<ProcessGrant>>,
+    /// What `longhand:tool/sql` may reach; `None`: nothing.
+    sql: Option<Arc<super::sql::SqlGrant>>,
     pub(crate) limiter: Limiter,
     pub(crate) journal: Arc<Mutex<Journal>>,
 }
@@ -203,6 +205,7 @@ pub(crate) struct CallBuilder {
     budget: Arc<HostBudget>,
     tape: Option<Tape>,
     process: Option<Arc<ProcessGrant>>,
+    sql: Option<Arc<super::sql::SqlGrant>>,
 }
 
 impl CallBuilder {
@@ -235,12 +238,18 @@ impl CallBuilder {
             budget,
             tape: None,
             process: None,
+            sql: None,
         }
     }
 
     /// Let the call run `grants`' programs (see [`super::process`]).
     pub(crate) fn process(&mut self, grants: &Grants) {
         self.process = Some(Arc::new(ProcessGrant::new(grants)));
+    }
+
+    /// Let the call reach `grants`' databases (see [`super::sql`]).
+    pub(crate) fn sql(&mut self, grants: &Grants) {
+        self.sql = Some(Arc::new(super::sql::SqlGrant::new(grants)));
     }
 
     /// Record or replay the call's HTTP exchanges on `tape`.
@@ -311,6 +320,7 @@ impl CallBuilder {
             },
             fs: self.fs,
             process: self.process,
+            sql: self.sql,
             limiter: Limiter {
                 memory_limit: self.memory_limit,
                 memory_total: 0,
@@ -475,6 +485,66 @@ impl super::bindings::longhand::tool::process::Host for CallState {
     > {
         super::process::run(self.process.clone(), self.journal.clone(), command).await
     }
+}
+
+impl super::bindings::longhand::tool::sql::Host for CallState {
+    async fn query(
+        &mut self,
+        database: String,
+        statement: String,
+        params: Vec<super::bindings::longhand::tool::sql::Value>,
+        max_rows: u32,
+    ) -> Result<
+        super::bindings::longhand::tool::sql::Rows,
+        super::bindings::longhand::tool::types::ToolError,
+    > {
+        super::sql::query(
+            self.sql.clone(),
+            self.journal.clone(),
+            database,
+            statement,
+            params,
+            max_rows,
+        )
+        .await
+    }
+
+    async fn execute(
+        &mut self,
+        database: String,
+        statement: String,
+        params: Vec<super::bindings::longhand::tool::sql::Value>,
+    ) -> Result<
+        super::bindings::longhand::tool::sql::Changes,
+        super::bindings::longhand::tool::types::ToolError,
+    > {
+        super::sql::execute(
+            self.sql.clone(),
+            self.journal.clone(),
+            database,
+            statement,
+            params,
+        )
+        .await
+    }
+
+    async fn schema(
+        &mut self,
+        database: String,
+    ) -> Result<
+        Vec<super::bindings::longhand::tool::sql::Table>,
+        super::bindings::longhand::tool::types::ToolError,
+    > {
+        super::sql::schema(self.sql.clone(), self.journal.clone(), database).await
+    }
+}
+
+/// Link `longhand:tool/sql`.
+pub(crate) fn link_sql_interface(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    super::bindings::longhand::tool::sql::add_to_linker::<CallState, HasSelf<CallState>>(
+        linker,
+        |s| s,
+    )
 }
 
 /// Link `longhand:tool/process`.

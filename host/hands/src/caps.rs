@@ -122,6 +122,18 @@ pub const CAPABILITIES: &[CapabilityInfo] = &[
         },
     },
     CapabilityInfo {
+        name: "database",
+        interfaces: &["longhand:tool/sql"],
+        grant: "only the databases granted by --database/databases, by name; the host holds \
+                the URL and credentials; read-only transactions unless granted mode=rw",
+        // Only a database granted rw can be written.
+        changes: |g| {
+            g.databases
+                .iter()
+                .any(|d| d.mode == super::sql::DatabaseMode::ReadWrite)
+        },
+    },
+    CapabilityInfo {
         name: "sockets",
         interfaces: &[
             "wasi:sockets/network",
@@ -147,6 +159,17 @@ pub fn can_change_anything(capabilities: &[&str], grants: &Grants) -> bool {
     CAPABILITIES
         .iter()
         .any(|cap| capabilities.contains(&cap.name) && (cap.changes)(grants))
+}
+
+/// Whether a tool that declares a write, under grants where its component
+/// can change nothing ([`can_change_anything`] is false), is still worth
+/// offering as read-only. A component that runs programs is (a test suite
+/// reads as well as it writes); a database tool is not: its write on a
+/// read-only grant can only be refused, so `execute` exists only where a
+/// database is granted `mode=rw`. Everything else keeps being offered as
+/// read-only, as before.
+pub fn useful_read_only(capabilities: &[&str]) -> bool {
+    capabilities.contains(&"process") || !capabilities.contains(&"database")
 }
 
 /// Find the capability governing an import like `wasi:http/types@0.2.6`.
@@ -314,6 +337,25 @@ impl Capability for Http {
     }
 }
 
+/// `longhand:tool/sql`: only granted databases, by name (see
+/// [`super::sql`]).
+pub(crate) struct Database;
+
+impl Capability for Database {
+    const NAME: &'static str = "database";
+
+    fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        super::call::link_sql_interface(linker)
+    }
+
+    fn prepare(grants: &Grants, call: &mut CallBuilder) -> wasmtime::Result<()> {
+        if !grants.databases.is_empty() {
+            call.sql(grants);
+        }
+        Ok(())
+    }
+}
+
 /// `longhand:tool/process`: only granted programs, confined to the call's
 /// own directory grants (see [`super::process`]).
 pub(crate) struct Process;
@@ -380,6 +422,7 @@ pub(crate) fn link_all(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     Filesystem::link(linker)?;
     Http::link(linker)?;
     Process::link(linker)?;
+    Database::link(linker)?;
     Sockets::link(linker)?;
     Ok(())
 }
@@ -394,6 +437,7 @@ pub(crate) fn prepare_all(grants: &Grants, call: &mut CallBuilder) -> wasmtime::
     named::<Filesystem>(grants, call)?;
     named::<Http>(grants, call)?;
     named::<Process>(grants, call)?;
+    named::<Database>(grants, call)?;
     named::<Sockets>(grants, call)?;
     Ok(())
 }

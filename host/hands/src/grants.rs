@@ -460,6 +460,12 @@ impl HostPattern {
         matches!(&self.host, HostMatch::Ip(granted) if *granted == ip)
     }
 
+    /// Whether this pattern lets `port` through: its own port, or any when
+    /// it names none (for addresses named in a database grant).
+    pub fn admits_port(&self, port: u16) -> bool {
+        self.port.is_none_or(|p| p == port)
+    }
+
     /// Whether this pattern names `localhost` literally; a grant for
     /// `localhost:PORT` may then reach loopback addresses on that port.
     pub fn names_localhost(&self) -> bool {
@@ -737,6 +743,9 @@ pub struct Grants {
     /// Host directories a granted program sees read-only at their own
     /// paths, beyond the system's (a toolchain: `~/.rustup`). Default none.
     pub toolchains: Vec<PathBuf>,
+    /// Databases the host connects to for the guest, by name (see
+    /// [`super::sql`]). Default none.
+    pub databases: Vec<super::sql::DatabaseGrant>,
     /// Resource limits. Default [`Limits::default()`].
     pub limits: Limits,
 }
@@ -744,6 +753,15 @@ pub struct Grants {
 impl Grants {
     /// Check the grants hang together before any call uses them.
     pub fn validate(&self) -> Result<(), GrantError> {
+        let mut names = std::collections::BTreeSet::new();
+        for db in &self.databases {
+            if !names.insert(db.name.as_str()) {
+                return Err(GrantError::Database {
+                    spec: db.name.clone(),
+                    reason: "two databases are granted under this name".to_owned(),
+                });
+            }
+        }
         let mut guest_paths = std::collections::BTreeSet::new();
         for dir in &self.dirs {
             if !dir.guest_path.starts_with('/') {
@@ -882,6 +900,9 @@ pub struct GrantSpec {
     /// paths against the base given to [`GrantSpec::resolve`], `~/` against
     /// `HOME`). Default none.
     pub toolchains: Vec<PathBuf>,
+    /// Databases as written, `NAME=ENV_VAR[,mode=rw][,allow=ADDRESS]` (see
+    /// [`super::sql::DatabaseGrant::parse`]). Default none.
+    pub databases: Vec<String>,
     /// Limits; every one unset takes its [`Limits::default()`] value.
     pub limits: LimitSpec,
 }
@@ -1055,6 +1076,11 @@ impl GrantSpec {
                 })
             })
             .collect::<Result<_, _>>()?;
+        let databases = self
+            .databases
+            .iter()
+            .map(|d| super::sql::DatabaseGrant::parse(d, lookup))
+            .collect::<Result<_, _>>()?;
         let grants = Grants {
             component_digest: self.digest.clone(),
             dirs,
@@ -1063,6 +1089,7 @@ impl GrantSpec {
             secrets,
             programs,
             toolchains,
+            databases,
             limits: self.limits.resolve()?,
         };
         grants.validate()?;
@@ -1109,6 +1136,14 @@ pub enum GrantError {
     #[error("secret grant `{spec}`: {reason}")]
     Secret {
         /// The grant as given (never the value).
+        spec: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A database grant does not parse, or its URL is missing or unusable.
+    #[error("database grant `{spec}`: {reason}")]
+    Database {
+        /// The grant as given (a name and a variable, never the URL).
         spec: String,
         /// What is wrong.
         reason: String,

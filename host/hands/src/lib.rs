@@ -34,6 +34,7 @@ pub mod sandbox;
 pub mod schema;
 pub mod seal;
 mod sockets;
+pub mod sql;
 pub mod tape;
 
 use std::path::{Path, PathBuf};

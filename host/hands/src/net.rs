@@ -502,7 +502,7 @@ fn redact_headers(headers: &mut HeaderMap, redactor: &Arc<Redactor>) -> Vec<usiz
     found
 }
 
-async fn resolve(host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+pub(crate) async fn resolve(host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
     if let Ok(ip) = host.parse::<IpAddr>() {
         return Ok(vec![SocketAddr::new(ip, port)]);
     }

@@ -54,6 +54,12 @@ use tokio_postgres::{AsyncMessage, Client, Config, IsolationLevel, Statement};
 
 pub mod tls;
 
+impl From<tls::SettingsError> for StoreError {
+    fn from(error: tls::SettingsError) -> Self {
+        StoreError::Invalid(error.0)
+    }
+}
+
 use super::contract::{self, LeaseRow, Verifier, corrupt, hash_blobs, ttl_ms};
 use super::event::{BlobRef, Event, EventRecord, SessionStatus};
 use super::holder::{self, Process};

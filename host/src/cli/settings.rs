@@ -182,6 +182,15 @@ pub struct GrantFlags {
     /// (default 8192).
     #[arg(long = "command-memory", value_name = "MiB")]
     pub command_memory: Option<u64>,
+    /// Let the tool query a PostgreSQL database by NAME; ENV_VAR holds its
+    /// postgres:// URL on the host, which the tool never sees. Read-only
+    /// unless mode=rw; loopback and private addresses must be named with
+    /// allow=ADDRESS. Repeat for more databases.
+    #[arg(
+        long = "database",
+        value_name = "NAME=ENV_VAR[,mode=rw][,allow=ADDRESS]"
+    )]
+    pub databases: Vec<String>,
     /// Require the component to have this digest (sha256:...).
     #[arg(long, value_name = "DIGEST")]
     pub digest: Option<String>,
@@ -207,6 +216,7 @@ impl GrantFlags {
             secrets: self.secrets.clone(),
             programs: self.programs.clone(),
             toolchains: self.toolchains.clone(),
+            databases: self.databases.clone(),
             limits: LimitSpec {
                 memory_mib: self.memory,
                 timeout: self.timeout,

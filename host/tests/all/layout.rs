@@ -101,6 +101,15 @@ const CRATE_RULES: &[(&str, &[&str])] = &[
         "longhand-session",
         &["longhand-host", "longhand-brain", "longhand-hands"],
     ),
+    (
+        "longhand-pgtls",
+        &[
+            "longhand-host",
+            "longhand-brain",
+            "longhand-hands",
+            "longhand-session",
+        ],
+    ),
 ];
 
 fn host_dir() -> PathBuf {

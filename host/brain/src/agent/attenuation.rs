@@ -45,6 +45,7 @@ use std::net::IpAddr;
 use std::path::{Component, Path, PathBuf};
 
 use super::frozen::Frozen;
+use longhand_hands::sql::{DatabaseGrant, DatabaseMode};
 use longhand_hands::{Access, Grants, HostPattern, SecretGrant};
 
 /// What one side holds, as [`covers`] compares it. The union over a
@@ -60,6 +61,8 @@ pub struct Capabilities {
     pub env: Vec<String>,
     /// Secrets, by name.
     pub secrets: Vec<SecretCap>,
+    /// Databases, by the variable their URL comes from.
+    pub databases: Vec<DatabaseCap>,
     /// Budget: limit name (`max_steps`…) to what is left (a parent) or
     /// what is asked for (a child's slice).
     pub budget: BTreeMap<String, u64>,
@@ -90,6 +93,49 @@ pub struct SecretCap {
     pub sent_to: Option<(String, String)>,
 }
 
+/// One database: the environment variable its URL comes from (never the
+/// URL), whether it may be written, and the inside addresses it may reach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabaseCap {
+    /// `ENV_VAR` of `NAME=ENV_VAR`.
+    pub var: String,
+    /// Granted `mode=rw`.
+    pub writes: bool,
+    /// `allow=` patterns as written.
+    pub allow: Vec<String>,
+}
+
+impl DatabaseCap {
+    /// Read a configured grant by the parser the tool host uses, with a
+    /// stand-in URL (the URL is not needed to compare). One that does not
+    /// parse covers nothing and is covered by nothing.
+    fn of_spec(spec: &str) -> Self {
+        match DatabaseGrant::parse(spec, |_| Some("postgres://user@host/db".to_owned())) {
+            Ok(g) => Self::of(&g),
+            Err(_) => Self {
+                var: format!("/{spec}"),
+                writes: true,
+                allow: Vec::new(),
+            },
+        }
+    }
+
+    fn of(grant: &DatabaseGrant) -> Self {
+        Self {
+            var: grant.var.clone(),
+            writes: grant.mode == DatabaseMode::ReadWrite,
+            allow: grant.allow.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    /// Whether `self` (a parent's) holds all of `child`.
+    fn covers(&self, child: &DatabaseCap) -> bool {
+        self.var == child.var
+            && (self.writes || !child.writes)
+            && child.allow.iter().all(|a| self.allow.contains(a))
+    }
+}
+
 /// One thing the child holds that the parent does not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
@@ -107,6 +153,9 @@ pub enum Refusal {
     Env { name: String },
     /// A secret the parent does not hold (or sends elsewhere).
     Secret { name: String },
+    /// A database the parent does not hold (or holds read-only, or with
+    /// fewer addresses).
+    Database { var: String },
     /// A budget slice larger than what the parent has left.
     Budget {
         limit: String,
@@ -132,6 +181,10 @@ impl fmt::Display for Refusal {
             Self::Host { pattern } => write!(f, "host {pattern:?} is not granted here"),
             Self::Env { name } => write!(f, "environment variable {name} is not granted here"),
             Self::Secret { name } => write!(f, "secret {name} is not held here"),
+            Self::Database { var } => write!(
+                f,
+                "the database in {var} is not granted here as widely (mode or addresses)"
+            ),
             Self::Budget {
                 limit,
                 wanted,
@@ -158,6 +211,8 @@ impl Capabilities {
                 name: s.name.clone(),
                 sent_to: Some((s.host.to_string(), s.header.clone())),
             }));
+            caps.databases
+                .extend(g.databases.iter().map(DatabaseCap::of));
         }
         caps
     }
@@ -180,6 +235,12 @@ impl Capabilities {
             caps.env.extend(tool.config.env.iter().cloned());
             caps.secrets
                 .extend(tool.config.secrets.iter().map(|s| secret_of(s)));
+            caps.databases.extend(
+                tool.config
+                    .databases
+                    .iter()
+                    .map(|d| DatabaseCap::of_spec(d)),
+            );
         }
         caps
     }
@@ -233,6 +294,13 @@ pub fn covers(parent: &Capabilities, child: &Capabilities) -> Result<(), Vec<Ref
         if !parent.secrets.iter().any(|p| secret_covered(p, secret)) {
             refusals.push(Refusal::Secret {
                 name: secret.name.clone(),
+            });
+        }
+    }
+    for db in &child.databases {
+        if !parent.databases.iter().any(|p| p.covers(db)) {
+            refusals.push(Refusal::Database {
+                var: db.var.trim_start_matches('/').to_owned(),
             });
         }
     }
@@ -576,6 +644,35 @@ mod tests {
     }
 
     #[test]
+    fn databases_are_held_by_variable_mode_and_address() {
+        let dbs = |specs: &[&str]| Capabilities {
+            databases: specs.iter().map(|s| DatabaseCap::of_spec(s)).collect(),
+            ..Capabilities::default()
+        };
+        let parent = dbs(&["app=APP_URL,mode=rw,allow=127.0.0.1", "logs=LOGS_URL"]);
+        for child in [
+            "app=APP_URL",
+            "other_name=APP_URL,mode=rw",
+            "app=APP_URL,allow=127.0.0.1",
+            "logs=LOGS_URL,mode=ro",
+        ] {
+            assert_eq!(covers(&parent, &dbs(&[child])), Ok(()), "{child}");
+        }
+        for (child, var) in [
+            ("logs=LOGS_URL,mode=rw", "LOGS_URL"),
+            ("app=OTHER_URL", "OTHER_URL"),
+            ("app=APP_URL,allow=10.0.0.5", "APP_URL"),
+            ("broken", "broken"),
+        ] {
+            assert_eq!(
+                covers(&parent, &dbs(&[child])),
+                Err(vec![Refusal::Database { var: var.into() }]),
+                "{child}"
+            );
+        }
+    }
+
+    #[test]
     fn env_and_secrets_are_held_by_name_and_destination() {
         let parent = Capabilities {
             env: vec!["LANG".into()],
@@ -656,6 +753,7 @@ mod tests {
             hosts: vec!["*.example.com".into()],
             env: vec!["LANG".into()],
             secrets: vec![secret_of("TOKEN@*.example.com")],
+            databases: Vec::new(),
             budget: BTreeMap::from([("max_steps".to_owned(), 3)]),
         };
         assert_eq!(covers(&parent, &parent), Ok(()));
@@ -665,6 +763,7 @@ mod tests {
             hosts: vec!["example.com".into()],
             env: vec!["HOME".into()],
             secrets: vec![secret_of("TOKEN@*")],
+            databases: Vec::new(),
             budget: BTreeMap::from([("max_steps".to_owned(), 4)]),
         };
         let refusals = covers(&parent, &child).unwrap_err();

@@ -229,10 +229,15 @@ pub async fn bind(
             // these grants, can change nothing (`exec` with no read-write
             // directory) is read-only: re-run after a crash, usable in a
             // check.
+            // One whose write could only be refused (a database tool's
+            // `execute` on a read-only grant) is not offered at all.
             let mut spec = spec.clone();
             if spec.effect != longhand_hands::Effect::ReadOnly
                 && !longhand_hands::caps::can_change_anything(loaded.capabilities(), &grants)
             {
+                if !longhand_hands::caps::useful_read_only(loaded.capabilities()) {
+                    continue;
+                }
                 spec.effect = longhand_hands::Effect::ReadOnly;
             }
             let name = format!("{}{NAME_SEPARATOR}{}", ft.prefix, spec.name);

@@ -499,6 +499,12 @@ pub struct ToolConfig {
     /// Default 8192.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_memory_mib: Option<u64>,
+    /// Databases the host connects to for the tool, by name:
+    /// `"NAME=ENV_VAR[,mode=rw][,allow=ADDRESS]"`, the variable holding a
+    /// `postgres://` URL on the host (the tool never sees it). Default
+    /// none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub databases: Vec<String>,
 }
 
 /// One directory grant in `agent.toml`: the short string form or a table.
@@ -603,6 +609,7 @@ impl ToolConfig {
             secrets: self.secrets.clone(),
             programs: self.programs.clone(),
             toolchains: self.toolchains.clone(),
+            databases: self.databases.clone(),
             limits: LimitSpec {
                 memory_mib: self.memory_mib,
                 timeout: self.timeout,
@@ -779,6 +786,7 @@ impl McpConfig {
             secrets: self.secrets.clone(),
             programs: self.programs.clone(),
             toolchains: self.toolchains.clone(),
+            databases: Vec::new(),
             limits: LimitSpec {
                 timeout: Some(self.timeout.unwrap_or(DEFAULT_MCP_TIMEOUT)),
                 max_output: self.max_output,

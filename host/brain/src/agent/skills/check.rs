@@ -65,6 +65,7 @@ pub fn check_against(skill: &Skill, agent: &AgentView) -> Result<(), Vec<String>
         hosts: agent.hosts.clone(),
         env: agent.env.clone(),
         secrets: agent.secrets.iter().map(|s| secret_named(s)).collect(),
+        databases: Vec::new(),
         budget: Default::default(),
     };
     let needed = Capabilities {
@@ -82,6 +83,7 @@ pub fn check_against(skill: &Skill, agent: &AgentView) -> Result<(), Vec<String>
             .iter()
             .map(|s| secret_named(s))
             .collect(),
+        databases: Vec::new(),
         budget: Default::default(),
     };
     if let Err(lacking) = attenuation::covers(&held, &needed) {
@@ -132,7 +134,9 @@ fn refusal_text(name: &str, refusal: Refusal) -> String {
             format!("skill `{name}` needs secret {secret}, which this agent does not hold.")
         }
         // A skill names no symbolic links and no budget.
-        other @ (Refusal::DirSymlinks { .. } | Refusal::Budget { .. }) => {
+        other @ (Refusal::DirSymlinks { .. }
+        | Refusal::Budget { .. }
+        | Refusal::Database { .. }) => {
             format!("skill `{name}`: {other}.")
         }
     }
