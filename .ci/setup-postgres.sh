@@ -4,6 +4,9 @@
 # certificate, and prints on stdout
 #   export LONGHAND_TEST_PG=postgres://longhand:longhand@127.0.0.1:5432/longhand
 #   export LONGHAND_TEST_PG_TLS_CA=/var/lib/postgresql/longhand-tls/ca.pem
+#   export LONGHAND_TEST_PG_AGENT=postgres://longhand_agent:…@127.0.0.1:5432/longhand
+#     (an ordinary role) and LONGHAND_TEST_PG_SUPER (a superuser), for the
+#     database-tool tests
 #   export LONGHAND_TEST_PG_RESTART_URL=postgres://…:5433/longhand (a second
 #     cluster) and LONGHAND_TEST_PG_RESTART (the command that restarts it)
 # for the caller to `eval "$(bash .ci/setup-postgres.sh)"`. Idempotent: run it
@@ -145,11 +148,35 @@ fi
 restart_url=postgres://longhand:longhand@127.0.0.1:5433/longhand
 PGPASSWORD=longhand psql -qtA "$restart_url" -c 'SELECT 1' >/dev/null
 
+# Two more roles for the database-tool tests (tests/all/postgres.rs): an
+# ordinary one that may create what it then tries to write (so only the
+# read-only transaction stands between a `query` and a write), and a
+# superuser, whose login a read-only grant must refuse. Their passwords are
+# canaries the tests look for in everything Longhand prints.
+agent_pw=pw-canary-7Qz3Lm9Xv2
+super_pw=su-canary-4Hk8Rt1Wd6
+su postgres -c "psql -v ON_ERROR_STOP=1 -qtA" >&2 <<SQL
+DO \$\$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'longhand_agent') THEN
+    CREATE ROLE longhand_agent LOGIN PASSWORD '$agent_pw';
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'longhand_super') THEN
+    CREATE ROLE longhand_super LOGIN SUPERUSER PASSWORD '$super_pw';
+  END IF;
+END \$\$;
+GRANT CONNECT, CREATE, TEMPORARY ON DATABASE longhand TO longhand_agent;
+SQL
+agent_url=postgres://longhand_agent:$agent_pw@127.0.0.1:5432/longhand
+super_url=postgres://longhand_super:$super_pw@127.0.0.1:5432/longhand
+PGPASSWORD=$agent_pw psql -qtA "$agent_url" -c 'SELECT 1' >/dev/null
+
 url=postgres://longhand:longhand@127.0.0.1:5432/longhand
 PGPASSWORD=longhand psql -qtA "$url" -c 'SELECT 1' >/dev/null
 PGPASSWORD=longhand psql -qtA "$url?sslmode=verify-full&sslrootcert=$tls/ca.pem" -c 'SELECT 1' >/dev/null
 log "ready: $url (TLS: sslmode=verify-full&sslrootcert=$tls/ca.pem)"
 echo "export LONGHAND_TEST_PG=$url"
 echo "export LONGHAND_TEST_PG_TLS_CA=$tls/ca.pem"
+echo "export LONGHAND_TEST_PG_AGENT=$agent_url"
+echo "export LONGHAND_TEST_PG_SUPER=$super_url"
 echo "export LONGHAND_TEST_PG_RESTART_URL=$restart_url"
 echo "export LONGHAND_TEST_PG_RESTART='pg_ctlcluster $version restart restart'"

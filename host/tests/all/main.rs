@@ -95,6 +95,7 @@ mod mcp;
 mod mcp_client;
 mod memory;
 mod plan;
+mod postgres;
 mod printed;
 mod providers;
 mod record;

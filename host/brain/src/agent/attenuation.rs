@@ -110,7 +110,7 @@ impl DatabaseCap {
     /// stand-in URL (the URL is not needed to compare). One that does not
     /// parse covers nothing and is covered by nothing.
     fn of_spec(spec: &str) -> Self {
-        match DatabaseGrant::parse(spec, |_| Some("postgres://user@host/db".to_owned())) {
+        match DatabaseGrant::parse_form(spec) {
             Ok(g) => Self::of(&g),
             Err(_) => Self {
                 var: format!("/{spec}"),

@@ -124,6 +124,11 @@ impl AgentConfig {
                     .map_err(|e| format!("tools[{i}] ({}): {e}", tool.component))?;
             }
             tool.toolchains.clear();
+            // Databases: their URLs are read when the session starts.
+            for database in std::mem::take(&mut tool.databases) {
+                longhand_hands::sql::DatabaseGrant::parse_form(&database)
+                    .map_err(|e| format!("tools[{i}] ({}): {e}", tool.component))?;
+            }
             tool.grants(base, |name| Some(format!("<value of {name}>")))
                 .map_err(|e| format!("tools[{i}] ({}): {e}", tool.component))?;
             if !seen.insert(tool.component.clone()) {

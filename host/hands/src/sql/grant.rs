@@ -150,6 +150,13 @@ impl DatabaseGrant {
         })
     }
 
+    /// Check a grant's form without its variable (a configuration check
+    /// before any session, or a sub-agent's grant compared to its
+    /// parent's): a stand-in URL takes the variable's place.
+    pub fn parse_form(spec: &str) -> Result<Self, GrantError> {
+        Self::parse(spec, |_| Some("postgres://user@host/db".to_owned()))
+    }
+
     /// The driver's configuration (host, port, user, password, database).
     pub(crate) fn config(&self) -> tokio_postgres::Config {
         // Parsed once already by `check_url`; what parsed then parses now.

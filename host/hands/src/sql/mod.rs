@@ -483,7 +483,7 @@ impl RunError {
             message.push_str(&format!(" ({})", scrub(detail, db, redactor)));
         }
         if let Some(hint) = server.hint() {
-            message.push_str(&format!(" Hint: {}", scrub(hint, db, redactor)));
+            message.push_str(&format!(". Hint: {}", scrub(hint, db, redactor)));
         }
         let message = crate::bound::cut(message, 2048);
         match code {
