@@ -130,7 +130,7 @@ pub const CAPABILITIES: &[CapabilityInfo] = &[
         changes: |g| {
             g.databases
                 .iter()
-                .any(|d| d.mode == super::sql::DatabaseMode::ReadWrite)
+                .any(|d| d.mode == super::sql::grant::DatabaseMode::ReadWrite)
         },
     },
     CapabilityInfo {

@@ -460,12 +460,6 @@ impl HostPattern {
         matches!(&self.host, HostMatch::Ip(granted) if *granted == ip)
     }
 
-    /// Whether this pattern lets `port` through: its own port, or any when
-    /// it names none (for addresses named in a database grant).
-    pub fn admits_port(&self, port: u16) -> bool {
-        self.port.is_none_or(|p| p == port)
-    }
-
     /// Whether this pattern names `localhost` literally; a grant for
     /// `localhost:PORT` may then reach loopback addresses on that port.
     pub fn names_localhost(&self) -> bool {
@@ -745,7 +739,7 @@ pub struct Grants {
     pub toolchains: Vec<PathBuf>,
     /// Databases the host connects to for the guest, by name (see
     /// [`super::sql`]). Default none.
-    pub databases: Vec<super::sql::DatabaseGrant>,
+    pub databases: Vec<super::sql::grant::DatabaseGrant>,
     /// Resource limits. Default [`Limits::default()`].
     pub limits: Limits,
 }
@@ -756,10 +750,12 @@ impl Grants {
         let mut names = std::collections::BTreeSet::new();
         for db in &self.databases {
             if !names.insert(db.name.as_str()) {
-                return Err(GrantError::Database {
-                    spec: db.name.clone(),
-                    reason: "two databases are granted under this name".to_owned(),
-                });
+                return Err(GrantError::Database(
+                    super::sql::grant::DatabaseGrantError {
+                        spec: db.name.clone(),
+                        reason: "two databases are granted under this name".to_owned(),
+                    },
+                ));
             }
         }
         let mut guest_paths = std::collections::BTreeSet::new();
@@ -901,7 +897,7 @@ pub struct GrantSpec {
     /// `HOME`). Default none.
     pub toolchains: Vec<PathBuf>,
     /// Databases as written, `NAME=ENV_VAR[,mode=rw][,allow=ADDRESS]` (see
-    /// [`super::sql::DatabaseGrant::parse`]). Default none.
+    /// [`super::sql::grant::DatabaseGrant::parse`]). Default none.
     pub databases: Vec<String>,
     /// Limits; every one unset takes its [`Limits::default()`] value.
     pub limits: LimitSpec,
@@ -1079,7 +1075,7 @@ impl GrantSpec {
         let databases = self
             .databases
             .iter()
-            .map(|d| super::sql::DatabaseGrant::parse(d, lookup))
+            .map(|d| super::sql::grant::DatabaseGrant::parse(d, lookup))
             .collect::<Result<_, _>>()?;
         let grants = Grants {
             component_digest: self.digest.clone(),
@@ -1141,13 +1137,8 @@ pub enum GrantError {
         reason: String,
     },
     /// A database grant does not parse, or its URL is missing or unusable.
-    #[error("database grant `{spec}`: {reason}")]
-    Database {
-        /// The grant as given (a name and a variable, never the URL).
-        spec: String,
-        /// What is wrong.
-        reason: String,
-    },
+    #[error(transparent)]
+    Database(#[from] super::sql::grant::DatabaseGrantError),
     /// An environment variable grant is not usable.
     #[error("environment grant `{name}`: {reason}")]
     Env {

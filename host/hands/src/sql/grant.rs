@@ -14,7 +14,85 @@ use std::net::IpAddr;
 use longhand_pgtls::{SslMode, TlsSettings};
 use tokio_postgres::config::Host;
 
-use crate::grants::{GrantError, HostPattern, Secret};
+/// A database grant that cannot be used; the operator fixes the grant or
+/// the variable. Never holds the URL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("database grant `{spec}`: {reason}")]
+pub struct DatabaseGrantError {
+    /// The grant as given (a name and a variable, never the URL).
+    pub spec: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// An address a database server may have although it is loopback,
+/// private or link-local: `allow=127.0.0.1`, `allow=[::1]:5432`,
+/// `allow=localhost:5432`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allowed {
+    /// The address, or `None` for `localhost` (any loopback address the
+    /// name resolves to).
+    ip: Option<IpAddr>,
+    /// Only this port, when given.
+    port: Option<u16>,
+}
+
+impl Allowed {
+    fn parse(text: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "allow={text} is not an address: write an IP address or localhost, with an \
+                 optional port (allow=10.0.0.5, allow=[::1]:5432, allow=localhost:5432)"
+            )
+        };
+        let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+            let (ip, after) = rest.split_once(']').ok_or_else(bad)?;
+            match after.strip_prefix(':') {
+                Some(p) => (ip, Some(p)),
+                None if after.is_empty() => (ip, None),
+                None => return Err(bad()),
+            }
+        } else if text.matches(':').count() > 1 {
+            (text, None)
+        } else {
+            match text.split_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (text, None),
+            }
+        };
+        let port = port
+            .map(|p| p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(bad))
+            .transpose()?;
+        let ip = if host.eq_ignore_ascii_case("localhost") {
+            None
+        } else {
+            Some(host.parse::<IpAddr>().map_err(|_| bad())?)
+        };
+        Ok(Self { ip, port })
+    }
+}
+
+impl fmt::Display for Allowed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.ip, self.port) {
+            (None, None) => f.write_str("localhost"),
+            (None, Some(p)) => write!(f, "localhost:{p}"),
+            (Some(IpAddr::V6(ip)), Some(p)) => write!(f, "[{ip}]:{p}"),
+            (Some(ip), Some(p)) => write!(f, "{ip}:{p}"),
+            (Some(ip), None) => write!(f, "{ip}"),
+        }
+    }
+}
+
+/// The URL, kept out of every `Debug` and `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Url(String);
+
+impl Url {
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
 
 /// What a granted database lets a tool do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,13 +124,13 @@ pub struct DatabaseGrant {
     pub mode: DatabaseMode,
     /// Loopback, private, link-local or metadata addresses the URL's host
     /// may resolve to: each must be named here, as for HTTP hosts.
-    pub allow: Vec<HostPattern>,
+    pub allow: Vec<Allowed>,
     /// `superuser=yes`: the URL may log in as a superuser. Default no: a
     /// superuser's read-only transaction still reaches the server's files,
     /// programs and other sessions, so such a login is refused.
     pub superuser: bool,
     /// The URL without its TLS words, for the driver. Never shown.
-    pub(crate) url: Secret,
+    pub(crate) url: Url,
     /// `sslmode` and `sslrootcert`, read by [`longhand_pgtls`].
     pub(crate) tls: TlsSettings,
     /// Strings that must never reach a guest or a log: the password, the
@@ -79,8 +157,11 @@ const MAX_NAME: usize = 64;
 impl DatabaseGrant {
     /// Parse `NAME=ENV_VAR[,mode=ro|rw][,allow=ADDRESS]…`, reading the URL
     /// through `lookup`.
-    pub fn parse(spec: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, GrantError> {
-        let bad = |reason: String| GrantError::Database {
+    pub fn parse(
+        spec: &str,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, DatabaseGrantError> {
+        let bad = |reason: String| DatabaseGrantError {
             spec: spec.to_owned(),
             reason,
         };
@@ -117,7 +198,7 @@ impl DatabaseGrant {
                 Some(("superuser", "yes")) => superuser = true,
                 Some(("superuser", "no")) => superuser = false,
                 Some(("allow", address)) => {
-                    allow.push(HostPattern::parse(address).map_err(|e| bad(e.to_string()))?);
+                    allow.push(Allowed::parse(address).map_err(bad)?);
                 }
                 _ => {
                     return Err(bad(format!(
@@ -144,7 +225,7 @@ impl DatabaseGrant {
             mode,
             allow,
             superuser,
-            url: Secret::new(url),
+            url: Url(url),
             tls,
             hidden,
         })
@@ -153,7 +234,7 @@ impl DatabaseGrant {
     /// Check a grant's form without its variable (a configuration check
     /// before any session, or a sub-agent's grant compared to its
     /// parent's): a stand-in URL takes the variable's place.
-    pub fn parse_form(spec: &str) -> Result<Self, GrantError> {
+    pub fn parse_form(spec: &str) -> Result<Self, DatabaseGrantError> {
         Self::parse(spec, |_| Some("postgres://user@host/db".to_owned()))
     }
 
@@ -169,8 +250,12 @@ impl DatabaseGrant {
     /// Whether `ip` on `port` is named by an `allow=` of this grant, which
     /// is what a loopback, private or link-local address needs.
     pub(crate) fn names(&self, ip: IpAddr, port: u16, host_is_localhost: bool) -> bool {
-        self.allow.iter().any(|p| {
-            p.admits_port(port) && (p.names_ip(ip) || (host_is_localhost && p.names_localhost()))
+        self.allow.iter().any(|a| {
+            a.port.is_none_or(|p| p == port)
+                && match a.ip {
+                    Some(allowed) => allowed == ip,
+                    None => host_is_localhost && ip.is_loopback(),
+                }
         })
     }
 }
@@ -285,7 +370,8 @@ mod tests {
             ("app=DB,mode=write", "mode `write`"),
             ("app=DB,readonly", "`readonly`"),
             ("app=NOPE", "not set"),
-            ("app=DB,allow=http://x", "give a host"),
+            ("app=DB,allow=http://x", "not an address"),
+            ("app=DB,allow=*.example.com", "not an address"),
         ] {
             let err = DatabaseGrant::parse(spec, &url).unwrap_err().to_string();
             assert!(err.contains(says), "{spec}: {err}");

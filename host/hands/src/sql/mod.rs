@@ -768,9 +768,12 @@ async fn schema_of(txn: &Transaction<'_>) -> Result<Answer, RunError> {
     Ok(Answer::Tables(tables))
 }
 
-/// Connections kept for reuse, per database URL.
+/// Idle connections to one database, each with when it went idle.
+type Idle = Vec<(Client, Instant)>;
+
+/// Connections kept for reuse, per database URL (its SHA-256).
 struct Pool {
-    idle: Mutex<HashMap<[u8; 32], Vec<(Client, Instant)>>>,
+    idle: Mutex<HashMap<[u8; 32], Idle>>,
 }
 
 static POOL: std::sync::LazyLock<Pool> = std::sync::LazyLock::new(|| Pool {
