@@ -167,6 +167,15 @@ pub enum LoadError {
         /// The built-in names.
         known: String,
     },
+    /// A built-in this binary was built without (see
+    /// [`super::builtin::unbuilt`]); rebuilding with its toolchain adds it.
+    #[error("{why}")]
+    Unbuilt {
+        /// The name asked for.
+        name: String,
+        /// Why it is missing and what to do.
+        why: &'static str,
+    },
     /// A tool installed under this name no longer verifies (its bytes
     /// changed since it was installed, its signer is no longer trusted, its
     /// record cannot be read). The operator reinstalls or re-trusts it.

@@ -867,13 +867,19 @@ fn read<'a>(
     }
     let (label, bytes): (String, std::borrow::Cow<'a, [u8]>) = match source {
         ToolSource::Builtin(name) => {
-            let b = builtin::builtin(name).ok_or_else(|| LoadError::UnknownBuiltin {
-                name: name.to_owned(),
-                known: builtin::BUILTINS
-                    .iter()
-                    .map(|b| b.name)
-                    .collect::<Vec<_>>()
-                    .join(", "),
+            let b = builtin::builtin(name).ok_or_else(|| match builtin::unbuilt(name) {
+                Some(why) => LoadError::Unbuilt {
+                    name: name.to_owned(),
+                    why,
+                },
+                None => LoadError::UnknownBuiltin {
+                    name: name.to_owned(),
+                    known: builtin::BUILTINS
+                        .iter()
+                        .map(|b| b.name)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                },
             })?;
             (name.to_owned(), b.wasm.into())
         }

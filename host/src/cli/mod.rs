@@ -173,6 +173,7 @@ fn code_of_cause(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
             | LoadError::Installed { .. }
             | LoadError::Kept { .. } => exit::DENIED,
             LoadError::UnknownBuiltin { .. }
+            | LoadError::Unbuilt { .. }
             | LoadError::Read { .. }
             | LoadError::NotComponent { .. }
             | LoadError::Link { .. }
