@@ -26,7 +26,10 @@ use rusqlite::{Connection, OpenFlags, config::DbConfig};
 /// How long a call may run when the input names no `timeout`. Below the
 /// host's default wall-clock limit (30 s): a statement stopped here comes
 /// back as a message the model can act on, one stopped by the host is a
-/// trap and, for `execute`, can leave the lock directory behind.
+/// trap and, for `execute`, leaves the lock directory behind (see
+/// [`clear_stale_lock`]). The host's fuel limit (20e9 units by default,
+/// about a second and a half of SQLite's own work) often ends a CPU-bound
+/// statement sooner; that is the host's limit, reported as one.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// SQLite's heap, at most: a sort or a hash that wants more fails with
@@ -39,6 +42,10 @@ const PROGRESS_EVERY: i32 = 1_000;
 
 /// How long `execute` waits for another call's write lock to go.
 const BUSY_WAIT: Duration = Duration::from_secs(5);
+
+/// A write lock directory this old was left by a call that was stopped;
+/// see [`clear_stale_lock`].
+const STALE_LOCK: Duration = Duration::from_secs(60);
 
 /// PRAGMAs a statement may use, all reading the database and nothing
 /// outside it, in their reading form only (no `= value`).
@@ -197,6 +204,7 @@ impl Db {
                 {
                     return Err(write_refused(path, &e));
                 }
+                clear_stale_lock(path);
                 flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
                 // WASI has no fcntl locks: writers exclude each other with
                 // a lock directory (`<db>.lock`) beside the file, made and
@@ -354,6 +362,32 @@ fn judge_pragma(name: &str, value: Option<&str>) -> Result<(), String> {
     ))
 }
 
+/// Remove `<path>.lock` when no live call can hold it.
+///
+/// A call holds the lock directory only while it writes, and no statement
+/// here runs past [`DEFAULT_TIMEOUT`] (plus [`BUSY_WAIT`] waiting for it);
+/// SQLite touches the directory when the lock changes. One older than
+/// [`STALE_LOCK`] was left by a call the host stopped in the middle of a
+/// write (its time, fuel or memory limit): SQLite cannot tell, and would
+/// answer "locked" forever. With it gone, the next open rolls the
+/// interrupted write back from its journal.
+fn clear_stale_lock(path: &str) {
+    let lock = format!("{path}.lock");
+    let Ok(meta) = std::fs::metadata(&lock) else {
+        return;
+    };
+    let stale = meta
+        .modified()
+        .ok()
+        .and_then(|at| at.elapsed().ok())
+        .is_some_and(|age| age > STALE_LOCK);
+    if meta.is_dir() && stale {
+        // Another call may clear it at the same moment: either way it
+        // is gone.
+        let _ = std::fs::remove_dir(&lock);
+    }
+}
+
 /// `execute` was refused the file by the file system.
 fn write_refused(path: &str, e: &std::io::Error) -> ToolError {
     use std::io::ErrorKind as K;
@@ -391,9 +425,9 @@ pub(crate) fn plain_error(path: &str, mode: Mode, e: &rusqlite::Error) -> ToolEr
     };
     match code {
         C::DatabaseBusy | C::DatabaseLocked => ToolError::failed(format!(
-            "{path} is locked: another call is writing it. Try again shortly. If no other call \
-             is writing, a call stopped in the middle of a write left the directory \
-             {path}.lock behind; removing it frees the file ({e})"
+            "{path} is locked: another call is writing it; try again shortly. (A lock left by \
+             a call stopped in the middle of a write is cleared a minute after it was taken.) \
+             ({e})"
         )),
         C::ReadOnly if mode == Mode::Write => read_only_grant(path),
         C::ReadOnly => ToolError::failed(format!(
