@@ -189,7 +189,7 @@ pub(crate) fn query(
     }
     bind(&mut stmt, params)?;
     let max_rows = usize::try_from(max_rows.clamp(1, MAX_ROWS)).unwrap_or(usize::MAX);
-    let names: Vec<String> = stmt.column_names().into_iter().map(String::from).collect();
+    let names: Vec<String> = stmt.column_names().map(String::from).collect();
     let declared: Vec<Option<String>> = stmt
         .columns()
         .map(|c| c.decl_type().map(str::to_owned))
