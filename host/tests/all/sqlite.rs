@@ -663,6 +663,33 @@ fn a_hostile_files_views_and_triggers_cannot_call_unsafe_functions() {
 }
 
 #[test]
+fn a_wal_mode_file_is_refused_saying_why() {
+    let d = Data::new();
+    let c = rusqlite::Connection::open(d.path("wal.db")).unwrap();
+    c.pragma_update(None, "journal_mode", "wal").unwrap();
+    c.execute_batch("CREATE TABLE w(x); INSERT INTO w VALUES (1)")
+        .unwrap();
+    drop(c);
+    let wal = || hex::encode(Sha256::digest(std::fs::read(d.path("wal.db")).unwrap()));
+    let before = wal();
+    let out = d.call(
+        "query",
+        "ro",
+        json!({"db": "/data/wal.db", "sql": "SELECT x FROM w"}),
+    );
+    assert!(invalid(&out).contains("WAL mode"), "{}", out.stderr);
+    let out = d.call(
+        "execute",
+        "rw",
+        json!({"db": "/data/wal.db", "sql": "INSERT INTO w VALUES (2)"}),
+    );
+    assert!(invalid(&out).contains("WAL mode"), "{}", out.stderr);
+    assert_eq!(wal(), before);
+    assert_eq!(d.listing(), ["app.db", "wal.db"]);
+    d.still_works();
+}
+
+#[test]
 fn a_non_database_file_is_invalid_input() {
     let d = Data::new();
     std::fs::write(

@@ -388,6 +388,16 @@ fn clear_stale_lock(path: &str) {
     }
 }
 
+/// The file's header says WAL (bytes 18 and 19 are the read and write
+/// format versions: 2 for WAL).
+fn in_wal_mode(path: &str) -> bool {
+    use std::io::Read as _;
+    let mut header = [0u8; 20];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .is_ok_and(|()| header.starts_with(b"SQLite format 3\0") && header[18] == 2)
+}
+
 /// `execute` was refused the file by the file system.
 fn write_refused(path: &str, e: &std::io::Error) -> ToolError {
     use std::io::ErrorKind as K;
@@ -438,6 +448,14 @@ pub(crate) fn plain_error(path: &str, mode: Mode, e: &rusqlite::Error) -> ToolEr
             path,
             format!("the engine was refused access ({e}); the directory may be granted read-only"),
         ),
+        C::CannotOpen if in_wal_mode(path) => ToolError::invalid_input(format!(
+            "{path} is in WAL mode (journal_mode=wal), which needs shared memory that this \
+             sandboxed SQLite does not have: convert it outside the tool with `PRAGMA \
+             journal_mode=DELETE` ({e})"
+        )),
+        C::CannotOpen if Path::new(path).exists() => {
+            ToolError::failed(format!("SQLite cannot open {path} ({e})"))
+        }
         C::CannotOpen => ToolError::not_found(format!("{path} ({e})")),
         C::NotADatabase => {
             ToolError::invalid_input(format!("{path} is not a SQLite database ({e})"))
