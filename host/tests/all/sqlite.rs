@@ -774,13 +774,13 @@ fn the_sales_db_example_answers_from_its_file() {
         }
     }
     let mut ranked: Vec<(String, i64)> = q3.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.cmp(&a.1));
+    ranked.sort_by_key(|r| std::cmp::Reverse(r.1));
     let (top, sold) = units.iter().max_by_key(|(_, n)| **n).unwrap();
     let grouped = |whole: i64| {
         let digits = whole.to_string();
         let mut out = String::new();
         for (i, ch) in digits.chars().enumerate() {
-            if i > 0 && (digits.len() - i) % 3 == 0 {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
                 out.push(',');
             }
             out.push(ch);
