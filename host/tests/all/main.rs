@@ -58,6 +58,12 @@
 //!   tools; snippets print, return a value, fail with a traceback, read a
 //!   granted CSV; a busy loop, a huge allocation, an ungranted file, a
 //!   socket, `ctypes`: each contained, and the next call works.
+//! - [`sqlite`]: `sqlite query|execute|schema` through the binary: values,
+//!   parameters, caps; writes in disguise, a second statement, ATTACH,
+//!   VACUUM INTO, write PRAGMAs, load_extension, a huge result, a runaway
+//!   query, a read-only grant, a hostile file's views and triggers: each
+//!   refused or bounded by the engine, and the next call works; the
+//!   `sales-db` example answers from its file.
 //! - [`layout`]: no import cycle among the files of `cli/`, `dist/`, `hands/` and
 //!   `session/`; the ground-floor crates do not depend on the host.
 
@@ -103,6 +109,7 @@ mod roles;
 mod script;
 mod serve;
 mod skills;
+mod sqlite;
 mod steer;
 mod stream_timeouts;
 mod takeover;
