@@ -88,7 +88,7 @@ fn main() -> Result<()> {
         }
         let (mut plain, mut tool) = (Vec::new(), Vec::new());
         for i in 0..rounds {
-            let id = (i * 7919 % 10000 + 1) as i32;
+            let id: i32 = i * 7919 % 10000 + 1;
             let start = Instant::now();
             let row = client.query_one(&prepared, &[&id]).await?;
             plain.push(start.elapsed());
