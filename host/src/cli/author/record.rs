@@ -147,6 +147,13 @@ impl Recording {
                  without directories",
             ));
         }
+        if !flags.databases.is_empty() {
+            return Err(usage(
+                "--record keeps a call's input, HTTP exchanges and output, not a database's \
+                 answers: a call granted --database cannot be replayed from a fixture. Record \
+                 the call without databases",
+            ));
+        }
         if path.is_dir() || path.extension().is_none_or(|e| e != "json") {
             return Err(usage(format!(
                 "--record {}: give the fixture file to write, ending in .json (e.g. \
