@@ -3,24 +3,65 @@
 //! `sqlite` is left out of a build made without a C compiler for wasm32
 //! (see `build.rs`); [`unbuilt`] says so to whoever asks for it.
 //!
-//! `host/build.rs` builds them for `wasm32-wasip2` and leaves the `.wasm`
-//! files in `OUT_DIR`; this module only names the bytes. It must not treat
+//! `build.rs` builds them for `wasm32-wasip2` and leaves them deflated in
+//! `OUT_DIR`; this module names the bytes and inflates each once, on first
+//! use ([`Builtin::wasm`]). It must not treat
 //! them specially: a built-in is loaded, checked and granted exactly like a
 //! component from disk, so that what the operator sees in `describe` is the
 //! whole truth about it.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 /// A tool component compiled into the binary.
 #[derive(Clone, Copy)]
 pub struct Builtin {
     /// The component's name, the same as its `describe` reports.
     pub name: &'static str,
-    /// The component binary (a WASI Preview 2 component).
-    pub wasm: &'static [u8],
+    /// The component binary, deflated (see [`Builtin::wasm`]).
+    deflated: &'static [u8],
     /// `sha256:<hex>` of [`Builtin::wasm`], computed by `build.rs` when the
     /// bytes were embedded (a test hashes them again).
     pub digest: &'static str,
+}
+
+/// The most a built-in may inflate to: far above any (the largest is
+/// under 2 MiB), and a bound should the embedded bytes ever be damaged.
+const MAX_INFLATED: usize = 64 << 20;
+
+impl Builtin {
+    /// The component binary (a WASI Preview 2 component), inflated on
+    /// first use and kept for the process's life: the same bytes, the
+    /// same digest, as the file `build.rs` built. Bytes that do not inflate
+    /// (a damaged binary) come back empty, which loading then refuses as
+    /// not a component.
+    pub fn wasm(&self) -> &'static [u8] {
+        static INFLATED: [OnceLock<Box<[u8]>>; BUILTINS.len()] =
+            [const { OnceLock::new() }; BUILTINS.len()];
+        let Some(slot) = BUILTINS.iter().position(|b| b.name == self.name) else {
+            return &[];
+        };
+        INFLATED[slot].get_or_init(|| {
+            let started = std::time::Instant::now();
+            let bytes =
+                miniz_oxide::inflate::decompress_to_vec_with_limit(self.deflated, MAX_INFLATED)
+                    .unwrap_or_else(|e| {
+                        tracing::error!(
+                            builtin = self.name,
+                            ?e,
+                            "a built-in tool does not inflate"
+                        );
+                        Vec::new()
+                    });
+            tracing::debug!(
+                builtin = self.name,
+                bytes = bytes.len(),
+                inflated_us = started.elapsed().as_micros(),
+                "inflated"
+            );
+            bytes.into_boxed_slice()
+        })
+    }
 }
 
 impl fmt::Debug for Builtin {
@@ -28,7 +69,7 @@ impl fmt::Debug for Builtin {
         // A megabyte of bytes helps nobody in a log line.
         f.debug_struct("Builtin")
             .field("name", &self.name)
-            .field("wasm_bytes", &self.wasm.len())
+            .field("deflated_bytes", &self.deflated.len())
             .finish()
     }
 }
@@ -37,33 +78,33 @@ impl fmt::Debug for Builtin {
 pub const BUILTINS: &[Builtin] = &[
     Builtin {
         name: "exec",
-        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/exec.wasm")),
+        deflated: include_bytes!(concat!(env!("OUT_DIR"), "/exec.wasm.deflate")),
         digest: include_str!(concat!(env!("OUT_DIR"), "/exec.digest")),
     },
     Builtin {
         name: "fs",
-        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/fs.wasm")),
+        deflated: include_bytes!(concat!(env!("OUT_DIR"), "/fs.wasm.deflate")),
         digest: include_str!(concat!(env!("OUT_DIR"), "/fs.digest")),
     },
     Builtin {
         name: "http",
-        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/http.wasm")),
+        deflated: include_bytes!(concat!(env!("OUT_DIR"), "/http.wasm.deflate")),
         digest: include_str!(concat!(env!("OUT_DIR"), "/http.digest")),
     },
     Builtin {
         name: "json",
-        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/json.wasm")),
+        deflated: include_bytes!(concat!(env!("OUT_DIR"), "/json.wasm.deflate")),
         digest: include_str!(concat!(env!("OUT_DIR"), "/json.digest")),
     },
     Builtin {
         name: "postgres",
-        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/postgres.wasm")),
+        deflated: include_bytes!(concat!(env!("OUT_DIR"), "/postgres.wasm.deflate")),
         digest: include_str!(concat!(env!("OUT_DIR"), "/postgres.digest")),
     },
     #[cfg(longhand_sqlite)]
     Builtin {
         name: "sqlite",
-        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/sqlite.wasm")),
+        deflated: include_bytes!(concat!(env!("OUT_DIR"), "/sqlite.wasm.deflate")),
         digest: include_str!(concat!(env!("OUT_DIR"), "/sqlite.digest")),
     },
 ];
@@ -98,7 +139,7 @@ mod tests {
     fn every_builtin_is_a_component() {
         for b in BUILTINS {
             assert!(
-                b.wasm.starts_with(COMPONENT_HEADER),
+                b.wasm().starts_with(COMPONENT_HEADER),
                 "{} is not a component",
                 b.name
             );
@@ -108,7 +149,7 @@ mod tests {
     #[test]
     fn every_builtin_digest_is_the_hash_of_its_bytes() {
         for b in BUILTINS {
-            assert_eq!(b.digest, component::digest_of(b.wasm), "{}", b.name);
+            assert_eq!(b.digest, component::digest_of(b.wasm()), "{}", b.name);
         }
     }
 
@@ -117,7 +158,7 @@ mod tests {
     #[test]
     fn imports_are_read_without_walking_nested_modules() {
         let json = builtin("json").expect("json");
-        let imports = component::imports_of("json", json.wasm).expect("json's imports");
+        let imports = component::imports_of("json", json.wasm()).expect("json's imports");
         let names: Vec<&str> = imports.iter().map(|(name, _)| *name).collect();
         for expected in ["longhand:tool/types@", "wasi:io/streams@"] {
             assert!(
@@ -127,11 +168,11 @@ mod tests {
         }
         assert!(names.iter().all(|n| !n.is_empty()));
         for cut in [
-            json.wasm.len() / 3,
-            json.wasm.len() / 2,
-            json.wasm.len() - 1,
+            json.wasm().len() / 3,
+            json.wasm().len() / 2,
+            json.wasm().len() - 1,
         ] {
-            match component::imports_of("json", &json.wasm[..cut]) {
+            match component::imports_of("json", &json.wasm()[..cut]) {
                 Err(component::LoadError::NotComponent { .. }) => {}
                 other => panic!("cut at {cut}: {other:?}"),
             }
@@ -144,7 +185,7 @@ mod tests {
     #[test]
     fn only_exec_imports_process_and_only_postgres_imports_sql() {
         for b in BUILTINS {
-            let imports = component::imports_of(b.name, b.wasm).expect("imports");
+            let imports = component::imports_of(b.name, b.wasm()).expect("imports");
             let imports_of =
                 |prefix: &str| imports.iter().any(|(name, _)| name.starts_with(prefix));
             assert_eq!(

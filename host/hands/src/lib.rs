@@ -881,7 +881,7 @@ fn read<'a>(
                         .join(", "),
                 },
             })?;
-            (name.to_owned(), b.wasm.into())
+            (name.to_owned(), b.wasm().into())
         }
         ToolSource::File(path) => {
             let owned = std::fs::read(path).map_err(|cause| LoadError::Read {
