@@ -112,7 +112,7 @@ impl Subject {
         match &self.source {
             Source::Builtin(name) => Ok(builtin::builtin(name)
                 .context("no such built-in")?
-                .wasm
+                .wasm()
                 .to_vec()),
             Source::File(p) => std::fs::read(p).with_context(|| format!("read {}", p.display())),
         }
