@@ -400,7 +400,7 @@ async fn run() -> anyhow::Result<()> {
             "{:<52} {:>10.1}ms   ({} KiB)",
             format!("builtin `{}`", b.name),
             start.elapsed().as_secs_f64() * 1e3,
-            b.wasm.len() / 1024
+            b.wasm().len() / 1024
         );
     }
 
@@ -556,7 +556,7 @@ async fn builtin_calls(hands: &Hands, n: usize) -> anyhow::Result<()> {
     // grants, schema or receipt): what the instance itself costs.
     let json_wasm = builtin::builtin("json")
         .ok_or_else(|| anyhow::anyhow!("no json built-in"))?
-        .wasm;
+        .wasm();
     let bare = bare::Bare::new(json_wasm)?;
     let input = json!({"filter": ".", "input": {"a": 1}}).to_string();
     for _ in 0..20 {
