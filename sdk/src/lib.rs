@@ -101,6 +101,7 @@ pub mod bindings {
 }
 
 mod component;
+mod duration;
 mod error;
 mod export;
 mod host;
@@ -110,6 +111,7 @@ pub mod sql;
 mod tool;
 
 pub use component::{Component, DirAccess, DirRequest, Requests, ToolEntry};
+pub use duration::parse_timeout;
 pub use error::{IoResultExt, ToolError};
 pub use host::{Level, log, progress};
 pub use tool::{Effect, Tool, call_json, input_schema};

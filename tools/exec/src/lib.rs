@@ -10,10 +10,8 @@
 //! No shell is involved: `argv` is run as given. A pipeline needs `sh`
 //! granted as a program, which the operator then chose.
 
-use std::time::Duration;
-
 use longhand_sdk::process::{self, Command};
-use longhand_sdk::{Effect, Tool, ToolError};
+use longhand_sdk::{Effect, Tool, ToolError, parse_timeout};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -97,34 +95,6 @@ pub(crate) struct RunOutput {
     limits_hit: Vec<String>,
 }
 
-/// Parse `30s`, `2m`, `1h`, `500ms` or a bare number of seconds.
-fn parse_timeout(text: &str) -> Result<Duration, ToolError> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let bad = || {
-        ToolError::invalid_input(format!(
-            "`timeout` {text:?} is not a duration: write e.g. \"30s\", \"2m\" or \"500ms\""
-        ))
-    };
-    let value: f64 = number.parse().map_err(|_| bad())?;
-    let seconds = match unit.trim() {
-        "ms" => value / 1000.0,
-        "" | "s" => value,
-        "m" | "min" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => return Err(bad()),
-    };
-    if !(seconds.is_finite() && seconds > 0.0 && seconds < 1e9) {
-        return Err(ToolError::invalid_input(format!(
-            "`timeout` {text:?} must be above zero"
-        )));
-    }
-    Ok(Duration::from_secs_f64(seconds))
-}
-
 /// `run`: one program, to its end or its limits.
 pub(crate) struct Run;
 
@@ -191,17 +161,6 @@ longhand_sdk::export! {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timeouts_parse_in_the_units_people_write() {
-        assert_eq!(parse_timeout("30s").unwrap(), Duration::from_secs(30));
-        assert_eq!(parse_timeout("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_timeout("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_timeout("1.5").unwrap(), Duration::from_millis(1500));
-        for bad in ["", "s", "-1s", "0s", "3 weeks", "1e400s", "NaN"] {
-            assert!(parse_timeout(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn an_empty_argv_is_refused_before_anything_runs() {

@@ -19,7 +19,7 @@ mod schema;
 use std::time::Duration;
 
 use longhand_sdk::sql;
-use longhand_sdk::{Effect, Tool, ToolError};
+use longhand_sdk::{Effect, Tool, ToolError, parse_timeout};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value as Json;
@@ -85,35 +85,6 @@ pub(crate) struct SchemaInput {
     /// `/data/app.db`.
     #[schemars(length(min = 1, max = 4096))]
     db: String,
-}
-
-/// Parse `30s`, `2m`, `1h`, `500ms` or a bare number of seconds (as the
-/// `exec` tool does).
-fn parse_timeout(text: &str) -> Result<Duration, ToolError> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let bad = || {
-        ToolError::invalid_input(format!(
-            "`timeout` {text:?} is not a duration: write e.g. \"5s\" or \"500ms\""
-        ))
-    };
-    let value: f64 = number.parse().map_err(|_| bad())?;
-    let seconds = match unit.trim() {
-        "ms" => value / 1000.0,
-        "" | "s" => value,
-        "m" | "min" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => return Err(bad()),
-    };
-    if !(seconds.is_finite() && seconds > 0.0 && seconds < 1e9) {
-        return Err(ToolError::invalid_input(format!(
-            "`timeout` {text:?} must be above zero"
-        )));
-    }
-    Ok(Duration::from_secs_f64(seconds))
 }
 
 /// The call's time limit: the input's, never above the default.
