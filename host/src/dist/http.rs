@@ -121,6 +121,15 @@ pub(crate) async fn error_answer(response: reqwest::Response, url: &str) -> Dist
         .await
         .unwrap_or_default();
     let body = String::from_utf8_lossy(&body);
+    // A manifest the registry does not have (an unknown tag or repository)
+    // is a name to fix, exit 2; any other error answer is the registry's.
+    if status == reqwest::StatusCode::NOT_FOUND && url.contains("/manifests/") {
+        return DistError::Usage(format!(
+            "GET {url}: the registry has no such tag or repository ({status}: {}); check the \
+             name and tag",
+            shown(body.trim(), 512)
+        ));
+    }
     DistError::Remote(format!(
         "GET {url}: the server answered {status}: {}",
         shown(body.trim(), 512)

@@ -116,7 +116,27 @@ fn oci_reference(r: &OciRef) -> Reference {
 
 #[cfg(feature = "oci")]
 fn remote(what: &str) -> impl Fn(oci_client::errors::OciDistributionError) -> DistError + '_ {
-    move |e| DistError::Remote(format!("{what}: {e}"))
+    use oci_client::errors::{OciDistributionError as E, OciErrorCode as C};
+    move |e| {
+        // A tag or repository the registry does not have is a name to fix
+        // (exit 2), not a registry failing (exit 4).
+        let unknown = match &e {
+            E::ImageManifestNotFoundError(_) => true,
+            E::RegistryError { envelope, .. } => envelope
+                .errors
+                .iter()
+                .any(|c| matches!(c.code, C::ManifestUnknown | C::NameUnknown | C::NotFound)),
+            _ => false,
+        };
+        if unknown {
+            DistError::Usage(format!(
+                "{what}: the registry has no such tag or repository ({e}); check the name \
+                 and tag"
+            ))
+        } else {
+            DistError::Remote(format!("{what}: {e}"))
+        }
+    }
 }
 
 #[cfg(feature = "oci")]

@@ -263,3 +263,54 @@ fn a_missing_or_wrong_toolchain_is_a_clear_error_saying_how_to_install_it() {
     );
     assert!(!outside.path().join("py.wasm").exists());
 }
+
+/// The author's mistakes are the author's to fix, and say so with the
+/// usage exit code (2), never the code for Longhand's own failures (4): a
+/// project that already exists, a flag that does not apply, a compile
+/// error. A compile error is shown as cargo printed it, without advice
+/// about a target that is installed.
+#[test]
+fn an_authors_mistakes_exit_2_and_a_compile_error_carries_no_stray_advice() {
+    let home = Home::new();
+    let outside = TempDir::new().unwrap();
+    let sdk = repo_sdk();
+    let sdk = sdk.to_str().unwrap();
+    let new = |name: &str, extra: &[&str]| {
+        let mut args = vec!["tool", "new", name, "--lang", "rust", "--sdk", sdk];
+        args.extend_from_slice(extra);
+        longhand(&home, outside.path(), &args)
+    };
+    // A name of its own: the Rust template's target directory is shared
+    // between tests, and cargo tells same-named path packages apart by
+    // their place in the workspace, not their absolute path.
+    new("mistake", &[]).expect_code(0);
+    let again = new("mistake", &[]);
+    again.expect_code(2);
+    assert!(again.stderr.contains("already exists"), "{}", again.stderr);
+    let engine = new("other", &["--engine", "quickjs"]);
+    engine.expect_code(2);
+    assert!(
+        engine.stderr.contains("--engine is for --lang js only"),
+        "{}",
+        engine.stderr
+    );
+
+    let project = outside.path().join("mistake");
+    let lib = project.join("src/lib.rs");
+    let mut text = std::fs::read_to_string(&lib).unwrap();
+    text.push_str("\nfn broken( {\n");
+    std::fs::write(&lib, text).unwrap();
+    let built = longhand(&home, &project, &["tool", "build"]);
+    built.expect_code(2);
+    assert!(built.stderr.contains("error"), "{}", built.stderr);
+    assert!(
+        built.stderr.contains("its errors are above"),
+        "{}",
+        built.stderr
+    );
+    assert!(
+        !built.stderr.contains("rustup target add"),
+        "advice about an installed target:\n{}",
+        built.stderr
+    );
+}

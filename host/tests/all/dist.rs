@@ -529,6 +529,28 @@ fn a_tampered_blob_in_the_registry_is_refused() {
     assert!(listed(&home).is_empty());
 }
 
+/// A tag or repository the registry does not have is a name to fix: exit
+/// 2, saying so, not the exit code of a registry that failed.
+#[test]
+fn a_tag_or_repository_the_registry_lacks_is_a_usage_error() {
+    let Some(registry) = Registry::start() else {
+        return;
+    };
+    let (v1, _) = greet_components();
+    publish(&Home::new(), v1, &registry.url("greet:v1"), None);
+    let home = Home::new();
+    for source in [registry.url("greet:v9"), registry.url("nobody:v1")] {
+        let out = home.run(&["tool", "install", &source, "--allow-unsigned"]);
+        out.expect_code(2);
+        assert!(
+            out.stderr.contains("no such tag or repository"),
+            "{source}: {}",
+            out.stderr
+        );
+    }
+    assert!(listed(&home).is_empty());
+}
+
 #[test]
 fn a_moved_tag_fails_lock_locked_and_a_bigger_upgrade_is_held_until_approved() {
     let Some(registry) = Registry::start() else {

@@ -3,7 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
+
+use crate::cli::usage;
 
 use super::config::{BuildConfig, Engine, Lang};
 use longhand_hands::{Hands, ToolSource};
@@ -61,7 +63,9 @@ fn run(step: &str, cmd: &mut Command) -> anyhow::Result<()> {
         .status()
         .with_context(|| format!("cannot start {step}"))?;
     if !status.success() {
-        bail!("{step} failed ({status}); its errors are above");
+        return Err(usage(format!(
+            "{step} failed ({status}); its errors are above"
+        )));
     }
     Ok(())
 }
@@ -86,19 +90,45 @@ fn on_path(program: &str) -> Option<PathBuf> {
 
 fn rust(dir: &Path) -> anyhow::Result<PathBuf> {
     if on_path("cargo").is_none() {
-        bail!(
-            "cargo is not installed: install Rust (https://rustup.rs), then `rustup target add wasm32-wasip2`"
-        );
+        return Err(usage(
+            "cargo is not installed: install Rust (https://rustup.rs), then `rustup target add wasm32-wasip2`",
+        ));
     }
     let component = rust_component(dir)?;
+    // Said only when it is so: a compile error is the author's to read.
+    if !wasm_target_installed(dir) {
+        return Err(usage(
+            "the wasm32-wasip2 target is not installed for this project's Rust: run `rustup \
+             target add wasm32-wasip2`, then build again",
+        ));
+    }
     run(
         "cargo build --release --target wasm32-wasip2",
         Command::new("cargo")
             .args(["build", "--release", "--target", "wasm32-wasip2"])
             .current_dir(dir),
-    )
-    .context("if the target is missing: `rustup target add wasm32-wasip2`")?;
+    )?;
     Ok(component)
+}
+
+/// Whether the Rust that builds in `dir` (its toolchain file and
+/// overrides apply) has the wasm32-wasip2 standard library. When that
+/// cannot be told, the build goes ahead and says what it says.
+fn wasm_target_installed(dir: &Path) -> bool {
+    let Ok(out) = Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+    else {
+        return true;
+    };
+    let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    !out.status.success()
+        || sysroot.is_empty()
+        || Path::new(&sysroot)
+            .join("lib/rustlib/wasm32-wasip2/lib")
+            .is_dir()
 }
 
 /// Where `cargo build --release --target wasm32-wasip2` puts the Rust
@@ -117,11 +147,11 @@ fn rust_component(dir: &Path) -> anyhow::Result<PathBuf> {
         .output()
         .context("cannot run `cargo metadata`")?;
     if !meta.status.success() {
-        bail!(
+        return Err(usage(format!(
             "`cargo metadata` failed in {}: {}",
             dir.display(),
             String::from_utf8_lossy(&meta.stderr).trim()
-        );
+        )));
     }
     let meta: serde_json::Value =
         serde_json::from_slice(&meta.stdout).context("`cargo metadata` printed no JSON")?;
@@ -145,11 +175,11 @@ pub(crate) fn built_component(dir: &Path) -> anyhow::Result<PathBuf> {
         Lang::Python | Lang::Js => dir.join(format!("{}.wasm", config.tool.name)),
     };
     if !component.is_file() {
-        bail!(
+        return Err(usage(format!(
             "{} is not built yet (no {}): run `longhand tool build` first, or pass --component PATH",
             dir.display(),
             component.display()
-        );
+        )));
     }
     Ok(component)
 }
@@ -167,18 +197,18 @@ fn python(dir: &Path, config: &BuildConfig) -> anyhow::Result<PathBuf> {
         on_path("componentize-py")
     };
     let Some(tool) = tool else {
-        bail!(
+        return Err(usage(format!(
             "componentize-py is not installed: in {}, {install}",
             dir.display()
-        );
+        )));
     };
     let version = output_of(&tool, &["--version"])
         .with_context(|| format!("cannot run {}", tool.display()))?;
     if version.split_whitespace().last() != Some(pin) {
-        bail!(
+        return Err(usage(format!(
             "longhand-tool.toml pins componentize-py {pin}, but {} is `{version}`: {install}",
             tool.display()
-        );
+        )));
     }
     // The SDK as componentize-py will bundle it: the `longhand_tool`
     // package importable by the Python beside componentize-py, copied alone
@@ -200,11 +230,11 @@ fn python(dir: &Path, config: &BuildConfig) -> anyhow::Result<PathBuf> {
     )
     .unwrap_or_default();
     if package.is_empty() || !Path::new(&package).is_dir() {
-        bail!(
+        return Err(usage(format!(
             "the longhand_tool SDK is not installed for {}: {install} (requirements.txt names the \
              SDK's path)",
             python.display()
-        );
+        )));
     }
     let sdk = dir.join(".longhand/python-sdk");
     if sdk.exists() {
@@ -237,26 +267,28 @@ fn js(dir: &Path, config: &BuildConfig) -> anyhow::Result<PathBuf> {
     let engine = config.engine();
     let (componentizer, _) = engine.package();
     // The npm binaries below are node scripts (or native, for esbuild).
-    on_path("node").context("node is not installed: install Node.js 20 or later")?;
+    on_path("node").ok_or_else(|| usage("node is not installed: install Node.js 20 or later"))?;
     for package in [componentizer, "esbuild"] {
         let pin = config.pin(package)?;
         match installed(dir, package) {
             Some(v) if v == pin => {}
-            found => bail!(
-                "longhand-tool.toml pins {package} {pin}, but {} has {}: run `npm install` in {} \
+            found => {
+                return Err(usage(format!(
+                    "longhand-tool.toml pins {package} {pin}, but {} has {}: run `npm install` in {} \
                  (package.json pins the same versions)",
-                dir.join("node_modules").display(),
-                found.map_or("none".to_owned(), |v| format!("version {v}")),
-                dir.display()
-            ),
+                    dir.join("node_modules").display(),
+                    found.map_or("none".to_owned(), |v| format!("version {v}")),
+                    dir.display()
+                )));
+            }
         }
     }
     if installed(dir, "@longhand/tool").is_none() {
-        bail!(
+        return Err(usage(format!(
             "the @longhand/tool SDK is not installed in {}: run `npm install` (package.json \
              names the SDK's path)",
             dir.display()
-        );
+        )));
     }
     let bundle = dir.join("dist/bundle.js");
     run(

@@ -2,7 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
+
+use crate::cli::usage;
 
 use super::config::{self, BuildConfig, Engine, Lang};
 
@@ -95,21 +97,21 @@ fn sdk_root(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
         .or_else(|| std::env::var_os("LONGHAND_SDK").map(PathBuf::from))
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk"));
     let root = chosen.canonicalize().map_err(|_| {
-        anyhow::anyhow!(
+        usage(format!(
             "cannot find Longhand's SDKs at {}: pass --sdk PATH (or set LONGHAND_SDK) to the \
              `sdk/` folder of a Longhand checkout",
             chosen.display()
-        )
+        ))
     })?;
     if !root.join("Cargo.toml").is_file()
         || !root.join("python").is_dir()
         || !root.join("js").is_dir()
     {
-        bail!(
+        return Err(usage(format!(
             "{} is not Longhand's `sdk/` folder (it needs Cargo.toml, python/ and js/): pass \
              --sdk PATH to the `sdk/` folder of a Longhand checkout",
             root.display()
-        );
+        )));
     }
     Ok(root)
 }
@@ -135,15 +137,15 @@ pub(crate) fn new(
 ) -> anyhow::Result<PathBuf> {
     config::check_name(name)?;
     if engine.is_some() && lang != Lang::Js {
-        bail!("--engine is for --lang js only");
+        return Err(usage("--engine is for --lang js only"));
     }
     let engine = engine.unwrap_or(Engine::Spidermonkey);
     let dir = parent.join(name);
     if dir.exists() {
-        bail!(
+        return Err(usage(format!(
             "{} already exists: pick another name or remove it (nothing was written)",
             dir.display()
-        );
+        )));
     }
     let root = sdk_root(sdk)?;
     let sdk_path = match lang {
@@ -153,11 +155,11 @@ pub(crate) fn new(
     };
     let sdk_text = sdk_path.to_string_lossy().into_owned();
     if sdk_text.contains(['"', '\\', '\n']) {
-        bail!(
+        return Err(usage(format!(
             "the SDK path {} holds a quote, backslash or newline, which the project's manifests \
              cannot spell: move the checkout",
             sdk_path.display()
-        );
+        )));
     }
     let (engine_package, engine_version) = engine.package();
     let vars = [
