@@ -115,6 +115,12 @@ fn new_build_call(lang: &str, extra: &[&str], link: Option<(&str, PathBuf)>) {
         )
     );
     assert_eq!(report["tools"], serde_json::json!(["greet"]));
+    // The same build from the project's parent, naming the directory.
+    let from_outside = longhand(&home, outside.path(), &["tool", "build", "greet", "--json"]);
+    from_outside.expect_code(0);
+    let again: Value =
+        serde_json::from_str(from_outside.stdout.last().expect("a JSON line")).unwrap();
+    assert_eq!(again["component"], report["component"], "{again}");
 
     let call = longhand(
         &home,

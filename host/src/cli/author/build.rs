@@ -22,6 +22,10 @@ pub(crate) struct Built {
 /// Build the project in `dir` with its pinned toolchain, then load the
 /// component as a call would (refused imports are refused here).
 pub(crate) async fn build(hands: &Hands, dir: &Path) -> anyhow::Result<Built> {
+    // Absolute from here on: the toolchains run with the project as their
+    // working directory, where a path relative to ours would point
+    // elsewhere (`tool build greet` from greet's parent).
+    let dir = &absolute(dir)?;
     let config = BuildConfig::load(dir)?;
     let component = match config.tool.lang {
         Lang::Rust => rust(dir)?,
@@ -51,6 +55,16 @@ pub(crate) async fn build(hands: &Hands, dir: &Path) -> anyhow::Result<Built> {
         digest: loaded.digest().to_owned(),
         size,
         tools: loaded.info().tools.iter().map(|t| t.name.clone()).collect(),
+    })
+}
+
+/// `dir` as an absolute path, or a usage error naming it.
+fn absolute(dir: &Path) -> anyhow::Result<PathBuf> {
+    dir.canonicalize().map_err(|e| {
+        usage(format!(
+            "{}: {e}; give the tool project's directory",
+            dir.display()
+        ))
     })
 }
 
@@ -169,6 +183,7 @@ fn rust_component(dir: &Path) -> anyhow::Result<PathBuf> {
 /// The component `build` last made for the project in `dir`, without
 /// building: for `longhand tool test`.
 pub(crate) fn built_component(dir: &Path) -> anyhow::Result<PathBuf> {
+    let dir = &absolute(dir)?;
     let config = BuildConfig::load(dir)?;
     let component = match config.tool.lang {
         Lang::Rust => rust_component(dir)?,
