@@ -474,6 +474,57 @@ fn a_huge_result_and_a_query_that_never_ends_are_bounded() {
     assert_eq!(next["rows"], json!([[1]]));
 }
 
+/// A result of huge rows is fetched a row at a time: the host never holds
+/// a batch of them. 200 rows of 20 MB (4 GB) come back cut, and the
+/// `longhand` process's peak memory stays far below one batch's worth.
+#[test]
+fn a_result_of_huge_rows_is_never_held_a_batch_at_a_time() {
+    let Some(url) = external("LONGHAND_TEST_PG_AGENT") else {
+        return;
+    };
+    let home = Home::new();
+    let input = json!({"database": "app",
+                       "sql": "select g, repeat('x', 20000000) as pad from generate_series(1, 200) g"})
+    .to_string();
+    // Started from a small Python process, whose children's peak RSS is the
+    // command's own (a child of this test binary would inherit its mark).
+    let mut cmd = std::process::Command::new("python3");
+    cmd.args([
+        "-c",
+        "import resource, subprocess, sys\n\
+         r = subprocess.run(sys.argv[1:], capture_output=True)\n\
+         sys.stderr.write(r.stderr.decode(errors='replace'))\n\
+         print(r.returncode)\n\
+         print(r.stdout.decode(errors='replace').replace('\\n', ' '))\n\
+         print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)",
+        crate::support::BIN,
+        "tool",
+        "call",
+        "postgres",
+        "query",
+        "--database",
+        GRANT,
+        "--input",
+        &input,
+    ])
+    .env_clear()
+    .env("LONGHAND_HOME", home.path())
+    .env("DB_URL", &url)
+    .env("PATH", std::env::var("PATH").unwrap_or_default());
+    let ended = crate::support::run(cmd);
+    ended.expect_code(0);
+    assert_eq!(ended.stdout[0], "0", "{}", ended.stderr);
+    let out: Value = serde_json::from_str(&ended.stdout[1]).expect("the tool's JSON");
+    assert_eq!(out["rows"], json!([]), "a 20 MB row does not fit 1 MiB");
+    assert!(out["truncated_rows"].as_u64().unwrap() >= 1, "{out}");
+    let peak_kib: u64 = ended.stdout[2].trim().parse().unwrap();
+    assert!(
+        peak_kib < 400 << 10,
+        "peak RSS {} MiB: a batch of huge rows was held",
+        peak_kib >> 10
+    );
+}
+
 #[test]
 fn execute_needs_a_read_write_grant_and_commits_one_statement() {
     let Some(url) = external("LONGHAND_TEST_PG_AGENT") else {

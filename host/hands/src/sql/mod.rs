@@ -59,8 +59,12 @@ pub use grant::{DatabaseGrant, DatabaseMode};
 const MARGIN: Duration = Duration::from_millis(250);
 /// The longest a connection may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Rows fetched from the portal at a time.
+/// Rows fetched from the portal at a time, at most.
 const BATCH: i32 = 500;
+/// Bytes of rows one fetch aims at: what the host holds of a result at
+/// once beyond the rows it keeps (one row bigger than this is fetched
+/// alone; PostgreSQL's own limit on a value is 1 GB).
+const BATCH_BYTES: usize = 1 << 20;
 /// After the caps, rows still counted (not kept) at most, and for at most
 /// this long: past either the count is reported as inexact.
 const COUNT_ROWS: u64 = 100_000;
@@ -645,19 +649,29 @@ async fn read_rows(
     let mut cut = 0u64;
     let mut full = false;
     let mut counting_since: Option<Instant> = None;
+    // The first fetch asks for one row; each next one for as many rows as
+    // fit in BATCH_BYTES at the mean size seen so far, so a result of huge
+    // rows is never held a whole batch at a time.
+    let mut ask = 1i32;
     loop {
-        let batch = txn.query_portal(&portal, BATCH).await?;
-        let done = batch.len() < BATCH as usize;
+        let batch = txn.query_portal(&portal, ask).await?;
+        let done = batch.len() < ask as usize;
+        let mut batch_bytes = 0usize;
         for row in &batch {
-            if full {
+            let mut size = 0usize;
+            for i in 0..row.len() {
+                let raw: values::Raw<'_> = row.try_get(i)?;
+                size += raw.0.map_or(0, <[u8]>::len) + VALUE_OVERHEAD;
+            }
+            batch_bytes += size;
+            if full || rows.len() >= max_rows as usize || bytes + size > max_bytes {
+                full = true;
                 cut += 1;
                 continue;
             }
             let mut values = Vec::with_capacity(row.len());
-            let mut size = 0usize;
             for (i, column) in row.columns().iter().enumerate() {
                 let raw: values::Raw<'_> = row.try_get(i)?;
-                size += raw.0.map_or(0, <[u8]>::len) + VALUE_OVERHEAD;
                 values.push(values::decode(column.type_(), raw.0).map_err(|e| {
                     RunError::Refused(ToolError::Failed(format!(
                         "column {} (`{}`) could not be read: {e}",
@@ -666,14 +680,11 @@ async fn read_rows(
                     )))
                 })?);
             }
-            if rows.len() >= max_rows as usize || bytes + size > max_bytes {
-                full = true;
-                cut += 1;
-                continue;
-            }
             bytes += size;
             rows.push(values);
         }
+        let mean = (batch_bytes / batch.len().max(1)).max(1);
+        ask = i32::try_from((BATCH_BYTES / mean).clamp(1, BATCH as usize)).unwrap_or(BATCH);
         if done {
             return Ok(Answer::Rows(Rows {
                 columns,
