@@ -46,6 +46,7 @@ use wasmtime_wasi::p2::{FsError, FsResult};
 use wasmtime_wasi_io::streams::{DynInputStream, DynOutputStream, OutputStream, StreamError};
 
 use super::budget::{Charge, Exceeded, HostBudget};
+use super::files_tape::{self, FilesTape};
 use super::grants::{Access, DirGrant};
 use super::receipt::Journal;
 
@@ -109,6 +110,42 @@ struct Preopen {
     dir: Dir,
     guest_path: String,
     symlinks: bool,
+    /// For a directory the component asks for and the operator did not
+    /// grant: what the guest is told when it reaches for it (see
+    /// [`FsState::refuse_requested`]). Every use is refused.
+    ungranted: Option<Arc<Ungranted>>,
+}
+
+/// A directory a component asks for (in `describe`) that its grants leave
+/// out. Without it the guest's libc finds no preopen and says "not found",
+/// and the model goes searching for a file that is there; with it the
+/// guest gets "access denied" and the call's error names the grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ungranted {
+    /// The guest path the component asks for.
+    pub guest_path: String,
+    /// What to do about it, for the model and the operator.
+    pub advice: String,
+}
+
+/// An empty directory nothing can be created in (it was removed once
+/// opened), behind each ungranted preopen: a `stat` of the preopen itself
+/// shows nothing of the host. Opened once per process; each call gets a
+/// duplicate of the handle.
+fn vanished_dir() -> Result<std::fs::File, String> {
+    static DIR: std::sync::OnceLock<Result<std::fs::File, String>> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let made = tempfile::TempDir::new().map_err(|e| e.to_string())?;
+        let file = std::fs::File::open(made.path()).map_err(|e| e.to_string())?;
+        made.close().map_err(|e| e.to_string())?;
+        Ok(file)
+    });
+    match dir {
+        Ok(file) => file.try_clone().map_err(|e| e.to_string()),
+        Err(e) => Err(format!(
+            "cannot make the empty directory for ungranted requests: {e}"
+        )),
+    }
 }
 
 /// The filesystem part of one call's state.
@@ -120,6 +157,10 @@ pub(crate) struct FsState {
     /// Which grant each open descriptor came from, by resource index, so a
     /// per-grant rule (symlinks) applies to descriptors opened beneath it.
     origin: HashMap<u32, usize>,
+    /// When recording for a fixture: the file tape, and the path beneath
+    /// its grant of each open directory descriptor, by resource index.
+    files: Option<FilesTape>,
+    paths: HashMap<u32, String>,
     quota: Arc<WriteQuota>,
     budget: Arc<HostBudget>,
     journal: Arc<Mutex<Journal>>,
@@ -135,6 +176,8 @@ impl FsState {
             ctx: WasiFilesystemCtx::default(),
             preopens: Vec::new(),
             origin: HashMap::new(),
+            files: None,
+            paths: HashMap::new(),
             quota,
             budget,
             journal,
@@ -149,12 +192,71 @@ impl FsState {
             Access::ReadOnly => (FsPerms::ReadOnly, OpenMode::READ),
             Access::ReadWrite => (FsPerms::ReadWrite, OpenMode::READ | OpenMode::WRITE),
         };
+        let dir = Dir::new(file, perms, mode, false);
+        if let Some(files) = &self.files {
+            files.root(grant.guest_path(), dir.dir.clone());
+        }
         self.preopens.push(Preopen {
-            dir: Dir::new(file, perms, mode, false),
+            dir,
             guest_path: grant.guest_path().to_owned(),
             symlinks: grant.symlinks(),
+            ungranted: None,
         });
         Ok(())
+    }
+
+    /// After the grants: a refusing preopen at each directory `requests`
+    /// names that no grant covers (the grant's guest path is the requested
+    /// one or above it). Calls after the grants' preopens, so the file
+    /// tape's roots stay the grants, in order.
+    pub(crate) fn refuse_requested(
+        &mut self,
+        requests: &[super::component::DirRequest],
+    ) -> Result<(), String> {
+        for request in requests {
+            let wanted = request.guest_path.trim_end_matches('/');
+            let covered = self.preopens.iter().any(|p| {
+                let have = p.guest_path.trim_end_matches('/');
+                wanted == have || have.is_empty() || wanted.starts_with(&format!("{have}/"))
+            });
+            if covered || wanted.is_empty() {
+                continue;
+            }
+            let (access, flag) = match request.access {
+                Access::ReadOnly => ("read-only", "ro"),
+                Access::ReadWrite => ("read-write", "rw"),
+            };
+            let why = if request.why.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", request.why)
+            };
+            let ungranted = Ungranted {
+                guest_path: request.guest_path.clone(),
+                advice: format!(
+                    "{path} is not granted to this tool. The component asks for it \
+                     ({access}{why}); ask the operator to grant it (in the tool's [[tools]] \
+                     entry: dirs = [\"HOST_DIR:{path}:{flag}\"], or --dir \
+                     HOST_DIR:{path}:{flag}) rather than looking elsewhere",
+                    path = request.guest_path,
+                ),
+            };
+            self.preopens.push(Preopen {
+                dir: Dir::new(vanished_dir()?, FsPerms::ReadOnly, OpenMode::READ, false),
+                guest_path: request.guest_path.clone(),
+                symlinks: false,
+                ungranted: Some(Arc::new(ungranted)),
+            });
+        }
+        Ok(())
+    }
+
+    /// Keep what the call finds in its directories, and what it writes
+    /// there, on `files` (see [`super::files_tape`]). Before any preopen:
+    /// the tape's roots are the preopens, in order.
+    pub(crate) fn record(&mut self, files: FilesTape) {
+        debug_assert!(self.preopens.is_empty());
+        self.files = Some(files);
     }
 
     fn deny(&self, resource: String, reason: String) {
@@ -191,6 +293,46 @@ impl GuardedFsView<'_> {
             Descriptor::Dir(d) => Ok(d.clone()),
             Descriptor::File(_) => Err(ErrorCode::NotDirectory.into()),
         }
+    }
+
+    /// When recording: the file tape, the grant `fd` is beneath, and
+    /// `path` (relative to `fd`) as a path beneath that grant.
+    fn taped(&self, fd: &Resource<Descriptor>, path: &str) -> Option<(&FilesTape, usize, String)> {
+        let files = self.fs.files.as_ref()?;
+        let root = *self.fs.origin.get(&fd.rep())?;
+        let base = self.fs.paths.get(&fd.rep())?;
+        Some((files, root, files_tape::join(base, path)?))
+    }
+
+    /// When recording: `old_path` is moved or linked to `new_path`, so what
+    /// is there now is input and what lands is output.
+    fn tape_move(
+        &self,
+        fd: &Resource<Descriptor>,
+        old_path: &str,
+        new_fd: &Resource<Descriptor>,
+        new_path: &str,
+    ) {
+        if let Some((files, root, at)) = self.taped(fd, old_path) {
+            files.taken(root, at);
+        }
+        if let Some((files, root, at)) = self.taped(new_fd, new_path) {
+            files.written(root, at);
+        }
+    }
+
+    /// Refuse any use of an ungranted preopen (see
+    /// [`FsState::refuse_requested`]), noting it for the call's error.
+    fn refuse_ungranted(&self, fd: &Resource<Descriptor>, path: &str) -> FsResult<()> {
+        let Some(ungranted) = self.origin_of(fd).and_then(|p| p.ungranted.clone()) else {
+            return Ok(());
+        };
+        let shown = self.shown(fd, path);
+        if let Ok(mut journal) = self.fs.journal.lock() {
+            journal.deny("filesystem", shown, ungranted.advice.clone());
+            journal.ungranted(&ungranted);
+        }
+        Err(ErrorCode::Access.into())
     }
 
     fn origin_of(&self, fd: &Resource<Descriptor>) -> Option<&Preopen> {
@@ -331,6 +473,9 @@ impl preopens::Host for GuardedFsView<'_> {
         for (index, preopen) in self.fs.preopens.iter().enumerate() {
             let fd = self.table.push(Descriptor::Dir(preopen.dir.clone()))?;
             self.fs.origin.insert(fd.rep(), index);
+            if self.fs.files.is_some() {
+                self.fs.paths.insert(fd.rep(), String::new());
+            }
             out.push((fd, preopen.guest_path.clone()));
         }
         Ok(out)
@@ -435,6 +580,7 @@ impl HostDescriptor for GuardedFsView<'_> {
         oflags: types::OpenFlags,
         flags: types::DescriptorFlags,
     ) -> FsResult<Resource<Descriptor>> {
+        self.refuse_ungranted(&fd, &path)?;
         use cap_primitives::fs::FollowSymlinks;
         let dir = self.dir_of(&fd)?;
         let origin = self.fs.origin.get(&fd.rep()).copied();
@@ -527,6 +673,19 @@ impl HostDescriptor for GuardedFsView<'_> {
                 return Err(ErrorCode::Access.into());
             }
         };
+        if let Some((files, root, at)) = self.taped(&fd, &path) {
+            match &descriptor {
+                Descriptor::Dir(_) => files.dir(root, at),
+                Descriptor::File(_) if create || mode.contains(OpenMode::WRITE) => {
+                    files.written(root, at)
+                }
+                Descriptor::File(f) => files.read(root, at, &f.file),
+            }
+        }
+        let new_path = match &descriptor {
+            Descriptor::Dir(_) => self.taped(&fd, &path).map(|(_, _, at)| at),
+            Descriptor::File(_) => None,
+        };
         // Counted for as long as anything (the handle, a stream, a clone)
         // keeps the descriptor open.
         match &descriptor {
@@ -537,11 +696,15 @@ impl HostDescriptor for GuardedFsView<'_> {
         if let Some(origin) = origin {
             self.fs.origin.insert(new.rep(), origin);
         }
+        if let Some(at) = new_path {
+            self.fs.paths.insert(new.rep(), at);
+        }
         Ok(new)
     }
 
     fn drop(&mut self, fd: Resource<Descriptor>) -> wasmtime::Result<()> {
         self.fs.origin.remove(&fd.rep());
+        self.fs.paths.remove(&fd.rep());
         HostDescriptor::drop(&mut self.inner(), fd)
     }
 
@@ -551,6 +714,7 @@ impl HostDescriptor for GuardedFsView<'_> {
         src_path: String,
         dest_path: String,
     ) -> FsResult<()> {
+        self.refuse_ungranted(&fd, &dest_path)?;
         let allowed = self.origin_of(&fd).is_some_and(|p| p.symlinks);
         if !allowed {
             let shown = self.shown(&fd, &dest_path);
@@ -575,9 +739,12 @@ impl HostDescriptor for GuardedFsView<'_> {
         new_descriptor: Resource<Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
+        self.refuse_ungranted(&fd, &old_path)?;
+        self.refuse_ungranted(&new_descriptor, &new_path)?;
         let landing = self
             .check_landing(&fd, &old_path, &new_descriptor, &new_path, "hard-linking")
             .await?;
+        self.tape_move(&fd, &old_path, &new_descriptor, &new_path);
         self.fs.quota.charge(ENTRY_COST)?;
         let dest = self.dir_of(&new_descriptor)?;
         self.inner()
@@ -598,7 +765,11 @@ impl HostDescriptor for GuardedFsView<'_> {
         fd: Resource<Descriptor>,
         path: String,
     ) -> FsResult<()> {
+        self.refuse_ungranted(&fd, &path)?;
         self.fs.quota.charge(ENTRY_COST)?;
+        if let Some((files, root, at)) = self.taped(&fd, &path) {
+            files.written(root, at);
+        }
         self.inner().create_directory_at(fd, path).await
     }
 
@@ -699,7 +870,11 @@ impl HostDescriptor for GuardedFsView<'_> {
         &mut self,
         fd: Resource<Descriptor>,
     ) -> FsResult<Resource<types::DirectoryEntryStream>> {
+        self.refuse_ungranted(&fd, "")?;
         let dir = self.dir_of(&fd)?;
+        if let Some((files, root, at)) = self.taped(&fd, "") {
+            files.listed(root, at);
+        }
         let budget = &self.fs.budget;
         budget
             .admit(LISTING_FDS, "listing a directory")
@@ -741,6 +916,10 @@ impl HostDescriptor for GuardedFsView<'_> {
         path_flags: types::PathFlags,
         path: String,
     ) -> FsResult<types::DescriptorStat> {
+        self.refuse_ungranted(&fd, &path)?;
+        if let Some((files, root, at)) = self.taped(&fd, &path) {
+            files.looked_up(root, at);
+        }
         self.inner().stat_at(fd, path_flags, path).await
     }
 
@@ -752,12 +931,14 @@ impl HostDescriptor for GuardedFsView<'_> {
         atim: types::NewTimestamp,
         mtim: types::NewTimestamp,
     ) -> FsResult<()> {
+        self.refuse_ungranted(&fd, &path)?;
         self.inner()
             .set_times_at(fd, path_flags, path, atim, mtim)
             .await
     }
 
     async fn readlink_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<String> {
+        self.refuse_ungranted(&fd, &path)?;
         self.inner().readlink_at(fd, path).await
     }
 
@@ -766,6 +947,10 @@ impl HostDescriptor for GuardedFsView<'_> {
         fd: Resource<Descriptor>,
         path: String,
     ) -> FsResult<()> {
+        self.refuse_ungranted(&fd, &path)?;
+        if let Some((files, root, at)) = self.taped(&fd, &path) {
+            files.taken(root, at);
+        }
         self.inner().remove_directory_at(fd, path).await
     }
 
@@ -776,9 +961,12 @@ impl HostDescriptor for GuardedFsView<'_> {
         new_fd: Resource<Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
+        self.refuse_ungranted(&fd, &old_path)?;
+        self.refuse_ungranted(&new_fd, &new_path)?;
         let landing = self
             .check_landing(&fd, &old_path, &new_fd, &new_path, "moving")
             .await?;
+        self.tape_move(&fd, &old_path, &new_fd, &new_path);
         let dest = self.dir_of(&new_fd)?;
         self.inner()
             .rename_at(fd, old_path, new_fd, new_path.clone())
@@ -788,6 +976,10 @@ impl HostDescriptor for GuardedFsView<'_> {
     }
 
     async fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+        self.refuse_ungranted(&fd, &path)?;
+        if let Some((files, root, at)) = self.taped(&fd, &path) {
+            files.taken(root, at);
+        }
         self.inner().unlink_file_at(fd, path).await
     }
 
@@ -820,6 +1012,7 @@ impl HostDescriptor for GuardedFsView<'_> {
         path_flags: types::PathFlags,
         path: String,
     ) -> FsResult<types::MetadataHashValue> {
+        self.refuse_ungranted(&fd, &path)?;
         self.inner().metadata_hash_at(fd, path_flags, path).await
     }
 }

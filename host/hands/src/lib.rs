@@ -21,6 +21,7 @@ mod component;
 pub mod dev;
 pub mod dirs;
 mod exec;
+pub mod files_tape;
 mod fs;
 pub mod grants;
 mod kept;
@@ -51,6 +52,7 @@ pub use component::{
     CapabilityRequests, ComponentInfo, DirRequest, Effect, LoadError, LoadedTool, PinnedLoadError,
     ToolSpec, digest_of,
 };
+pub use files_tape::FilesTape;
 pub use grants::{
     Access, DirGrant, DirIdentity, DirSpec, GrantError, GrantSpec, Grants, HostPattern, LimitSpec,
     Limits, Secret, SecretGrant,
@@ -272,6 +274,9 @@ pub struct CallOptions {
     /// from it (see [`tape`]). Default `None`: requests go to the network
     /// under the grants' policy.
     pub tape: Option<Tape>,
+    /// Keep what the call finds in its granted directories and what it
+    /// writes there on this tape (see [`files_tape`]). Default `None`.
+    pub files: Option<FilesTape>,
 }
 
 /// Where a component comes from.
@@ -713,9 +718,16 @@ impl Hands {
 
         let limits = &grants.limits;
         let mut builder = CallBuilder::new(limits, self.fd_share);
+        if let Some(files) = options.files {
+            builder.fs.record(files);
+        }
         caps::prepare_all(grants, &mut builder).map_err(|e| CallError::Refused {
             message: format!("{e:#}"),
         })?;
+        builder
+            .fs
+            .refuse_requested(&tool.info.requests.dirs)
+            .map_err(|message| CallError::Host { message })?;
         if let Some(tape) = options.tape {
             builder.tape(tape);
         }
@@ -771,7 +783,9 @@ impl Hands {
         let (stdout, stderr) = stdio.take();
         receipt.stdout = stdout;
         receipt.stderr = stderr;
+        let mut ungranted = None;
         if let Ok(mut j) = journal.lock() {
+            ungranted = j.ungranted.take();
             receipt.used = std::mem::take(&mut j.used);
             receipt.denied = std::mem::take(&mut j.denied);
             receipt.limits_hit = std::mem::take(&mut j.limits_hit);
@@ -819,7 +833,23 @@ impl Hands {
         if let Err(CallError::Limit { message }) = &result {
             receipt.limits_hit.push(message.clone());
         }
-        result
+        // A tool that reached for a directory it asks for and was not
+        // granted failed for want of the grant, whatever it made of the
+        // refusal ("not found", a bare failure): say so, naming the grant.
+        match (result, ungranted) {
+            (
+                Err(
+                    CallError::NotFound { .. }
+                    | CallError::AccessDenied { .. }
+                    | CallError::Failed { .. },
+                ),
+                Some(dir),
+            ) => Err(CallError::AccessDenied {
+                resource: dir.guest_path,
+                reason: dir.advice,
+            }),
+            (result, _) => result,
+        }
     }
 }
 

@@ -127,6 +127,9 @@ pub struct Journal {
     pub(crate) http_bytes_in: u64,
     /// Shared with the call's write quota, which counts into it.
     pub(crate) written: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// The first directory the component asked for, was not granted and
+    /// reached for anyway: the call's error then names the grant.
+    pub(crate) ungranted: Option<super::fs::Ungranted>,
 }
 
 /// Most entries kept per list, so a hostile guest cannot grow the receipt.
@@ -155,6 +158,12 @@ impl Journal {
                 resource: super::bound::cut(resource, MAX_LOG_LINE_BYTES),
                 reason: super::bound::cut(reason, MAX_LOG_LINE_BYTES),
             });
+        }
+    }
+
+    pub(crate) fn ungranted(&mut self, dir: &super::fs::Ungranted) {
+        if self.ungranted.is_none() {
+            self.ungranted = Some(dir.clone());
         }
     }
 

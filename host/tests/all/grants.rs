@@ -214,3 +214,57 @@ fn the_session_write_total_pauses_the_session() {
     assert!(state.bytes_written >= 6000, "{}", state.bytes_written);
     assert!(!dir.path().join("work/file-3.txt").exists());
 }
+
+/// A directory the component asks for (`fs` asks for /workspace) and the
+/// operator did not grant reaches the model as access denied naming the
+/// grant, whatever the tool does there (read, list, write, stat) and
+/// whatever else is granted — never as "not found", which sends a model
+/// searching. Granted, the same call works.
+#[test]
+fn a_requested_directory_that_is_not_granted_is_access_denied_naming_the_grant() {
+    let home = Home::new();
+    let other = TempDir::new().expect("tempdir");
+    let other_grant = format!("{}:/data:ro", other.path().display());
+    for (tool, input) in [
+        ("read", json!({"path": "/workspace/notes.txt"})),
+        ("list", json!({"path": "/workspace"})),
+        (
+            "write",
+            json!({"path": "/workspace/out.txt", "content": "x"}),
+        ),
+        ("stat", json!({"path": "/workspace/notes.txt"})),
+    ] {
+        for grant in [None, Some(other_grant.as_str())] {
+            let mut args = vec!["tool", "call", "fs", tool, "--json"];
+            if let Some(grant) = grant {
+                args.extend(["--dir", grant]);
+            }
+            let input = input.to_string();
+            args.extend(["--input", &input]);
+            let out = home.run(&args);
+            assert_ne!(out.code, Some(0), "{tool} {grant:?} succeeded");
+            let text = out.stdout.join("\n");
+            assert!(text.contains("access-denied"), "{tool} {grant:?}:\n{text}");
+            assert!(
+                text.contains("/workspace is not granted to this tool")
+                    && text.contains("HOST_DIR:/workspace:rw"),
+                "{tool} {grant:?}: the error names the grant:\n{text}"
+            );
+            assert!(!text.contains("not-found"), "{tool} {grant:?}:\n{text}");
+        }
+    }
+    let granted = TempDir::new().expect("tempdir");
+    std::fs::write(granted.path().join("notes.txt"), "hello").unwrap();
+    let out = home.run(&[
+        "tool",
+        "call",
+        "fs",
+        "read",
+        "--dir",
+        &format!("{}:/workspace:ro", granted.path().display()),
+        "--input",
+        r#"{"path": "/workspace/notes.txt"}"#,
+    ]);
+    out.expect_code(0);
+    assert!(out.stdout.join("\n").contains("hello"));
+}

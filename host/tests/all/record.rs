@@ -377,18 +377,22 @@ fn what_cannot_be_recorded_or_tested_is_refused_saying_what_to_do() {
     let home = Home::new();
     let dir = TempDir::new().unwrap();
     let fixture = dir.path().join("f.json");
-    let out = home.run(&[
+    let mut cmd = home.cmd(&[
         "tool",
         "call",
-        "fs",
-        "list",
-        "--dir",
-        dir.path().to_str().unwrap(),
+        "postgres",
+        "schema",
+        "--input",
+        r#"{"database": "db"}"#,
+        "--database",
+        "db=LH_REC_DB_URL,allow=127.0.0.1",
         "--record",
         fixture.to_str().unwrap(),
     ]);
+    cmd.env("LH_REC_DB_URL", "postgres://someone:pw@127.0.0.1:9/db");
+    let out = run(cmd);
     out.expect_code(2);
-    assert!(out.stderr.contains("--dir or --mount"), "{}", out.stderr);
+    assert!(out.stderr.contains("--database"), "{}", out.stderr);
     assert!(!fixture.exists());
 
     let out = test(&home, dir.path());
@@ -415,37 +419,43 @@ fn what_cannot_be_recorded_or_tested_is_refused_saying_what_to_do() {
     assert!(out.stderr.contains("longhand-tool.toml"), "{}", out.stderr);
 }
 
-/// A Python tool that fetches through `longhand_tool.http` (wasi:http; CPython's
-/// sockets are denied), recorded with a secret and replayed offline.
-#[test]
-fn a_python_tool_fetching_through_the_sdk_records_and_replays() {
+/// A `tool new --lang python` project named `name` in a fresh directory,
+/// its `.venv` the CI's; `None` (skipped) without one.
+fn python_project(name: &str) -> Option<(Home, TempDir, PathBuf)> {
     let venv = match std::env::var_os("LONGHAND_PY_VENV").map(PathBuf::from) {
         Some(v) if v.join("bin/componentize-py").is_file() => v,
         _ => {
-            return crate::author::missing(
+            crate::author::missing(
                 "a venv with componentize-py and the Python SDK (LONGHAND_PY_VENV)",
             );
+            return None;
         }
     };
     let home = Home::new();
     let outside = TempDir::new().unwrap();
     let sdk = crate::author::repo_sdk();
-    crate::author::longhand(
-        &home,
-        outside.path(),
-        &[
-            "tool",
-            "new",
-            "fetcher",
-            "--lang",
-            "python",
-            "--sdk",
-            sdk.to_str().unwrap(),
-        ],
-    )
-    .expect_code(0);
-    let project = outside.path().join("fetcher");
+    let args = [
+        "tool",
+        "new",
+        name,
+        "--lang",
+        "python",
+        "--sdk",
+        sdk.to_str().unwrap(),
+    ];
+    crate::author::longhand(&home, outside.path(), &args).expect_code(0);
+    let project = outside.path().join(name);
     std::os::unix::fs::symlink(venv, project.join(".venv")).unwrap();
+    Some((home, outside, project))
+}
+
+/// A Python tool that fetches through `longhand_tool.http` (wasi:http; CPython's
+/// sockets are denied), recorded with a secret and replayed offline.
+#[test]
+fn a_python_tool_fetching_through_the_sdk_records_and_replays() {
+    let Some((home, _outside, project)) = python_project("fetcher") else {
+        return;
+    };
     std::fs::write(
         project.join("app.py"),
         r#""""Fetches a URL through wasi:http."""
@@ -509,6 +519,231 @@ Tools = export(name="fetcher", version="0.1.0", description="Fetches.")
     assert!(!text.contains(&secret), "{text}");
     drop(server);
 
+    let replay = crate::author::longhand(&home, &project, &["tool", "test"]);
+    replay.expect_code(0);
+    assert!(
+        replay.stdout_text().contains("1 passed, 0 failed"),
+        "{}",
+        replay.stdout_text()
+    );
+}
+
+/// `tool call fs … --dir D --record F`, run in `at`.
+fn record_fs(home: &Home, at: &Path, tool: &str, dir: &str, input: &str, fixture: &str) -> Ended {
+    let mut cmd = home.cmd(&[
+        "tool", "call", "fs", tool, "--dir", dir, "--input", input, "--record", fixture,
+    ]);
+    cmd.current_dir(at);
+    run(cmd)
+}
+
+/// A call over granted files keeps what it read (and only that), what it
+/// listed and what it wrote; the replay runs in fresh directories with the
+/// originals gone, and fails when the call reads or writes otherwise.
+#[test]
+fn a_call_over_granted_files_records_what_it_read_and_wrote_and_replays_without_them() {
+    let home = Home::new();
+    let root = TempDir::new().unwrap();
+    let at = root.path();
+    std::fs::create_dir_all(at.join("data/sub")).unwrap();
+    std::fs::write(at.join("data/sales.csv"), "name,qty\nada,3\nbob,4\n").unwrap();
+    std::fs::write(at.join("data/sub/secret-ish.txt"), "not read by the call").unwrap();
+    std::fs::write(at.join("data/big.bin"), vec![7u8; 300_000]).unwrap();
+    std::fs::create_dir_all(at.join("out")).unwrap();
+
+    let recorded = record_fs(
+        &home,
+        at,
+        "read",
+        "data:/workspace",
+        r#"{"path": "/workspace/sales.csv"}"#,
+        "proj/fixtures/read.json",
+    );
+    recorded.expect_code(0);
+    assert!(
+        recorded.stderr.contains("1 file read"),
+        "{}",
+        recorded.stderr
+    );
+    let fixture = read(&at.join("proj/fixtures/read.json"));
+    assert_eq!(
+        fixture["grants"]["dirs"],
+        json!([{"guest": "/workspace", "mode": "read-only"}])
+    );
+    assert_eq!(
+        fixture["files"],
+        json!([{
+            "path": "/workspace/sales.csv",
+            "content": "name,qty\nada,3\nbob,4\n",
+            "modified": fixture["files"][0]["modified"],
+        }])
+    );
+    let text = std::fs::read_to_string(at.join("proj/fixtures/read.json")).unwrap();
+    assert!(!text.contains("not read by the call"), "{text}");
+    assert!(
+        !text.contains(at.to_str().unwrap()),
+        "a host path in {text}"
+    );
+
+    // A listing keeps names and sizes, not contents.
+    record_fs(
+        &home,
+        at,
+        "list",
+        "data:/workspace",
+        r#"{"path": "/workspace"}"#,
+        "proj/fixtures/list.json",
+    )
+    .expect_code(0);
+    let listed = read(&at.join("proj/fixtures/list.json"));
+    let big = listed["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "/workspace/big.bin")
+        .expect("the listed file");
+    assert_eq!(big["size"], 300_000);
+    assert!(big.get("content").is_none(), "{big}");
+
+    // A write keeps the file as the call left it.
+    record_fs(
+        &home,
+        at,
+        "write",
+        "out:/workspace:rw",
+        r#"{"path": "/workspace/report.md", "content": "3 rows"}"#,
+        "proj/fixtures/write.json",
+    )
+    .expect_code(0);
+    let wrote = read(&at.join("proj/fixtures/write.json"));
+    assert_eq!(
+        wrote["wrote"],
+        json!([{"path": "/workspace/report.md", "content": "3 rows"}])
+    );
+
+    // The originals gone, the replays pass in fresh directories.
+    std::fs::remove_dir_all(at.join("data")).unwrap();
+    std::fs::remove_dir_all(at.join("out")).unwrap();
+    let replay = |home: &Home| {
+        let mut cmd = home.cmd(&["tool", "test", "proj", "--component", "fs"]);
+        cmd.current_dir(at);
+        run(cmd)
+    };
+    let out = replay(&home);
+    out.expect_code(0);
+    assert!(
+        out.stdout_text().contains("3 passed, 0 failed"),
+        "{}",
+        out.stdout_text()
+    );
+
+    // What the file held is what the replay reads: changed, the output differs.
+    let mut changed = fixture.clone();
+    changed["files"][0]["content"] = json!("name,qty\nada,30\n");
+    write(&at.join("proj/fixtures/read.json"), &changed);
+    // And a write that differs from the recording fails, saying which file.
+    let mut other = wrote.clone();
+    other["wrote"][0]["content"] = json!("4 rows");
+    write(&at.join("proj/fixtures/write.json"), &other);
+    let out = replay(&home);
+    out.expect_code(1);
+    let stdout = out.stdout_text();
+    assert!(stdout.contains("FAIL  read"), "{stdout}");
+    assert!(stdout.contains("FAIL  write"), "{stdout}");
+    assert!(stdout.contains("/workspace/report.md differs"), "{stdout}");
+    assert!(stdout.contains("- \"4 rows\""), "{stdout}");
+    assert!(stdout.contains("1 passed, 2 failed"), "{stdout}");
+
+    // A fixture cannot make the replay write outside its directory.
+    let mut escape = fixture.clone();
+    escape["files"][0]["path"] = json!("/workspace/../../escaped.txt");
+    write(&at.join("proj/fixtures/read.json"), &escape);
+    let out = replay(&home);
+    out.expect_code(1);
+    assert!(
+        out.stdout_text().contains("not a plain path"),
+        "{}",
+        out.stdout_text()
+    );
+    assert!(!at.join("escaped.txt").exists());
+}
+
+/// The issue's case: a Python CSV tool from `tool new`, recorded over a
+/// granted file, replays offline with the file gone.
+#[test]
+fn a_python_csv_tool_gets_a_fixture_over_a_granted_file_that_replays() {
+    let Some((home, outside, project)) = python_project("csvtally") else {
+        return;
+    };
+    std::fs::write(
+        project.join("app.py"),
+        r#""""Sums a CSV file's numeric columns."""
+
+import csv
+from dataclasses import dataclass
+
+from longhand_tool import Effect, export, tool
+
+
+@dataclass
+class Tally:
+    """Which CSV file."""
+
+    path: str
+
+
+@tool(effect=Effect.READ_ONLY)
+def tally(input: Tally) -> dict:
+    """Count a CSV file's rows and sum its numeric columns."""
+    with open(input.path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    sums = {}
+    for row in rows:
+        for k, v in row.items():
+            try:
+                sums[k] = sums.get(k, 0) + int(v)
+            except ValueError:
+                pass
+    return {"rows": len(rows), "sums": sums}
+
+
+Tools = export(name="csvtally", version="0.1.0", description="Sums CSV files.")
+"#,
+    )
+    .unwrap();
+    std::fs::remove_dir_all(project.join("fixtures")).unwrap();
+    crate::author::longhand(&home, &project, &["tool", "build"]).expect_code(0);
+    let data = outside.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(
+        data.join("sales.csv"),
+        "name,qty,price\nada,3,10\nbob,4,20\n",
+    )
+    .unwrap();
+    std::fs::write(data.join("other.csv"), "never,read\n").unwrap();
+
+    let mut cmd = home.cmd(&[
+        "tool",
+        "call",
+        "csvtally.wasm",
+        "tally",
+        "--dir",
+        data.to_str().unwrap(),
+        "--input",
+        r#"{"path": "/workspace/sales.csv"}"#,
+        "--record",
+        "fixtures/sales.json",
+    ]);
+    cmd.current_dir(&project);
+    let out = run(cmd);
+    out.expect_code(0);
+    let got: Value = serde_json::from_str(&out.stdout_text()).unwrap();
+    assert_eq!(got, json!({"rows": 2, "sums": {"qty": 7, "price": 30}}));
+    let text = std::fs::read_to_string(project.join("fixtures/sales.json")).unwrap();
+    assert!(text.contains("ada,3,10"), "{text}");
+    assert!(!text.contains("never,read"), "{text}");
+
+    std::fs::remove_dir_all(&data).unwrap();
     let replay = crate::author::longhand(&home, &project, &["tool", "test"]);
     replay.expect_code(0);
     assert!(

@@ -9,6 +9,16 @@
 //! answers served instead of the network; it passes when every request is
 //! the recorded one, in order, none is missing, and the output is equal.
 //!
+//! A call granted directories (`--dir`, `--mount`) keeps, beside that,
+//! what it found there: each file it opened to read (its bytes as they
+//! were), each directory it opened or listed (names, sizes and times of
+//! what it listed), and each file it wrote (its bytes after the call),
+//! bounded by the hands' file tape ([`longhand_hands::files_tape`]). The
+//! fixture names the directories by guest path and mode, never by host
+//! path. `tool test` makes a fresh directory per grant holding what was
+//! found, grants it at the same guest path and mode, and passes only if
+//! each file the call wrote holds what it held when recorded.
+//!
 //! What a fixture never holds: a secret. Secrets are named (the
 //! `--secret` specs, which carry no value), the exchanges leave the tape
 //! redacted, and the input and output pass the same redactor. A replay
@@ -28,10 +38,11 @@ use serde_json::Value;
 use super::super::settings::GrantFlags;
 use super::super::term::{json_pretty, one_line};
 use super::super::{Outcome, usage};
+use longhand_hands::files_tape::FileEntry;
 use longhand_hands::tape::Exchange;
 use longhand_hands::{
-    CallError, CallOptions, CallOutcome, Grants, Hands, HostPattern, Limits, LoadedTool, Tape,
-    ToolSource,
+    Access, CallError, CallOptions, CallOutcome, DirSpec, FilesTape, Grants, Hands, HostPattern,
+    Limits, LoadedTool, Tape, ToolSource,
 };
 
 /// The fixture format written and read here.
@@ -64,6 +75,14 @@ struct Fixture {
     /// Every `wasi:http` exchange, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     http: Vec<Exchange>,
+    /// What the call found in its granted directories (the replay's
+    /// directories hold exactly these).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    files: Vec<FileEntry>,
+    /// The files the call wrote, as they were after it: a replay must
+    /// leave each the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    wrote: Vec<FileEntry>,
     /// The output expected; exactly one of `output` and `error`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     output: Option<Value>,
@@ -97,6 +116,10 @@ struct FixtureGrants {
     /// a replay holds no secret.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     secrets: Vec<String>,
+    /// Directories, by guest path and mode (never the host path): a replay
+    /// grants a fresh directory at each, holding the fixture's `files`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    dirs: Vec<FixtureDir>,
     /// `--env` variables with the values the call saw.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     env: BTreeMap<String, String>,
@@ -105,21 +128,50 @@ struct FixtureGrants {
     limits: Option<Limits>,
 }
 
+/// A granted directory as a fixture keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FixtureDir {
+    /// Where the guest saw it.
+    guest: String,
+    /// `read-only` or `read-write`.
+    #[serde(default)]
+    mode: Access,
+    /// Whether the grant allowed symbolic links.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    symlinks: bool,
+}
+
 impl FixtureGrants {
     fn is_empty(&self) -> bool {
         self == &Self::default()
     }
 
-    /// The replay's grants: the recorded hosts, env and limits; no
-    /// directory, no secret.
-    fn replay(&self) -> anyhow::Result<Grants> {
+    /// The replay's grants: the recorded hosts, env and limits, and each
+    /// recorded directory as a fresh one under `scratch` holding `files`;
+    /// no secret.
+    fn replay(&self, files: &[FileEntry], scratch: &Path) -> anyhow::Result<Grants> {
         let hosts = self
             .hosts
             .iter()
             .map(|h| HostPattern::parse(h))
             .collect::<Result<_, _>>()?;
+        let mut dirs = Vec::with_capacity(self.dirs.len());
+        for (i, dir) in self.dirs.iter().enumerate() {
+            let host = scratch.join(format!("dir-{i}"));
+            std::fs::create_dir_all(&host)?;
+            lay_out(&host, &dir.guest, &self.dirs, files)?;
+            let spec = DirSpec {
+                host_path: host,
+                guest_path: dir.guest.clone(),
+                access: dir.mode,
+                symlinks: dir.symlinks,
+            };
+            dirs.push(spec.resolve(scratch)?);
+        }
         let grants = Grants {
             hosts,
+            dirs,
             env: self.env.clone(),
             limits: self.limits.clone().unwrap_or_default(),
             ..Grants::default()
@@ -129,10 +181,130 @@ impl FixtureGrants {
     }
 }
 
+/// The grant whose guest path holds `path`: the longest that does.
+fn grant_of<'a>(path: &str, dirs: &'a [FixtureDir]) -> Option<&'a FixtureDir> {
+    dirs.iter()
+        .filter(|d| {
+            let root = d.guest.trim_end_matches('/');
+            path == root || path.starts_with(&format!("{root}/")) || root.is_empty()
+        })
+        .max_by_key(|d| d.guest.trim_end_matches('/').len())
+}
+
+/// `path` beneath its grant `guest`, checked to be plain names only: a
+/// fixture is read from a project and may have been edited by anyone.
+fn beneath(guest: &str, path: &str) -> anyhow::Result<PathBuf> {
+    let rest = path[guest.trim_end_matches('/').len()..].trim_start_matches('/');
+    let mut out = PathBuf::new();
+    for part in rest.split('/').filter(|p| !p.is_empty()) {
+        if part == "." || part == ".." || part.contains('\\') {
+            bail!("`files`: {path} is not a plain path beneath {guest}");
+        }
+        out.push(part);
+    }
+    Ok(out)
+}
+
+/// Write the `files` that belong to grant `guest` (and no nested grant)
+/// into `host`.
+fn lay_out(
+    host: &Path,
+    guest: &str,
+    dirs: &[FixtureDir],
+    files: &[FileEntry],
+) -> anyhow::Result<()> {
+    for entry in files {
+        if grant_of(&entry.path, dirs).is_none_or(|d| d.guest != guest) {
+            continue;
+        }
+        let at = host.join(beneath(guest, &entry.path)?);
+        if entry.dir {
+            std::fs::create_dir_all(&at)?;
+            continue;
+        }
+        if let Some(parent) = at.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let file = std::fs::File::create(&at)
+            .with_context(|| format!("cannot make {} for {}", at.display(), entry.path))?;
+        match (&entry.content, entry.size) {
+            (Some(content), _) => {
+                use std::io::Write as _;
+                (&file).write_all(&content.0)?;
+            }
+            (None, Some(size)) => file.set_len(size)?,
+            (None, None) => {}
+        }
+        if let Some(time) = entry.modified_time() {
+            file.set_modified(time)?;
+        }
+    }
+    Ok(())
+}
+
+/// What differs between the files a recording wrote and what the replay
+/// left in its directories.
+fn compare_written(grants: &Grants, dirs: &[FixtureDir], wrote: &[FileEntry]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for entry in wrote {
+        let Some((dir, grant)) = grant_of(&entry.path, dirs).and_then(|d| {
+            grants
+                .dirs
+                .iter()
+                .find(|g| g.guest_path() == d.guest)
+                .map(|g| (d, g))
+        }) else {
+            problems.push(format!("{}: no recorded directory holds it", entry.path));
+            continue;
+        };
+        let at = match beneath(&dir.guest, &entry.path) {
+            Ok(rel) => grant.host_path().join(rel),
+            Err(e) => {
+                problems.push(format!("{e:#}"));
+                continue;
+            }
+        };
+        if entry.dir {
+            if !at.is_dir() {
+                problems.push(format!(
+                    "the call did not make the directory {}",
+                    entry.path
+                ));
+            }
+            continue;
+        }
+        let want = entry
+            .content
+            .as_ref()
+            .map(|c| c.0.as_slice())
+            .unwrap_or_default();
+        match std::fs::read(&at) {
+            Ok(got) if got == want => {}
+            Ok(got) => {
+                let show = |b: &[u8]| match std::str::from_utf8(b) {
+                    Ok(text) => Value::String(text.to_owned()),
+                    Err(_) => Value::String(format!("({} bytes, not UTF-8)", b.len())),
+                };
+                problems.push(format!(
+                    "{} differs from what the recorded call wrote (- expected, + got):\n{}",
+                    entry.path,
+                    diff_json(&show(want), &show(&got)).join("\n")
+                ));
+            }
+            Err(_) => problems.push(format!(
+                "the recorded call wrote {}; the replay did not",
+                entry.path
+            )),
+        }
+    }
+    problems
+}
+
 /// A call being recorded: started before the call, written after it.
 pub(crate) struct Recording {
     path: PathBuf,
     tape: Tape,
+    files: Option<FilesTape>,
     grants: FixtureGrants,
 }
 
@@ -140,13 +312,6 @@ impl Recording {
     /// Check that a call with `flags` can be recorded to `path` and
     /// replayed, and make its tape.
     pub(crate) fn start(path: &Path, flags: &GrantFlags, grants: &Grants) -> anyhow::Result<Self> {
-        if !flags.dirs.is_empty() || !flags.mounts.is_empty() {
-            return Err(usage(
-                "--record keeps a call's input, HTTP exchanges and output, not files: a call \
-                 granted --dir or --mount cannot be replayed from a fixture. Record the call \
-                 without directories",
-            ));
-        }
         if !flags.databases.is_empty() {
             return Err(usage(
                 "--record keeps a call's input, HTTP exchanges and output, not a database's \
@@ -162,10 +327,21 @@ impl Recording {
             )));
         }
         let limits = (grants.limits != Limits::default()).then(|| grants.limits.clone());
+        let dirs: Vec<FixtureDir> = grants
+            .dirs
+            .iter()
+            .map(|d| FixtureDir {
+                guest: d.guest_path().to_owned(),
+                mode: d.access(),
+                symlinks: d.symlinks(),
+            })
+            .collect();
         Ok(Self {
             path: path.to_owned(),
             tape: Tape::record(),
+            files: (!dirs.is_empty()).then(FilesTape::record),
             grants: FixtureGrants {
+                dirs,
                 hosts: flags.hosts.clone(),
                 secrets: flags.secrets.clone(),
                 env: grants.env.clone(),
@@ -178,11 +354,12 @@ impl Recording {
     pub(crate) fn options(&self) -> CallOptions {
         CallOptions {
             tape: Some(self.tape.clone()),
+            files: self.files.clone(),
         }
     }
 
-    /// Write the fixture (atomically); return its path and how many
-    /// exchanges it holds. A recording the tape could not keep whole is
+    /// Write the fixture (atomically); return its path, how many
+    /// exchanges it holds and how many files. A recording the tape could not keep whole is
     /// refused: a fixture that is not the call would fail, or pass, for
     /// the wrong reason.
     pub(crate) fn finish(
@@ -191,8 +368,19 @@ impl Recording {
         name: &str,
         input: &Value,
         outcome: &CallOutcome,
-    ) -> anyhow::Result<(PathBuf, usize)> {
-        let problems = self.tape.problems();
+    ) -> anyhow::Result<(PathBuf, usize, usize)> {
+        let (files, wrote) = self
+            .files
+            .as_ref()
+            .map(FilesTape::finish)
+            .unwrap_or_default();
+        let mut problems = self.tape.problems();
+        problems.extend(
+            self.files
+                .as_ref()
+                .map(FilesTape::problems)
+                .unwrap_or_default(),
+        );
         if !problems.is_empty() {
             bail!(
                 "the call was not recorded to {}: {}",
@@ -221,6 +409,8 @@ impl Recording {
                 ..self.grants
             },
             http,
+            files,
+            wrote,
             output,
             error: error.map(serde_json::from_value).transpose()?,
             recorded_with: Some(tool.digest().to_owned()),
@@ -239,7 +429,8 @@ impl Recording {
             let _ = std::fs::remove_file(&staging);
             format!("cannot write {}", self.path.display())
         })?;
-        Ok((self.path, fixture.http.len()))
+        let files = fixture.files.iter().filter(|f| f.content.is_some()).count();
+        Ok((self.path, fixture.http.len(), files))
     }
 }
 
@@ -284,10 +475,18 @@ pub(crate) async fn test(
         Some(c) => source_of(c),
         None => {
             built = super::build::built_component(dir)?;
+            if let Some(warning) = super::stamp::staleness(dir, &built) {
+                eprintln!("warning: {}", one_line(&warning));
+            }
             ToolSource::File(&built)
         }
     };
-    let tool = hands.load(source).await?;
+    let tool = {
+        let _working = crate::cli::progress::Working::start(
+            "compiling the component for this machine (once; later loads are cached)",
+        );
+        hands.load(source).await?
+    };
     println!(
         "testing {} ({}) against {} fixture{}",
         one_line(tool.label()),
@@ -361,9 +560,10 @@ async fn run_fixture(hands: &Hands, tool: &LoadedTool, path: &Path) -> anyhow::R
             path.display()
         ),
     };
+    let scratch = tempfile::tempdir().context("cannot make a directory for the replay")?;
     let grants = fixture
         .grants
-        .replay()
+        .replay(&fixture.files, scratch.path())
         .with_context(|| format!("{}: `grants`", path.display()))?;
     if tool.tool(&fixture.tool).is_none() {
         let names: Vec<&str> = tool.info().tools.iter().map(|t| t.name.as_str()).collect();
@@ -382,10 +582,16 @@ async fn run_fixture(hands: &Hands, tool: &LoadedTool, path: &Path) -> anyhow::R
             &fixture.input,
             CallOptions {
                 tape: Some(tape.clone()),
+                files: None,
             },
         )
         .await;
     let mut problems = tape.problems();
+    problems.extend(compare_written(
+        &grants,
+        &fixture.grants.dirs,
+        &fixture.wrote,
+    ));
     let got: Result<&Value, &CallError> = outcome.result.as_ref();
     if got != expected {
         problems.push(format!(
