@@ -60,6 +60,11 @@ impl ModelOverride {
                 model.cassette = Some(file.clone());
             }
         }
+        // An agent without `[model]` has no model name for the log and
+        // prices to show: the answers' source is it.
+        if model.model.is_empty() {
+            model.model = model.provider.as_str().to_owned();
+        }
     }
 }
 

@@ -181,3 +181,56 @@ fn hostile_call_ids_and_floods_are_recorded_safely() {
         "no call passes for a completion check"
     );
 }
+
+/// A scripted agent needs no model: with no `[model]` it runs under
+/// `--script`, is refused without one (before a session exists, saying
+/// what to add or pass), and `tool lock` pins its tools all the same.
+#[test]
+fn an_agent_without_a_model_runs_scripted_and_is_refused_live() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    write(&dir.path().join("work/a.txt"), "a");
+    let responses = [
+        tool_turn(
+            "reading",
+            vec![call("c1", "fs__read", json!({"path": "/w/a.txt"}))],
+            10,
+            1,
+        ),
+        text_turn("read it", 10, 1),
+    ];
+    let script = scripted_agent(
+        dir.path(),
+        "modelless",
+        "max_cost_micros = 1000",
+        &responses,
+    );
+    let agent = std::fs::read_to_string(dir.path().join("agent.toml")).unwrap();
+    assert!(!agent.contains("[model]"), "{agent}");
+    let agent = dir.path().to_str().expect("utf-8 path");
+
+    let run = home.run(&[
+        "run",
+        agent,
+        "--script",
+        script.to_str().expect("utf-8 path"),
+        "--json",
+    ]);
+    run.expect_code(0);
+    let session = crate::support::session_of_json(&run.stdout[0]);
+    assert_eq!(home.state(&session).summary.as_deref(), Some("read it"));
+
+    let live = home.run(&["run", agent]);
+    live.expect_code(2);
+    assert!(live.stderr.contains("has no [model]"), "{}", live.stderr);
+    assert!(live.stderr.contains("--script FILE"), "{}", live.stderr);
+    assert_eq!(
+        home.run(&["sessions", "--json"]).stdout.len(),
+        1,
+        "no second session"
+    );
+
+    let locked = home.run(&["tool", "lock", agent]);
+    locked.expect_code(0);
+    assert!(dir.path().join("longhand.lock").is_file());
+}

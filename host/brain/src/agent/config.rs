@@ -56,7 +56,10 @@ pub struct AgentConfig {
     /// Default goal when `--goal` is not given.
     #[serde(default)]
     pub goal: Option<String>,
-    /// The model.
+    /// The model. Default none (provider `none`): a tools-only or scripted
+    /// agent needs no model; running one live without `--script`,
+    /// `--cassette` or `--model` is refused before anything is created.
+    #[serde(default = "ModelConfig::none")]
     pub model: ModelConfig,
     /// Session limits. Defaults: see [`SessionLimits`].
     #[serde(default)]

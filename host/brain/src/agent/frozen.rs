@@ -16,6 +16,7 @@ use super::config::{
     ApprovePolicy, CompletionCheck, DelegationConfig, MemoryConfig, ModelConfig, PlanConfig,
     RolesConfig, SessionLimits, ToolConfig,
 };
+use crate::model::ProviderKind;
 use crate::pricing::{ModelPrice, Prices};
 use crate::work::plan::Plan;
 
@@ -140,7 +141,11 @@ impl Frozen {
             && let Some((role, model)) = self
                 .models()
                 .into_iter()
-                .find(|(_, m)| !self.prices.contains_key(&price_key(m)))
+                // A model that is not there (provider `none`) is never
+                // called: its run is refused for want of one, not a price.
+                .find(|(_, m)| {
+                    m.provider != ProviderKind::None && !self.prices.contains_key(&price_key(m))
+                })
         {
             return Some(Unpriced {
                 agent: agent.to_owned(),

@@ -100,6 +100,13 @@ pub enum BuildError {
         /// The variable that was read.
         var: String,
     },
+    /// The agent file names no model and no flag gave it one.
+    #[error(
+        "the agent has no [model]: add one to agent.toml (e.g. [model] provider = \"openai\", \
+         model = \"gpt-4o-mini\"), or run it with --model PROVIDER:MODEL, --script FILE or \
+         --cassette FILE"
+    )]
+    NoModel,
     /// `replay` or `script` without its file.
     #[error("model.provider = \"{0}\" needs a file (model.cassette)")]
     MissingFile(ProviderKind),
@@ -125,6 +132,9 @@ pub fn build_provider(
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Arc<dyn ModelProvider>, BuildError> {
     let kind = config.provider;
+    if kind == ProviderKind::None {
+        return Err(BuildError::NoModel);
+    }
     let file = || {
         config
             .cassette

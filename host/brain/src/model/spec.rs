@@ -39,6 +39,12 @@ pub enum ProviderKind {
     /// file; set by `run --script`, not accepted in an agent file.
     #[serde(rename = "script")]
     Script,
+    /// `none`: the agent file names no model (it has no `[model]`). It
+    /// loads, can be locked and described, and runs once `--script`,
+    /// `--cassette` or `--model` gives it one; a run without them is
+    /// refused before anything is created.
+    #[serde(rename = "none")]
+    None,
 }
 
 impl ProviderKind {
@@ -59,6 +65,7 @@ impl ProviderKind {
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::Replay => "replay",
             ProviderKind::Script => "script",
+            ProviderKind::None => "none",
         }
     }
 
@@ -81,7 +88,7 @@ impl ProviderKind {
         match self {
             ProviderKind::OpenAi | ProviderKind::OpenAiResponses => Some(OPENAI_BASE_URL),
             ProviderKind::Anthropic => Some(ANTHROPIC_BASE_URL),
-            ProviderKind::Replay | ProviderKind::Script => None,
+            ProviderKind::Replay | ProviderKind::Script | ProviderKind::None => None,
         }
     }
 
@@ -91,7 +98,7 @@ impl ProviderKind {
         match self {
             ProviderKind::OpenAi | ProviderKind::OpenAiResponses => Some("OPENAI_API_KEY"),
             ProviderKind::Anthropic => Some("ANTHROPIC_API_KEY"),
-            ProviderKind::Replay | ProviderKind::Script => None,
+            ProviderKind::Replay | ProviderKind::Script | ProviderKind::None => None,
         }
     }
 }
@@ -280,6 +287,28 @@ pub struct ModelConfig {
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
 
 impl ModelConfig {
+    /// What an agent file without `[model]` has: provider `none`, every
+    /// knob at its default. See [`ProviderKind::None`].
+    pub fn none() -> Self {
+        Self {
+            provider: ProviderKind::None,
+            model: String::new(),
+            base_url: None,
+            api_key_env: None,
+            cassette: None,
+            max_tokens: default_max_tokens(),
+            temperature: None,
+            stream: default_stream(),
+            request_timeout: default_request_timeout(),
+            request_deadline: default_request_deadline(),
+            reasoning_effort: None,
+            reasoning_model: None,
+            thinking_budget: None,
+            prompt_cache: default_prompt_cache(),
+            context_window: None,
+        }
+    }
+
     /// Checks what can be checked of the model before a session starts;
     /// the message names the field.
     pub fn check(&self) -> Result<(), String> {
@@ -298,6 +327,7 @@ impl ModelConfig {
                         .to_owned(),
                 );
             }
+            ProviderKind::None => return Ok(()),
         }
         for (name, value) in [
             ("request_timeout", self.request_timeout),
