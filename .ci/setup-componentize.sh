@@ -44,7 +44,13 @@ js=$root/js
     fi
     # The SDKs from this checkout, as a tool project gets them from
     # `pip install -r requirements.txt` / `npm install` (host/tests/all/author.rs).
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall ./sdk/python
+    # From a copy: setuptools writes build/ and *.egg-info/ beside the
+    # pyproject.toml it installs, and the checkout is not the place.
+    copy=$(mktemp -d)
+    cp -r sdk/python "$copy/"
+    rm -rf "$copy/python/build" "$copy"/python/*.egg-info
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall "$copy/python"
+    rm -rf "$copy"
     mkdir -p "$js/node_modules/@longhand"
     ln -sfn "$PWD/sdk/js" "$js/node_modules/@longhand/tool"
 } >&2

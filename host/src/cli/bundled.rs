@@ -213,14 +213,14 @@ impl Bundled {
             Toolchain::Js => link(&js_modules(&toolchains)?, &dir.join("node_modules"))?,
         }
         eprintln!("building {} in {}", self.name, dir.display());
-        let built = author::build(hands, &dir).await.with_context(|| {
+        let report = author::build(hands, &dir, true).await.with_context(|| {
             format!(
                 "building the {} tool from the sources in this binary (in {})",
                 self.name,
                 dir.display()
             )
         })?;
-        Ok(built.component)
+        Ok(report.built.component)
     }
 }
 
@@ -232,7 +232,8 @@ fn write_project(dir: &Path, files: &[(&str, &str)]) -> anyhow::Result<()> {
     write_files(dir, files)
 }
 
-fn write_files(dir: &Path, files: &[(&str, &str)]) -> anyhow::Result<()> {
+/// Write each `(path beneath dir, text)` of `files`, making directories.
+pub(super) fn write_files(dir: &Path, files: &[(&str, &str)]) -> anyhow::Result<()> {
     for (path, text) in files {
         let target = dir.join(path);
         if let Some(parent) = target.parent() {

@@ -18,7 +18,7 @@ use crate::dist::registry;
 use crate::dist::review::Asks;
 use crate::dist::sign::{self, Signature};
 use crate::dist::store::{Record, Store, Trust};
-use crate::dist::{DistError, Source, is_digest, is_tool_name};
+use crate::dist::{DistError, OciRef, Source, is_digest, is_tool_name};
 use longhand_brain::agent::config::AgentConfig;
 use longhand_hands::{LoadedTool, ToolSource, builtin};
 
@@ -102,6 +102,11 @@ pub async fn publish(
     };
     // What is published must load: its imports, its export, its describe.
     let hands = hands()?;
+    let file_name = component.file_name().map_or_else(
+        || component.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let _working = super::progress::Working::start(super::progress::compiling(&file_name));
     let tool = hands
         .load(ToolSource::Bytes {
             label: &component.display().to_string(),
@@ -373,6 +378,7 @@ async fn install_from(
     // Imports judged, compiled into the cache, described: the first call
     // by name compiles nothing.
     let hands = hands()?;
+    let _working = super::progress::Working::start(super::progress::compiling(&name));
     let tool = hands
         .load(ToolSource::Bytes {
             label: &name,
@@ -409,6 +415,29 @@ pub fn installed() -> anyhow::Result<Vec<Record>> {
 }
 
 /// `tool upgrade NAME [--approve]`.
+/// What `tool upgrade` reads: the repository's newest version tag when the
+/// installed tag is a version (`1.0` → `1.2`), else the tag itself again
+/// (`latest`, which moves).
+async fn newest(r: OciRef) -> anyhow::Result<OciRef> {
+    let Some(current) = r.tag.clone() else {
+        return Ok(r);
+    };
+    let tags = registry::tags(&r).await?;
+    Ok(match crate::dist::source::newest_tag(&current, &tags) {
+        Some(tag) => {
+            eprintln!(
+                "{}: newest version tag is {tag} (installed from {current})",
+                r.repository
+            );
+            OciRef {
+                tag: Some(tag.to_owned()),
+                ..r
+            }
+        }
+        None => r,
+    })
+}
+
 pub async fn upgrade(name: &str, approve: bool) -> anyhow::Result<Outcome> {
     let store = store()?;
     let old = store.record(name)?.ok_or_else(|| {
@@ -445,7 +474,7 @@ pub async fn upgrade(name: &str, approve: bool) -> anyhow::Result<Outcome> {
         }
         None => {
             let source = match Source::parse(&old.source)? {
-                Source::Oci(r) => Source::Oci(r.unpinned()),
+                Source::Oci(r) => Source::Oci(newest(r.unpinned()).await?),
                 other => other,
             };
             let text = source.to_string();
@@ -463,12 +492,14 @@ pub async fn upgrade(name: &str, approve: bool) -> anyhow::Result<Outcome> {
     let allow_unsigned = old.trust == Trust::Unsigned;
     let (trust, signer) = admit(&fetched, &source, None, allow_unsigned, &store)?;
     let hands = hands()?;
+    let working = super::progress::Working::start(super::progress::compiling(name));
     let tool = hands
         .load(ToolSource::Bytes {
             label: name,
             bytes: &fetched.bytes,
         })
         .await?;
+    drop(working);
     let new = record_of(name, &fetched, trust, signer, &tool);
     let diff = old.asks.diff(&new.asks);
     println!(
@@ -507,17 +538,15 @@ pub async fn upgrade(name: &str, approve: bool) -> anyhow::Result<Outcome> {
 /// without `--all`, the tools `./longhand.lock` names against the lock.
 pub fn verify(all: bool) -> anyhow::Result<Outcome> {
     let store = store()?;
-    let lock = if all {
-        None
-    } else {
-        Lock::read(Path::new(FILE_NAME))?
-    };
+    // The lock here is checked either way: `--all` adds the installed
+    // tools it does not name, it never skips what it pins.
+    let lock = Lock::read(Path::new(FILE_NAME))?;
     let records = store.records()?;
     let mut checked = 0;
     let mut failed = Vec::new();
     for record in &records {
         let locked = lock.as_ref().and_then(|l| l.get(&record.name));
-        if lock.is_some() && locked.is_none() {
+        if !all && lock.is_some() && locked.is_none() {
             continue;
         }
         checked += 1;
@@ -600,7 +629,10 @@ async fn locked_entry(
     } else {
         ToolSource::Builtin(component)
     };
-    let tool = hands.load(source).await?;
+    let tool = {
+        let _working = super::progress::Working::start(super::progress::compiling(component));
+        hands.load(source).await?
+    };
     Ok(Locked {
         component: component.to_owned(),
         source: if is_file {

@@ -18,6 +18,7 @@ mod mcp;
 mod mcp_client;
 mod memory;
 mod plan;
+mod progress;
 mod run;
 #[cfg(feature = "serve")]
 mod serve;

@@ -206,7 +206,12 @@ pub(super) async fn start<'h>(
     // the session runs it so, and every answer is priced at the model that
     // gives it.
     let replace = model_override(args)?;
-    let mut frozen = freeze(hands, &config, &base, env).await?;
+    let mut frozen = {
+        let _working = super::progress::Working::start(
+            "loading the agent's tools (a first use compiles them for this machine; cached after)",
+        );
+        freeze(hands, &config, &base, env).await?
+    };
     if let Some(replace) = &replace {
         override_models(&mut frozen, replace);
     }

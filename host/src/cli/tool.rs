@@ -69,8 +69,9 @@ pub enum ToolCommand {
         /// quickjs (small and fast to start; no outbound HTTP).
         #[arg(long, value_enum)]
         engine: Option<super::author::Engine>,
-        /// The `sdk/` folder of a Longhand checkout (default: LONGHAND_SDK,
-        /// else the checkout this binary was built from).
+        /// Link the `sdk/` folder of a Longhand checkout (default:
+        /// LONGHAND_SDK; without either, the project carries the SDK this
+        /// binary holds, in vendor/).
         #[arg(long, value_name = "PATH")]
         sdk: Option<std::path::PathBuf>,
     },
@@ -80,9 +81,13 @@ pub enum ToolCommand {
         /// The project directory (holding longhand-tool.toml).
         #[arg(default_value = ".")]
         dir: std::path::PathBuf,
-        /// Print `{component, digest, size, tools}` as JSON.
+        /// Print `{component, digest, size, tools, up_to_date}` as JSON.
         #[arg(long)]
         json: bool,
+        /// Build even when the sources and toolchain are those of the last
+        /// build (which is otherwise reported as up to date, unchanged).
+        #[arg(long)]
+        force: bool,
     },
     /// Push a component to an OCI registry as a CNCF wasm artifact and
     /// print the manifest digest. Plain HTTP only to loopback registries.
@@ -132,9 +137,11 @@ pub enum ToolCommand {
         #[arg(long)]
         locked: bool,
     },
-    /// Fetch the newest version of an installed tool from its source and
-    /// show what it asks for beyond the installed one; a version that asks
-    /// for more is held until --approve.
+    /// Fetch the newest version of an installed tool from its source (the
+    /// repository's highest version tag when it was installed from one,
+    /// e.g. 1.0 → 1.2; else its tag again, e.g. latest) and show what it
+    /// asks for beyond the installed one; a version that asks for more is
+    /// held until --approve.
     Upgrade {
         /// The installed name.
         name: String,
@@ -145,7 +152,8 @@ pub enum ToolCommand {
     /// Re-hash installed components against their install records and
     /// ./longhand.lock, and check their signatures again.
     Verify {
-        /// Every installed tool, whatever the lock here names.
+        /// Every installed tool, not only those ./longhand.lock names (the
+        /// lock is checked either way).
         #[arg(long)]
         all: bool,
     },
@@ -197,10 +205,17 @@ pub async fn run(cmd: ToolCommand) -> anyhow::Result<Outcome> {
         ToolCommand::Test { dir, component } => {
             super::author::test(&hands()?, &dir, component.as_deref()).await
         }
-        ToolCommand::Build { dir, json } => {
-            let built = super::author::build(&hands()?, &dir).await?;
+        ToolCommand::Build { dir, json, force } => {
+            let report = super::author::build(&hands()?, &dir, force).await?;
+            if report.up_to_date {
+                eprintln!(
+                    "up to date: the sources and toolchain are those of the last build, and so is \
+                     the component (--force builds again)"
+                );
+            }
+            let built = &report.built;
             if json {
-                println!("{}", json_line(&serde_json::to_value(&built)?));
+                println!("{}", json_line(&serde_json::to_value(&report)?));
             } else {
                 println!("component: {}", built.component.display());
                 println!("digest:    {}", built.digest);
@@ -240,6 +255,7 @@ fn source_of(component: &str) -> ToolSource<'_> {
 }
 
 async fn load(hands: &Hands, component: &str) -> anyhow::Result<std::sync::Arc<LoadedTool>> {
+    let _working = super::progress::Working::start(super::progress::compiling(component));
     Ok(hands.load(source_of(component)).await?)
 }
 
@@ -361,7 +377,10 @@ async fn call(
     // A pinned digest is compared before anything is read from the
     // component: the wrong one is never compiled or cached.
     let tool = match &flags.digest {
-        Some(pin) => hands.load_pinned(source_of(component), pin).await?,
+        Some(pin) => {
+            let _working = super::progress::Working::start(super::progress::compiling(component));
+            hands.load_pinned(source_of(component), pin).await?
+        }
         None => load(&hands, component).await?,
     };
     if tool.tool(tool_name).is_none() {
@@ -381,11 +400,13 @@ async fn call(
         .call_with(&tool, &grants, tool_name, &input, options)
         .await;
     if let Some(recording) = recording {
-        let (path, exchanges) = recording.finish(&tool, tool_name, &input, &outcome)?;
+        let (path, exchanges, files) = recording.finish(&tool, tool_name, &input, &outcome)?;
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
         eprintln!(
-            "recorded to {} ({exchanges} HTTP exchange{})",
+            "recorded to {} ({exchanges} HTTP exchange{}, {files} file{} read)",
             path.display(),
-            if exchanges == 1 { "" } else { "s" }
+            plural(exchanges),
+            plural(files)
         );
     }
     let end = match &outcome.result {
@@ -423,6 +444,29 @@ fn summarize(r: &Receipt) -> String {
     );
     if r.bytes_written > 0 {
         line.push_str(&format!(", wrote {} B", r.bytes_written));
+    }
+    // The tool's own log lines and last progress, as it reported them
+    // (escaped, one line each: guest text never forges a line of ours).
+    for l in &r.logs {
+        line.push_str(&format!(
+            "\n  log    {} {}",
+            one_line(&l.level),
+            one_line(&l.message)
+        ));
+    }
+    if r.logs_dropped > 0 {
+        line.push_str(&format!(
+            "\n  log    ({} more lines dropped)",
+            r.logs_dropped
+        ));
+    }
+    if let Some(p) = &r.progress {
+        let of = p.total.map(|t| format!("/{t}")).unwrap_or_default();
+        line.push_str(&format!(
+            "\n  progress {}{of} {}",
+            p.done,
+            one_line(&p.message)
+        ));
     }
     for u in &r.used {
         line.push_str(&format!(

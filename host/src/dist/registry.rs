@@ -477,6 +477,35 @@ pub async fn resolve(r: &OciRef) -> Result<String, DistError> {
     Ok(manifest(&client, r, &mut auth).await?.0)
 }
 
+/// Largest tag list read: 1 MiB (some ten thousand tags).
+const MAX_TAGS_BYTES: u64 = 1 << 20;
+
+/// The tags of `r`'s repository (the distribution spec's `tags/list`, its
+/// first page of up to 1,000), in the registry's order.
+pub async fn tags(r: &OciRef) -> Result<Vec<String>, DistError> {
+    #[derive(serde::Deserialize)]
+    struct TagList {
+        #[serde(default)]
+        tags: Option<Vec<String>>,
+    }
+    let client = pull_client()?;
+    let mut auth = None;
+    let url = format!(
+        "{}://{}/v2/{}/tags/list?n=1000",
+        r.scheme(),
+        r.registry,
+        r.repository
+    );
+    let response = registry_get(&client, r, &url, None, &mut auth).await?;
+    if !response.status().is_success() {
+        return Err(error_answer(response, &url).await);
+    }
+    let bytes = read_bounded(response, MAX_TAGS_BYTES, &format!("the tags of {r}")).await?;
+    let list: TagList = serde_json::from_slice(&bytes)
+        .map_err(|e| DistError::Refused(format!("{r}: the registry's tag list is not one: {e}")))?;
+    Ok(list.tags.unwrap_or_default())
+}
+
 /// Pull the component `r` names, every digest checked.
 pub async fn pull(r: &OciRef) -> Result<Pulled, DistError> {
     let client = pull_client()?;

@@ -205,6 +205,57 @@ impl OciRef {
     }
 }
 
+/// A tag read as a version: `1`, `1.2`, `v1.2.3`, `2.0.0-rc.1`. Compared
+/// by its numbers (`1.2` = `1.2.0`), then a release above its
+/// pre-releases, then pre-release text.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct TagVersion {
+    numbers: Vec<u64>,
+    release: bool,
+    pre: String,
+}
+
+impl TagVersion {
+    fn parse(tag: &str) -> Option<Self> {
+        let bare = tag.strip_prefix('v').unwrap_or(tag);
+        let (core, pre) = match bare.split_once('-') {
+            Some((core, pre)) if !pre.is_empty() => (core, Some(pre)),
+            Some(_) => return None,
+            None => (bare, None),
+        };
+        let mut numbers = core
+            .split('.')
+            .map(|n| {
+                (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| n.parse::<u64>().ok())
+                    .flatten()
+            })
+            .collect::<Option<Vec<_>>>()?;
+        while numbers.len() > 1 && numbers.last() == Some(&0) {
+            numbers.pop();
+        }
+        Some(Self {
+            numbers,
+            release: pre.is_none(),
+            pre: pre.unwrap_or_default().to_owned(),
+        })
+    }
+}
+
+/// The newest of `tags` read as versions, when it is newer than `current`
+/// (itself a version): what `tool upgrade` moves to. A pre-release is a
+/// candidate only when `current` is one. `None` when `current` is not a
+/// version (`latest`: the tag itself is re-read) or nothing is newer.
+pub fn newest_tag<'t>(current: &str, tags: &'t [String]) -> Option<&'t str> {
+    let now = TagVersion::parse(current)?;
+    tags.iter()
+        .filter_map(|t| TagVersion::parse(t).map(|v| (v, t.as_str())))
+        .filter(|(v, _)| v.release || !now.release)
+        .filter(|(v, _)| *v > now)
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, t)| t)
+}
+
 impl fmt::Display for OciRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "oci://{}/{}", self.registry, self.repository)?;
@@ -268,5 +319,28 @@ mod tests {
             Source::parse("./x.wasm").unwrap(),
             Source::Path("./x.wasm".into())
         );
+    }
+
+    #[test]
+    fn the_newest_version_tag_is_chosen_and_latest_is_left_alone() {
+        let tags: Vec<String> = [
+            "1.0",
+            "1.2.0",
+            "v1.10",
+            "1.9.9",
+            "2.0.0-rc.1",
+            "latest",
+            "x1",
+        ]
+        .iter()
+        .map(|t| (*t).to_owned())
+        .collect();
+        assert_eq!(newest_tag("1.0", &tags), Some("v1.10"));
+        assert_eq!(newest_tag("v1.10", &tags), None, "nothing newer");
+        assert_eq!(newest_tag("1.10.0", &tags), None, "1.10 = 1.10.0");
+        assert_eq!(newest_tag("2.0.0-beta", &tags), Some("2.0.0-rc.1"));
+        assert_eq!(newest_tag("latest", &tags), None);
+        let only_old = vec!["0.9".to_owned()];
+        assert_eq!(newest_tag("1.0", &only_old), None);
     }
 }

@@ -82,23 +82,57 @@ fn new_build_call(lang: &str, extra: &[&str], link: Option<(&str, PathBuf)>) {
         "[workspace]\nmembers = []\n",
     )
     .unwrap();
-    let sdk = repo_sdk();
-    let mut args = vec![
-        "tool",
-        "new",
-        "greet",
-        "--lang",
-        lang,
-        "--sdk",
-        sdk.to_str().unwrap(),
-    ];
+    // No --sdk (and no LONGHAND_SDK: the environment is cleared): the
+    // project carries the SDK the binary holds, as it does on a machine with
+    // no Longhand checkout.
+    let mut args = vec!["tool", "new", "greet", "--lang", lang];
     args.extend_from_slice(extra);
     let made = longhand(&home, outside.path(), &args);
     made.expect_code(0);
     let project = outside.path().join("greet");
     assert!(project.join("longhand-tool.toml").is_file());
-    if let Some((name, target)) = link {
-        std::os::unix::fs::symlink(target, project.join(name)).unwrap();
+    match link {
+        // What `npm install` makes: the pinned toolchain (linked from the
+        // one CI installed), and `@longhand/tool` a link to the `file:`
+        // dependency package.json names, the SDK in vendor/.
+        Some(("node_modules", modules)) => {
+            let node_modules = project.join("node_modules");
+            std::fs::create_dir(&node_modules).unwrap();
+            for entry in std::fs::read_dir(&modules).unwrap() {
+                let entry = entry.unwrap();
+                if entry.file_name() != "@longhand" {
+                    std::os::unix::fs::symlink(entry.path(), node_modules.join(entry.file_name()))
+                        .unwrap();
+                }
+            }
+            std::fs::create_dir(node_modules.join("@longhand")).unwrap();
+            std::os::unix::fs::symlink(
+                "../../vendor/longhand-tool",
+                node_modules.join("@longhand/tool"),
+            )
+            .unwrap();
+        }
+        Some((name, target)) => std::os::unix::fs::symlink(target, project.join(name)).unwrap(),
+        None => {}
+    }
+    // JavaScript: the documented host module (log, progress) builds on
+    // both engines and reaches the receipt.
+    if lang == "js" {
+        let index = project.join("src/index.js");
+        let text = std::fs::read_to_string(&index).unwrap();
+        let text = text
+            .replacen(
+                "import {",
+                "import { log, progress } from '@longhand/tool/host';\nimport {",
+                1,
+            )
+            .replacen(
+                "    return {",
+                "    log('info', `greeting ${name}`);\n    progress(1, 1, 'done');\n    return {",
+                1,
+            );
+        assert!(text.contains("progress(1, 1"), "{text}");
+        std::fs::write(&index, text).unwrap();
     }
 
     let built = longhand(&home, &project, &["tool", "build", "--json"]);
@@ -121,6 +155,19 @@ fn new_build_call(lang: &str, extra: &[&str], link: Option<(&str, PathBuf)>) {
     let again: Value =
         serde_json::from_str(from_outside.stdout.last().expect("a JSON line")).unwrap();
     assert_eq!(again["component"], report["component"], "{again}");
+    // Nothing changed, so the same digest: Python and JavaScript toolchains
+    // would make other bytes, so their build is skipped and says so; cargo
+    // skips Rust's.
+    assert_eq!(again["digest"], report["digest"], "{again}");
+    assert_eq!(report["up_to_date"], false, "{report}");
+    if lang != "rust" {
+        assert_eq!(again["up_to_date"], true, "{again}");
+        assert!(
+            from_outside.stderr.contains("up to date"),
+            "{}",
+            from_outside.stderr
+        );
+    }
 
     let call = longhand(
         &home,
@@ -137,6 +184,25 @@ fn new_build_call(lang: &str, extra: &[&str], link: Option<(&str, PathBuf)>) {
     call.expect_code(0);
     let out: Value = serde_json::from_str(&call.stdout_text()).unwrap();
     assert_eq!(out, serde_json::json!({"greeting": "Hello, Ada!"}));
+    if lang == "js" {
+        assert!(
+            call.stderr.contains("log    info greeting Ada"),
+            "{}",
+            call.stderr
+        );
+        assert!(call.stderr.contains("progress 1/1 done"), "{}", call.stderr);
+        // And in plain Node, the project's own tests still run.
+        let npm_test = Command::new("node")
+            .args(["--test", "test/"])
+            .current_dir(&project)
+            .output()
+            .unwrap();
+        assert!(
+            npm_test.status.success(),
+            "{}",
+            String::from_utf8_lossy(&npm_test.stdout)
+        );
+    }
 
     // The template's tool refuses an empty name as invalid input, a value
     // the model can act on, not a crash.
@@ -183,6 +249,39 @@ fn new_build_call(lang: &str, extra: &[&str], link: Option<(&str, PathBuf)>) {
         "{stdout}"
     );
     assert!(stdout.contains("1 passed, 1 failed"), "{stdout}");
+
+    // A source changed since the build: `tool test` says the component is
+    // older than it, naming the file, and the next build is not skipped.
+    let source = match lang {
+        "rust" => "src/lib.rs",
+        "python" => "app.py",
+        _ => "src/index.js",
+    };
+    let mut text = std::fs::read_to_string(project.join(source)).unwrap();
+    text.push_str(
+        "\n// changed\n"
+            .replace("//", if lang == "python" { "#" } else { "//" })
+            .as_str(),
+    );
+    std::fs::write(project.join(source), text).unwrap();
+    let stale = longhand(&home, &project, &["tool", "test"]);
+    assert!(
+        stale
+            .stderr
+            .contains(&format!("was built before {source} changed")),
+        "{}",
+        stale.stderr
+    );
+    let rebuilt = longhand(&home, &project, &["tool", "build", "--json"]);
+    rebuilt.expect_code(0);
+    let rebuilt: Value = serde_json::from_str(rebuilt.stdout.last().expect("a JSON line")).unwrap();
+    assert_eq!(rebuilt["up_to_date"], false, "{rebuilt}");
+    let fresh = longhand(&home, &project, &["tool", "test"]);
+    assert!(
+        !fresh.stderr.contains("was built before"),
+        "{}",
+        fresh.stderr
+    );
 }
 
 #[test]
@@ -198,6 +297,49 @@ fn a_python_tool_goes_new_build_call() {
         }
         _ => missing("a venv with componentize-py and the Python SDK (LONGHAND_PY_VENV)"),
     }
+}
+
+/// A Python project's own tests run against the SDK it carries, with
+/// nothing but CPython: no venv, no index, no Longhand checkout (the SDK is
+/// imported from vendor/, and from nowhere else).
+#[test]
+fn a_python_projects_tests_run_on_the_sdk_it_carries() {
+    let home = Home::new();
+    let outside = TempDir::new().unwrap();
+    longhand(
+        &home,
+        outside.path(),
+        &["tool", "new", "carried", "--lang", "python"],
+    )
+    .expect_code(0);
+    let project = outside.path().join("carried");
+    let requirements = std::fs::read_to_string(project.join("requirements.txt")).unwrap();
+    assert!(
+        requirements.lines().any(|l| l == "./vendor/longhand-tool"),
+        "{requirements}"
+    );
+    let python = |args: &[&str]| {
+        let out = Command::new("python3")
+            .args(args)
+            .current_dir(&project)
+            .env("PYTHONPATH", "vendor/longhand-tool")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "python3 {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let found = python(&["-c", "import longhand_tool; print(longhand_tool.__file__)"]);
+    assert!(
+        Path::new(&found).starts_with("vendor/longhand-tool")
+            || Path::new(&found).starts_with(&project),
+        "longhand_tool came from {found}"
+    );
+    python(&["-m", "unittest", "discover", "-s", "tests"]);
 }
 
 fn js_modules() -> Option<PathBuf> {
@@ -319,4 +461,49 @@ fn an_authors_mistakes_exit_2_and_a_compile_error_carries_no_stray_advice() {
         "advice about an installed target:\n{}",
         built.stderr
     );
+}
+
+/// A first load compiles the component for this machine, which takes
+/// seconds: on a terminal the CLI says so while it lasts and how long it
+/// took; piped, it prints nothing of it; cached, nothing at all.
+#[test]
+fn a_first_compile_shows_progress_on_a_terminal_and_nothing_when_piped() {
+    // A home of its own: an empty compile cache.
+    let home = TempDir::new().unwrap();
+    let call = format!("{BIN} tool call sqlite schema --input '{{\"db\":\"none\"}}'");
+    let on_terminal = |home: &Path| {
+        let out = Command::new("script")
+            .args(["-qec", &call, "/dev/null"])
+            .env_clear()
+            .env("LONGHAND_HOME", home)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .output()
+            .expect("run script(1) (util-linux)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first = on_terminal(home.path());
+    if first.contains("no built-in") {
+        return missing("the sqlite built-in (clang and wasi-libc: .ci/setup-wasm-c.sh)");
+    }
+    assert!(
+        first.contains("compiling sqlite for this machine (once; later loads are cached)")
+            && first.contains(": done in "),
+        "{first}"
+    );
+    let cached = on_terminal(home.path());
+    assert!(!cached.contains("compiling"), "{cached}");
+    let piped = TempDir::new().unwrap();
+    let out = longhand_at(
+        piped.path(),
+        piped.path(),
+        &[
+            "tool",
+            "call",
+            "sqlite",
+            "schema",
+            "--input",
+            r#"{"db":"none"}"#,
+        ],
+    );
+    assert!(!out.stderr.contains("compiling"), "{}", out.stderr);
 }

@@ -618,11 +618,94 @@ fn a_moved_tag_fails_lock_locked_and_a_bigger_upgrade_is_held_until_approved() {
         "{}",
         run.stderr
     );
+    // `tool verify` beside the lock fails on it, and so does `--all`
+    // (every installed tool, the lock still checked).
+    for args in [&["tool", "verify"][..], &["tool", "verify", "--all"]] {
+        let mut cmd = home.cmd(args);
+        cmd.current_dir(agent.path());
+        let out = support::run(cmd);
+        out.expect_code(3);
+        assert!(
+            out.stdout_text().contains("longhand.lock pins"),
+            "{args:?}: {}",
+            out.stdout_text()
+        );
+    }
     // Locked again, it runs.
     home.run(&["tool", "lock", dir]).expect_code(0);
     let (run, _) = support::run_script(&home, agent.path(), &script);
     run.expect_code(0);
     home.run(&["tool", "verify"]).expect_code(0);
+}
+
+/// `tool upgrade` moves a tool installed from a version tag to the
+/// repository's newest version tag (not a pre-release, not `latest`), and
+/// says which; one installed from `latest` re-reads `latest`.
+#[test]
+fn an_upgrade_moves_to_the_newest_version_tag() {
+    let Some(registry) = Registry::start() else {
+        return;
+    };
+    let (v1, v2) = greet_components();
+    let author = Home::new();
+    publish(&author, v1, &registry.url("greet:1.0"), None);
+    publish(&author, v1, &registry.url("greet:latest"), None);
+    publish(&author, v2, &registry.url("greet:1.10.0"), None);
+    publish(&author, v1, &registry.url("greet:1.9"), None);
+    publish(&author, v1, &registry.url("greet:2.0.0-rc.1"), None);
+    let home = Home::new();
+    home.run(&[
+        "tool",
+        "install",
+        &registry.url("greet:1.0"),
+        "--allow-unsigned",
+    ])
+    .expect_code(0);
+    let before = listed(&home)[0]["digest"].clone();
+    let out = home.run(&["tool", "upgrade", "greet", "--approve"]);
+    out.expect_code(0);
+    assert!(
+        out.stderr
+            .contains("newest version tag is 1.10.0 (installed from 1.0)"),
+        "{}",
+        out.stderr
+    );
+    let after = listed(&home);
+    assert_ne!(after[0]["digest"], before);
+    assert!(
+        after[0]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("greet:1.10.0"),
+        "{}",
+        after[0]
+    );
+    // Nothing newer than 1.10.0 (2.0.0-rc.1 is a pre-release).
+    let out = home.run(&["tool", "upgrade", "greet"]);
+    out.expect_code(0);
+    assert!(
+        out.stdout_text().contains("up to date"),
+        "{}",
+        out.stdout_text()
+    );
+
+    let latest = Home::new();
+    latest
+        .run(&[
+            "tool",
+            "install",
+            &registry.url("greet:latest"),
+            "--allow-unsigned",
+        ])
+        .expect_code(0);
+    let out = latest.run(&["tool", "upgrade", "greet"]);
+    out.expect_code(0);
+    assert!(!out.stderr.contains("newest version tag"), "{}", out.stderr);
+    assert!(
+        out.stdout_text().contains("up to date"),
+        "{}",
+        out.stdout_text()
+    );
 }
 
 #[test]

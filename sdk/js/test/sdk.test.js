@@ -93,3 +93,19 @@ test('definitions are checked when the module loads', () => {
   assert.throws(() => tool({ ...ok, input: s.string() }), /object schema/);
   assert.throws(() => exportTools({ name: 'a', version: '1', description: 'a', tools: [tool(ok), tool(ok)] }), /two tools/);
 });
+
+test('@longhand/tool/host runs in plain Node: log lines and progress go to stderr, checked the same', async () => {
+  // Node takes the package's "node" condition: no component import.
+  const { log, progress } = await import('@longhand/tool/host');
+  const written = [];
+  const write = process.stderr.write;
+  process.stderr.write = (chunk) => { written.push(String(chunk)); return true; };
+  try {
+    log('info', 'reading 3 files');
+    progress(2, 3, 'two done');
+  } finally {
+    process.stderr.write = write;
+  }
+  assert.deepEqual(written, ['[info] reading 3 files\n', '[progress 2/3] two done\n']);
+  assert.throws(() => log('loud', 'x'), /log level/);
+});

@@ -141,7 +141,9 @@ def _is_record(tp: Any) -> bool:
 
 
 def _define(fn: Callable[..., Any], name: str | None, description: str | None, effect: Effect) -> ToolDef:
-    tool_name = name or fn.__name__.replace("_", "-")
+    # The function's own name: `csv_stats` is the tool `csv_stats`, the
+    # name its author and the model both read (tool names allow `_`).
+    tool_name = name or fn.__name__
     if not tool_name or not all(c.islower() or c.isdigit() or c in "-_" for c in tool_name):
         raise SchemaError(
             f"tool name {tool_name!r}: use lowercase letters, digits, '-' and '_' only"

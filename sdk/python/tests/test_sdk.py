@@ -100,10 +100,10 @@ class ToolTests(unittest.TestCase):
             return {"path": path, "bytes": len(text), "append": append}
 
         (d,) = lt.registered()
-        self.assertEqual(d.name, "write-file")
+        self.assertEqual(d.name, "write_file", "the function's own name")
         self.assertEqual(d.effect, Effect.IDEMPOTENT)
         self.assertEqual(d.schema["required"], ["path", "text"])
-        kind, out = outcome("write-file", json.dumps({"path": "a", "text": "xyz"}))
+        kind, out = outcome("write_file", json.dumps({"path": "a", "text": "xyz"}))
         self.assertEqual(kind, "ok")
         self.assertEqual(json.loads(out), {"path": "a", "bytes": 3, "append": False})
 

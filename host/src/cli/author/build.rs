@@ -1,5 +1,6 @@
 //! `longhand tool build [DIR] [--json]`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -8,6 +9,7 @@ use anyhow::Context;
 use crate::cli::usage;
 
 use super::config::{BuildConfig, Engine, Lang};
+use super::stamp::{self, Stamp};
 use longhand_hands::{Hands, ToolSource};
 
 /// What `build` made.
@@ -19,18 +21,72 @@ pub(crate) struct Built {
     pub(crate) tools: Vec<String>,
 }
 
+/// What `build` reports: the component, and whether it was already up to
+/// date (nothing ran).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct Report {
+    #[serde(flatten)]
+    pub(crate) built: Built,
+    pub(crate) up_to_date: bool,
+}
+
+/// A checked toolchain, ready to build with.
+enum Toolchain {
+    Rust,
+    /// componentize-py, and the directory of the `longhand_tool` package.
+    Python {
+        tool: PathBuf,
+        sdk: PathBuf,
+    },
+    Js,
+}
+
 /// Build the project in `dir` with its pinned toolchain, then load the
-/// component as a call would (refused imports are refused here).
-pub(crate) async fn build(hands: &Hands, dir: &Path) -> anyhow::Result<Built> {
+/// component as a call would (refused imports are refused here). A Python
+/// or JavaScript project whose sources and toolchain are those of its last
+/// build, and whose component is still that build's, is not built again
+/// unless `force` (see [`super::stamp`]).
+pub(crate) async fn build(hands: &Hands, dir: &Path, force: bool) -> anyhow::Result<Report> {
     // Absolute from here on: the toolchains run with the project as their
     // working directory, where a path relative to ours would point
     // elsewhere (`tool build greet` from greet's parent).
     let dir = &absolute(dir)?;
     let config = BuildConfig::load(dir)?;
-    let component = match config.tool.lang {
-        Lang::Rust => rust(dir)?,
-        Lang::Python => python(dir, &config)?,
-        Lang::Js => js(dir, &config)?,
+    let (toolchain, mut identity) = match config.tool.lang {
+        Lang::Rust => (Toolchain::Rust, BTreeMap::new()),
+        Lang::Python => python_toolchain(dir, &config)?,
+        Lang::Js => js_toolchain(dir, &config)?,
+    };
+    identity.insert("longhand".to_owned(), env!("CARGO_PKG_VERSION").to_owned());
+    let planned = match toolchain {
+        Toolchain::Rust => None,
+        _ => Some(dir.join(format!("{}.wasm", config.tool.name))),
+    };
+    let sources = match &planned {
+        Some(out) => stamp::sources(dir, out)?,
+        None => None,
+    };
+    if let (Some(out), Some(sources), false) = (&planned, &sources, force)
+        && let Some(stamp) = Stamp::read(dir)
+        && &stamp.sources == sources
+        && stamp.toolchain == identity
+        && &stamp.component == out
+        && stamp.component_is_intact()
+    {
+        return Ok(Report {
+            built: Built {
+                component: stamp.component,
+                digest: stamp.digest,
+                size: stamp.size,
+                tools: stamp.tools,
+            },
+            up_to_date: true,
+        });
+    }
+    let component = match toolchain {
+        Toolchain::Rust => rust(dir)?,
+        Toolchain::Python { tool, sdk } => python(dir, &config, &tool, &sdk)?,
+        Toolchain::Js => js(dir, &config)?,
     };
     let component = component.canonicalize().with_context(|| {
         format!(
@@ -46,15 +102,32 @@ pub(crate) async fn build(hands: &Hands, dir: &Path) -> anyhow::Result<Built> {
             )
         })?
         .len();
+    let working = crate::cli::progress::Working::start(crate::cli::progress::compiling(
+        &component.file_name().unwrap_or_default().to_string_lossy(),
+    ));
     let loaded = hands
         .load(ToolSource::File(&component))
         .await
         .with_context(|| format!("{} was built but Longhand refuses it", component.display()))?;
-    Ok(Built {
+    drop(working);
+    let built = Built {
         component,
         digest: loaded.digest().to_owned(),
         size,
         tools: loaded.info().tools.iter().map(|t| t.name.clone()).collect(),
+    };
+    // Rust's sources are read after the build, for `tool test`'s staleness
+    // check (cargo decides Rust's skips).
+    let sources = match sources {
+        Some(sources) => Some(sources),
+        None => stamp::sources(dir, &built.component)?,
+    };
+    if let Some(sources) = sources {
+        Stamp::new(sources, identity, &built).write(dir);
+    }
+    Ok(Report {
+        built,
+        up_to_date: false,
     })
 }
 
@@ -172,8 +245,19 @@ fn rust_component(dir: &Path) -> anyhow::Result<PathBuf> {
     let target = meta["target_directory"]
         .as_str()
         .context("`cargo metadata` names no target directory")?;
-    let package = meta["packages"][0]["name"]
-        .as_str()
+    // The project's own package: its workspace also holds the SDK it
+    // carries in vendor/ (a path dependency beneath the workspace's root).
+    let manifest = dir.join("Cargo.toml");
+    let package = meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| {
+            p["manifest_path"]
+                .as_str()
+                .is_some_and(|m| Path::new(m) == manifest)
+        })
+        .and_then(|p| p["name"].as_str())
         .context("the project's Cargo.toml has no package")?;
     Ok(Path::new(target)
         .join("wasm32-wasip2/release")
@@ -199,7 +283,11 @@ pub(crate) fn built_component(dir: &Path) -> anyhow::Result<PathBuf> {
     Ok(component)
 }
 
-fn python(dir: &Path, config: &BuildConfig) -> anyhow::Result<PathBuf> {
+/// Find and check componentize-py and the SDK it will bundle.
+fn python_toolchain(
+    dir: &Path,
+    config: &BuildConfig,
+) -> anyhow::Result<(Toolchain, BTreeMap<String, String>)> {
     let pin = config.pin("componentize-py")?;
     let install = format!(
         "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt (or \
@@ -236,14 +324,21 @@ fn python(dir: &Path, config: &BuildConfig) -> anyhow::Result<PathBuf> {
     } else {
         PathBuf::from("python3")
     };
-    let package = output_of(
-        &python,
-        &[
-            "-c",
-            "import longhand_tool, os; print(os.path.dirname(longhand_tool.__file__))",
-        ],
-    )
-    .unwrap_or_default();
+    // The copy the project carries (`tool new` writes it) is the SDK the
+    // project builds with; else the one installed beside componentize-py.
+    let carried = dir.join("vendor/longhand-tool/longhand_tool");
+    let package = if carried.join("__init__.py").is_file() {
+        carried.to_string_lossy().into_owned()
+    } else {
+        output_of(
+            &python,
+            &[
+                "-c",
+                "import longhand_tool, os; print(os.path.dirname(longhand_tool.__file__))",
+            ],
+        )
+        .unwrap_or_default()
+    };
     if package.is_empty() || !Path::new(&package).is_dir() {
         return Err(usage(format!(
             "the longhand_tool SDK is not installed for {}: {install} (requirements.txt names the \
@@ -251,15 +346,29 @@ fn python(dir: &Path, config: &BuildConfig) -> anyhow::Result<PathBuf> {
             python.display()
         )));
     }
+    let package = PathBuf::from(package);
+    let identity = BTreeMap::from([
+        ("componentize-py".to_owned(), pin.to_owned()),
+        ("sdk".to_owned(), stamp::tree_digest(&package)?),
+    ]);
+    Ok((Toolchain::Python { tool, sdk: package }, identity))
+}
+
+fn python(
+    dir: &Path,
+    config: &BuildConfig,
+    tool: &Path,
+    package: &Path,
+) -> anyhow::Result<PathBuf> {
     let sdk = dir.join(".longhand/python-sdk");
     if sdk.exists() {
         std::fs::remove_dir_all(&sdk).with_context(|| format!("cannot clear {}", sdk.display()))?;
     }
-    copy_python_package(Path::new(&package), &sdk.join("longhand_tool"))?;
+    copy_python_package(package, &sdk.join("longhand_tool"))?;
     let out = dir.join(format!("{}.wasm", config.tool.name));
     run(
         "componentize-py",
-        Command::new(&tool)
+        Command::new(tool)
             .args(["-d", "wit", "-w", "tool", "componentize", "-p", "."])
             .arg("-p")
             .arg(&sdk)
@@ -278,15 +387,22 @@ fn installed(dir: &Path, package: &str) -> Option<String> {
     json["version"].as_str().map(str::to_owned)
 }
 
-fn js(dir: &Path, config: &BuildConfig) -> anyhow::Result<PathBuf> {
+/// Check the pinned JavaScript toolchain and the SDK are installed.
+fn js_toolchain(
+    dir: &Path,
+    config: &BuildConfig,
+) -> anyhow::Result<(Toolchain, BTreeMap<String, String>)> {
     let engine = config.engine();
+    let mut identity = BTreeMap::new();
     let (componentizer, _) = engine.package();
     // The npm binaries below are node scripts (or native, for esbuild).
     on_path("node").ok_or_else(|| usage("node is not installed: install Node.js 20 or later"))?;
     for package in [componentizer, "esbuild"] {
         let pin = config.pin(package)?;
         match installed(dir, package) {
-            Some(v) if v == pin => {}
+            Some(v) if v == pin => {
+                identity.insert(package.to_owned(), v);
+            }
             found => {
                 return Err(usage(format!(
                     "longhand-tool.toml pins {package} {pin}, but {} has {}: run `npm install` in {} \
@@ -305,6 +421,17 @@ fn js(dir: &Path, config: &BuildConfig) -> anyhow::Result<PathBuf> {
             dir.display()
         )));
     }
+    identity.insert(
+        "sdk".to_owned(),
+        stamp::tree_digest(&dir.join("node_modules/@longhand/tool"))?,
+    );
+    identity.insert("engine".to_owned(), engine.name().to_owned());
+    Ok((Toolchain::Js, identity))
+}
+
+fn js(dir: &Path, config: &BuildConfig) -> anyhow::Result<PathBuf> {
+    let engine = config.engine();
+    let (componentizer, _) = engine.package();
     let bundle = dir.join("dist/bundle.js");
     run(
         "esbuild",
@@ -315,7 +442,16 @@ fn js(dir: &Path, config: &BuildConfig) -> anyhow::Result<PathBuf> {
                 "--format=esm",
                 "--platform=neutral",
                 "--log-level=warning",
+                // Component imports (`@longhand/tool/host` imports
+                // `longhand:tool/host`): the componentizer binds them.
+                "--external:longhand:*",
+                "--external:wasi:*",
             ])
+            // The SDK's host bindings pass u64 as the engine takes it.
+            .arg(format!(
+                "--define:__LONGHAND_ENGINE__=\"{}\"",
+                engine.name()
+            ))
             .arg(format!("--outfile={}", bundle.display()))
             .current_dir(dir),
     )?;

@@ -25,6 +25,8 @@ mod build;
 mod config;
 mod new;
 mod record;
+mod sdk;
+mod stamp;
 
 pub(super) use build::build;
 #[cfg(test)]

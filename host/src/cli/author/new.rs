@@ -7,6 +7,7 @@ use anyhow::Context;
 use crate::cli::usage;
 
 use super::config::{self, BuildConfig, Engine, Lang};
+use super::sdk;
 
 /// The WIT every project gets: the contract its component targets.
 pub(crate) const WIT: &[(&str, &str)] = &[
@@ -87,19 +88,24 @@ const FIXTURES: &[(&str, &str)] = &[
     ),
 ];
 
-const GITIGNORE: &str = "target/\n.venv/\nnode_modules/\ndist/\n.longhand/\n*.wasm\n__pycache__/\n";
+/// What builds and installs write: `pip install` of the carried SDK writes
+/// `build/` and `*.egg-info/` beside its `pyproject.toml`.
+const GITIGNORE: &str = "target/\n.venv/\nnode_modules/\ndist/\n.longhand/\n*.wasm\n__pycache__/\n\
+                         /vendor/*/build/\n*.egg-info/\n";
 
-/// Where Longhand's SDKs are: `--sdk`, else `LONGHAND_SDK`, else the `sdk/`
-/// of the checkout this binary was built from, when it is still there.
-fn sdk_root(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
-    let chosen = flag
+/// A checkout's `sdk/` to link instead of carrying the SDK: `--sdk`, else
+/// `LONGHAND_SDK`, else none (the project carries the SDK in `vendor/`).
+fn linked_sdk(flag: Option<&Path>) -> anyhow::Result<Option<PathBuf>> {
+    let Some(chosen) = flag
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os("LONGHAND_SDK").map(PathBuf::from))
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk"));
+    else {
+        return Ok(None);
+    };
     let root = chosen.canonicalize().map_err(|_| {
         usage(format!(
-            "cannot find Longhand's SDKs at {}: pass --sdk PATH (or set LONGHAND_SDK) to the \
-             `sdk/` folder of a Longhand checkout",
+            "cannot find Longhand's SDKs at {} (--sdk or LONGHAND_SDK): give the `sdk/` folder \
+             of a Longhand checkout, or leave both out and the project carries the SDK",
             chosen.display()
         ))
     })?;
@@ -109,11 +115,12 @@ fn sdk_root(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
     {
         return Err(usage(format!(
             "{} is not Longhand's `sdk/` folder (it needs Cargo.toml, python/ and js/): pass \
-             --sdk PATH to the `sdk/` folder of a Longhand checkout",
+             --sdk PATH to the `sdk/` folder of a Longhand checkout, or leave --sdk and \
+             LONGHAND_SDK out and the project carries the SDK",
             root.display()
         )));
     }
-    Ok(root)
+    Ok(Some(root))
 }
 
 /// A template with its placeholders filled. Values are paths and pinned
@@ -147,25 +154,53 @@ pub(crate) fn new(
             dir.display()
         )));
     }
-    let root = sdk_root(sdk)?;
-    let sdk_path = match lang {
-        Lang::Rust => root.clone(),
-        Lang::Python => root.join("python"),
-        Lang::Js => root.join("js"),
+    // The manifests name the SDK: the carried copy by a relative path, so
+    // the project moves as one directory, or a linked checkout by its
+    // absolute path.
+    let linked = linked_sdk(sdk)?;
+    let sdk_text = match &linked {
+        None => match lang {
+            Lang::Python => format!("./{}", sdk::vendor_path(lang)),
+            Lang::Rust | Lang::Js => sdk::vendor_path(lang).to_owned(),
+        },
+        Some(root) => {
+            let path = match lang {
+                Lang::Rust => root.clone(),
+                Lang::Python => root.join("python"),
+                Lang::Js => root.join("js"),
+            };
+            let text = path.to_string_lossy().into_owned();
+            if text.contains(['"', '\\', '\n']) {
+                return Err(usage(format!(
+                    "the SDK path {} holds a quote, backslash or newline, which the project's \
+                     manifests cannot spell: move the checkout",
+                    path.display()
+                )));
+            }
+            text
+        }
     };
-    let sdk_text = sdk_path.to_string_lossy().into_owned();
-    if sdk_text.contains(['"', '\\', '\n']) {
-        return Err(usage(format!(
-            "the SDK path {} holds a quote, backslash or newline, which the project's manifests \
-             cannot spell: move the checkout",
-            sdk_path.display()
-        )));
-    }
     let (engine_package, engine_version) = engine.package();
     let vars = [
         ("name", name.to_owned()),
         ("crate", name.replace('-', "_")),
         ("sdk", sdk_text),
+        (
+            "sdk_note",
+            match &linked {
+                None => format!(
+                    "`{}/` is the SDK, written by the `longhand` that made this project \
+                     (version {}): the project builds from it alone, with no Longhand \
+                     checkout. Keep it with the sources.",
+                    sdk::vendor_path(lang),
+                    env!("CARGO_PKG_VERSION")
+                ),
+                Some(root) => format!(
+                    "The SDK is linked from the Longhand checkout at {} (`--sdk`).",
+                    root.display()
+                ),
+            },
+        ),
         ("componentize_py", config::COMPONENTIZE_PY.to_owned()),
         ("esbuild", config::ESBUILD.to_owned()),
         ("engine", engine.name().to_owned()),
@@ -193,7 +228,13 @@ pub(crate) fn new(
     let staging = parent.join(format!(".{name}.new-{}", std::process::id()));
     std::fs::create_dir(&staging)
         .with_context(|| format!("cannot write in {}", parent.display()))?;
-    let written = write_all(&staging, name, lang, engine, files, &vars);
+    let written = write_all(&staging, name, lang, engine, files, &vars).and_then(|()| {
+        if linked.is_none() {
+            sdk::write(&staging, lang)
+        } else {
+            Ok(())
+        }
+    });
     if let Err(e) = written.and_then(|()| {
         std::fs::rename(&staging, &dir).with_context(|| format!("cannot create {}", dir.display()))
     }) {
@@ -226,15 +267,8 @@ fn write_all(
             .iter()
             .map(|(path, text)| (*path, (*text).to_owned())),
     );
-    for (path, text) in &all {
-        let target = staging.join(path);
-        if let Some(dir) = target.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        std::fs::write(&target, text)
-            .with_context(|| format!("cannot write {}", target.display()))?;
-    }
-    Ok(())
+    let all: Vec<(&str, &str)> = all.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    crate::cli::bundled::write_files(staging, &all)
 }
 
 #[cfg(test)]
@@ -307,5 +341,57 @@ mod tests {
         assert!(err.to_string().contains("--sdk"), "{err}");
         let left: Vec<_> = std::fs::read_dir(parent.path()).unwrap().collect();
         assert_eq!(left.len(), 1, "only `taken` is there: {left:?}");
+    }
+
+    /// Without --sdk the project carries its SDK in vendor/ and names it by
+    /// a relative path: nothing in it points outside the project.
+    #[test]
+    fn a_new_project_carries_its_sdk_and_names_it_relatively() {
+        if std::env::var_os("LONGHAND_SDK").is_some() {
+            // The unlinked default is what this test is about; a developer
+            // who links a checkout for every project still runs the rest.
+            return;
+        }
+        let parent = tempfile::TempDir::new().unwrap();
+        for (name, lang, manifest, line) in [
+            (
+                "c-rust",
+                Lang::Rust,
+                "Cargo.toml",
+                "longhand-sdk = { path = \"vendor/longhand-sdk\" }",
+            ),
+            (
+                "c-py",
+                Lang::Python,
+                "requirements.txt",
+                "./vendor/longhand-tool",
+            ),
+            (
+                "c-js",
+                Lang::Js,
+                "package.json",
+                "\"@longhand/tool\": \"file:vendor/longhand-tool\"",
+            ),
+        ] {
+            let dir = new(parent.path(), name, lang, None, None).unwrap();
+            let text = std::fs::read_to_string(dir.join(manifest)).unwrap();
+            assert!(text.contains(line), "{name}/{manifest}: {text}");
+            for (path, body) in sdk::files(lang) {
+                let written = dir.join(sdk::vendor_path(lang)).join(path);
+                assert_eq!(
+                    std::fs::read_to_string(&written).unwrap(),
+                    *body,
+                    "{name}/{path}"
+                );
+            }
+            let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+            for file in [manifest, "README.md", config::FILE] {
+                let text = std::fs::read_to_string(dir.join(file)).unwrap();
+                assert!(
+                    !text.contains(&*checkout.to_string_lossy()),
+                    "{name}/{file} names the checkout: {text}"
+                );
+            }
+        }
     }
 }
