@@ -54,6 +54,9 @@ pub enum RunError {
 /// Why a runner's services cannot be built. Nothing has run.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
+    /// The agent names no model (no `[model]`) and no flag gave it one.
+    #[error(transparent)]
+    NoModel(crate::model::provider::BuildError),
     /// A model's provider cannot be built (no key for a public API, a
     /// cassette or script that cannot be read…).
     #[error("model {model}: {source}")]

@@ -32,7 +32,8 @@ use crate::core::state::roles::Role;
 use crate::error::LaunchError;
 use crate::memory::{MemoryBank, MemoryError};
 use crate::model::{
-    ModelFlag, ModelProvider, ProviderKind, RecordingProvider, RetryPolicy, build_provider,
+    BuildError, ModelFlag, ModelProvider, ProviderKind, RecordingProvider, RetryPolicy,
+    build_provider,
 };
 
 /// A flag that replaces every model of a session.
@@ -267,12 +268,13 @@ impl Services {
         }
         let built = match &self.answers {
             Answers::Only(provider) => Arc::clone(provider),
-            Answers::Frozen(env) => {
-                build_provider(model, env).map_err(|source| LaunchError::Provider {
+            Answers::Frozen(env) => build_provider(model, env).map_err(|source| match source {
+                BuildError::NoModel => LaunchError::NoModel(source),
+                source => LaunchError::Provider {
                     model: price_key(model),
                     source,
-                })?
-            }
+                },
+            })?,
         };
         let built = match &self.wrap {
             Some(wrap) => wrap(built),

@@ -48,7 +48,7 @@ use wasmtime_wasi_io::streams::{DynInputStream, DynOutputStream, OutputStream, S
 use super::budget::{Charge, Exceeded, HostBudget};
 use super::files_tape::{self, FilesTape};
 use super::grants::{Access, DirGrant};
-use super::receipt::Journal;
+use super::receipt::{Journal, Ungranted};
 
 /// What one created file, directory or link costs against the write limit:
 /// one filesystem block, so a flood of empty files is bounded like data.
@@ -114,18 +114,6 @@ struct Preopen {
     /// grant: what the guest is told when it reaches for it (see
     /// [`FsState::refuse_requested`]). Every use is refused.
     ungranted: Option<Arc<Ungranted>>,
-}
-
-/// A directory a component asks for (in `describe`) that its grants leave
-/// out. Without it the guest's libc finds no preopen and says "not found",
-/// and the model goes searching for a file that is there; with it the
-/// guest gets "access denied" and the call's error names the grant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ungranted {
-    /// The guest path the component asks for.
-    pub guest_path: String,
-    /// What to do about it, for the model and the operator.
-    pub advice: String,
 }
 
 /// An empty directory nothing can be created in (it was removed once
@@ -209,12 +197,13 @@ impl FsState {
     /// names that no grant covers (the grant's guest path is the requested
     /// one or above it). Calls after the grants' preopens, so the file
     /// tape's roots stay the grants, in order.
-    pub(crate) fn refuse_requested(
+    /// `requests` are `(guest path, access, why)`, as `describe` gave them.
+    pub(crate) fn refuse_requested<'r>(
         &mut self,
-        requests: &[super::component::DirRequest],
+        requests: impl IntoIterator<Item = (&'r str, Access, &'r str)>,
     ) -> Result<(), String> {
-        for request in requests {
-            let wanted = request.guest_path.trim_end_matches('/');
+        for (guest_path, access, why) in requests {
+            let wanted = guest_path.trim_end_matches('/');
             let covered = self.preopens.iter().any(|p| {
                 let have = p.guest_path.trim_end_matches('/');
                 wanted == have || have.is_empty() || wanted.starts_with(&format!("{have}/"))
@@ -222,28 +211,28 @@ impl FsState {
             if covered || wanted.is_empty() {
                 continue;
             }
-            let (access, flag) = match request.access {
+            let (access, flag) = match access {
                 Access::ReadOnly => ("read-only", "ro"),
                 Access::ReadWrite => ("read-write", "rw"),
             };
-            let why = if request.why.is_empty() {
+            let why = if why.is_empty() {
                 String::new()
             } else {
-                format!(": {}", request.why)
+                format!(": {why}")
             };
             let ungranted = Ungranted {
-                guest_path: request.guest_path.clone(),
+                guest_path: guest_path.to_owned(),
                 advice: format!(
                     "{path} is not granted to this tool. The component asks for it \
                      ({access}{why}); ask the operator to grant it (in the tool's [[tools]] \
                      entry: dirs = [\"HOST_DIR:{path}:{flag}\"], or --dir \
                      HOST_DIR:{path}:{flag}) rather than looking elsewhere",
-                    path = request.guest_path,
+                    path = guest_path,
                 ),
             };
             self.preopens.push(Preopen {
                 dir: Dir::new(vanished_dir()?, FsPerms::ReadOnly, OpenMode::READ, false),
-                guest_path: request.guest_path.clone(),
+                guest_path: guest_path.to_owned(),
                 symlinks: false,
                 ungranted: Some(Arc::new(ungranted)),
             });

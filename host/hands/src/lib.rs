@@ -726,7 +726,13 @@ impl Hands {
         })?;
         builder
             .fs
-            .refuse_requested(&tool.info.requests.dirs)
+            .refuse_requested(
+                tool.info
+                    .requests
+                    .dirs
+                    .iter()
+                    .map(|d| (d.guest_path.as_str(), d.access, d.why.as_str())),
+            )
             .map_err(|message| CallError::Host { message })?;
         if let Some(tape) = options.tape {
             builder.tape(tape);

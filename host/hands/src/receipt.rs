@@ -114,6 +114,19 @@ impl Receipt {
     }
 }
 
+/// A directory a component asks for (in `describe`) that its grants leave
+/// out, reached for during a call. Without a refusing preopen there the
+/// guest's libc finds none and says "not found", and the model goes
+/// searching for a file that is there; with it the guest gets "access
+/// denied" and the call's error names the grant (see `fs.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ungranted {
+    /// The guest path the component asks for.
+    pub guest_path: String,
+    /// What to do about it, for the model and the operator.
+    pub advice: String,
+}
+
 /// Written to during a call; turned into a [`Receipt`] at its end.
 #[derive(Debug, Default)]
 pub struct Journal {
@@ -129,7 +142,7 @@ pub struct Journal {
     pub(crate) written: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// The first directory the component asked for, was not granted and
     /// reached for anyway: the call's error then names the grant.
-    pub(crate) ungranted: Option<super::fs::Ungranted>,
+    pub(crate) ungranted: Option<Ungranted>,
 }
 
 /// Most entries kept per list, so a hostile guest cannot grow the receipt.
@@ -161,7 +174,7 @@ impl Journal {
         }
     }
 
-    pub(crate) fn ungranted(&mut self, dir: &super::fs::Ungranted) {
+    pub(crate) fn ungranted(&mut self, dir: &Ungranted) {
         if self.ungranted.is_none() {
             self.ungranted = Some(dir.clone());
         }

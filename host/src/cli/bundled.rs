@@ -31,7 +31,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
 
-use super::author::{self, WIT};
+use super::author::{self, WIT, write_files};
 use super::env::env;
 use longhand_hands::Hands;
 
@@ -230,20 +230,6 @@ fn write_project(dir: &Path, files: &[(&str, &str)]) -> anyhow::Result<()> {
         std::fs::remove_dir_all(dir).with_context(|| format!("cannot clear {}", dir.display()))?;
     }
     write_files(dir, files)
-}
-
-/// Write each `(path beneath dir, text)` of `files`, making directories.
-pub(super) fn write_files(dir: &Path, files: &[(&str, &str)]) -> anyhow::Result<()> {
-    for (path, text) in files {
-        let target = dir.join(path);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create {}", parent.display()))?;
-        }
-        std::fs::write(&target, text)
-            .with_context(|| format!("cannot write {}", target.display()))?;
-    }
-    Ok(())
 }
 
 /// `link` → `target`, as `pip install` / `npm install` would have put the

@@ -275,6 +275,17 @@ fn default_name(source: &Source) -> Option<String> {
     is_tool_name(&name).then_some(name)
 }
 
+/// The name `tool`'s describe gives it, when it is one a tool may be
+/// installed under (a-z, 0-9 and `-`; `_` and `.` become `-`).
+fn own_name(tool: &LoadedTool) -> Option<String> {
+    let name = tool
+        .info()
+        .name
+        .to_ascii_lowercase()
+        .replace(['_', '.'], "-");
+    is_tool_name(&name).then_some(name)
+}
+
 fn check_name(name: &str) -> anyhow::Result<()> {
     if !is_tool_name(name) {
         return Err(usage(format!(
@@ -356,15 +367,35 @@ async fn install_from(
     {
         return Err(usage("--digest takes sha256:<64 lowercase hex digits>"));
     }
-    let name = match name {
-        Some(name) => name.to_owned(),
-        None => default_name(&source).ok_or_else(|| {
-            usage("cannot derive a tool name from the source; give one with --name")
-        })?,
-    };
-    check_name(&name)?;
+    if let Some(name) = name {
+        check_name(name)?;
+    }
     let store = store()?;
     let fetched = fetch(&source, source_text, &store).await?;
+    let (trust, signer) = admit(&fetched, &source, pin, allow_unsigned, &store)?;
+    // Imports judged, compiled into the cache, described: the first call
+    // by name compiles nothing.
+    let hands = hands()?;
+    let label = default_name(&source).unwrap_or_else(|| "the component".to_owned());
+    let working = super::progress::Working::start(super::progress::compiling(&label));
+    let tool = hands
+        .load(ToolSource::Bytes {
+            label: &label,
+            bytes: &fetched.bytes,
+        })
+        .await?;
+    drop(working);
+    // The name the component gives itself (its describe), as a tool name;
+    // else the source's last part (repository, file name).
+    let name = match name {
+        Some(name) => name.to_owned(),
+        None => own_name(&tool)
+            .or_else(|| default_name(&source))
+            .ok_or_else(|| {
+                usage("cannot derive a tool name from the component or its source; give one with --name")
+            })?,
+    };
+    check_name(&name)?;
     if let Some(old) = store.record(&name)?
         && old.digest != fetched.digest
     {
@@ -374,17 +405,6 @@ async fn install_from(
             old.digest, old.source
         )));
     }
-    let (trust, signer) = admit(&fetched, &source, pin, allow_unsigned, &store)?;
-    // Imports judged, compiled into the cache, described: the first call
-    // by name compiles nothing.
-    let hands = hands()?;
-    let _working = super::progress::Working::start(super::progress::compiling(&name));
-    let tool = hands
-        .load(ToolSource::Bytes {
-            label: &name,
-            bytes: &fetched.bytes,
-        })
-        .await?;
     let record = record_of(&name, &fetched, trust, signer, &tool);
     store.install(&record, &fetched.bytes)?;
     println!("installed {name} from {}", one_line(&record.source));

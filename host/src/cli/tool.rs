@@ -65,13 +65,35 @@ pub enum ToolCommand {
         /// The language to write the tool in.
         #[arg(long, value_enum)]
         lang: super::author::Lang,
-        /// JavaScript only: spidermonkey (default; fetch, async handlers) or
+        /// JavaScript and TypeScript only: spidermonkey (default; fetch, async handlers) or
         /// quickjs (small and fast to start; no outbound HTTP).
         #[arg(long, value_enum)]
         engine: Option<super::author::Engine>,
         /// Link the `sdk/` folder of a Longhand checkout (default:
         /// LONGHAND_SDK; without either, the project carries the SDK this
         /// binary holds, in vendor/).
+        #[arg(long, value_name = "PATH")]
+        sdk: Option<std::path::PathBuf>,
+    },
+    /// Make an existing directory (default: here) a tool project: what
+    /// `tool new` writes, around what is there. Its README.md is kept and
+    /// its .gitignore gets the lines it lacks; any other file already there
+    /// that the project would write stops it before anything is written.
+    Init {
+        /// The directory.
+        #[arg(default_value = ".")]
+        dir: std::path::PathBuf,
+        /// The language to write the tool in.
+        #[arg(long, value_enum)]
+        lang: super::author::Lang,
+        /// The tool's (and component's) name (default: the directory's).
+        #[arg(long)]
+        name: Option<String>,
+        /// JavaScript and TypeScript only: spidermonkey (default) or quickjs.
+        #[arg(long, value_enum)]
+        engine: Option<super::author::Engine>,
+        /// Link the `sdk/` folder of a Longhand checkout instead of carrying
+        /// the SDK in vendor/ (default: LONGHAND_SDK, else carried).
         #[arg(long, value_name = "PATH")]
         sdk: Option<std::path::PathBuf>,
     },
@@ -168,6 +190,11 @@ pub enum ToolCommand {
         /// the one `longhand tool build` made.
         #[arg(long, value_name = "COMPONENT")]
         component: Option<String>,
+        /// Write the result the component gives now into each fixture whose
+        /// replay differs only in its result (a fixture whose HTTP exchanges
+        /// or written files differ must be recorded again).
+        #[arg(long)]
+        update: bool,
     },
 }
 
@@ -202,9 +229,36 @@ pub async fn run(cmd: ToolCommand) -> anyhow::Result<Outcome> {
             );
             Ok(Outcome::Done)
         }
-        ToolCommand::Test { dir, component } => {
-            super::author::test(&hands()?, &dir, component.as_deref()).await
+        ToolCommand::Init {
+            dir,
+            lang,
+            name,
+            engine,
+            sdk,
+        } => {
+            let done = super::author::init(&dir, name.as_deref(), lang, engine, sdk.as_deref())?;
+            println!("{} is the tool project `{}`", dir.display(), done.name);
+            for kept in &done.kept {
+                println!("kept your {kept}");
+            }
+            if done.ignored > 0 {
+                println!("added {} lines to .gitignore", done.ignored);
+            }
+            if done.kept.iter().any(|k| k == "README.md") {
+                println!(
+                    "next: `longhand tool build`, then `longhand tool test` (the fixtures/ it \
+                     replays are written; your README.md was kept)"
+                );
+            } else {
+                println!("next: see README.md (test, `longhand tool build`, `longhand tool call`)");
+            }
+            Ok(Outcome::Done)
         }
+        ToolCommand::Test {
+            dir,
+            component,
+            update,
+        } => super::author::test(&hands()?, &dir, component.as_deref(), update).await,
         ToolCommand::Build { dir, json, force } => {
             let report = super::author::build(&hands()?, &dir, force).await?;
             if report.up_to_date {

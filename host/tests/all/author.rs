@@ -115,10 +115,10 @@ fn new_build_call(lang: &str, extra: &[&str], link: Option<(&str, PathBuf)>) {
         Some((name, target)) => std::os::unix::fs::symlink(target, project.join(name)).unwrap(),
         None => {}
     }
-    // JavaScript: the documented host module (log, progress) builds on
-    // both engines and reaches the receipt.
-    if lang == "js" {
-        let index = project.join("src/index.js");
+    // JavaScript and TypeScript: the documented host module (log,
+    // progress) builds on both engines and reaches the receipt.
+    if lang == "js" || lang == "ts" {
+        let index = project.join(format!("src/index.{lang}"));
         let text = std::fs::read_to_string(&index).unwrap();
         let text = text
             .replacen(
@@ -184,23 +184,25 @@ fn new_build_call(lang: &str, extra: &[&str], link: Option<(&str, PathBuf)>) {
     call.expect_code(0);
     let out: Value = serde_json::from_str(&call.stdout_text()).unwrap();
     assert_eq!(out, serde_json::json!({"greeting": "Hello, Ada!"}));
-    if lang == "js" {
+    if lang == "js" || lang == "ts" {
         assert!(
             call.stderr.contains("log    info greeting Ada"),
             "{}",
             call.stderr
         );
         assert!(call.stderr.contains("progress 1/1 done"), "{}", call.stderr);
-        // And in plain Node, the project's own tests still run.
-        let npm_test = Command::new("node")
-            .args(["--test", "test/"])
+        // And in plain Node, the project's own tests still run (`npm test`:
+        // for TypeScript, esbuild strips the types first).
+        let npm_test = Command::new("npm")
+            .args(["test", "--silent"])
             .current_dir(&project)
             .output()
             .unwrap();
         assert!(
             npm_test.status.success(),
-            "{}",
-            String::from_utf8_lossy(&npm_test.stdout)
+            "{}{}",
+            String::from_utf8_lossy(&npm_test.stdout),
+            String::from_utf8_lossy(&npm_test.stderr)
         );
     }
 
@@ -255,6 +257,7 @@ fn new_build_call(lang: &str, extra: &[&str], link: Option<(&str, PathBuf)>) {
     let source = match lang {
         "rust" => "src/lib.rs",
         "python" => "app.py",
+        "ts" => "src/index.ts",
         _ => "src/index.js",
     };
     let mut text = std::fs::read_to_string(project.join(source)).unwrap();
@@ -369,6 +372,14 @@ fn a_javascript_tool_goes_new_build_call_on_quickjs() {
 }
 
 #[test]
+fn a_typescript_tool_goes_new_build_call() {
+    match js_modules() {
+        Some(modules) => new_build_call("ts", &[], Some(("node_modules", modules))),
+        None => missing("node_modules with componentize-js and esbuild (LONGHAND_JS_MODULES)"),
+    }
+}
+
+#[test]
 fn a_missing_or_wrong_toolchain_is_a_clear_error_saying_how_to_install_it() {
     let home = Home::new();
     let outside = TempDir::new().unwrap();
@@ -438,7 +449,9 @@ fn an_authors_mistakes_exit_2_and_a_compile_error_carries_no_stray_advice() {
     let engine = new("other", &["--engine", "quickjs"]);
     engine.expect_code(2);
     assert!(
-        engine.stderr.contains("--engine is for --lang js only"),
+        engine
+            .stderr
+            .contains("--engine is for --lang js or ts only"),
         "{}",
         engine.stderr
     );
@@ -506,4 +519,61 @@ fn a_first_compile_shows_progress_on_a_terminal_and_nothing_when_piped() {
         ],
     );
     assert!(!out.stderr.contains("compiling"), "{}", out.stderr);
+}
+
+/// `tool init` makes an existing directory a project around what is there:
+/// its README is kept, its .gitignore gets what it lacks, and the project
+/// builds and passes its fixtures. A directory already holding a file the
+/// project would write is refused, naming it, and nothing is written.
+#[test]
+fn tool_init_makes_an_existing_directory_a_project_and_overwrites_nothing() {
+    let home = Home::new();
+    let outside = TempDir::new().unwrap();
+    let dir = outside.path().join("inited");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("README.md"), "# mine\n").unwrap();
+    std::fs::write(dir.join(".gitignore"), "target/\nnotes/\n").unwrap();
+    std::fs::write(dir.join("notes.txt"), "keep me").unwrap();
+    let out = longhand(&home, &dir, &["tool", "init", "--lang", "rust"]);
+    out.expect_code(0);
+    assert!(
+        out.stdout_text().contains("is the tool project `inited`"),
+        "{}",
+        out.stdout_text()
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("README.md")).unwrap(),
+        "# mine\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "keep me"
+    );
+    let ignore = std::fs::read_to_string(dir.join(".gitignore")).unwrap();
+    assert!(ignore.starts_with("target/\nnotes/\n"), "{ignore}");
+    assert_eq!(ignore.matches("target/").count(), 1, "{ignore}");
+    assert!(ignore.contains(".longhand/"), "{ignore}");
+    assert!(dir.join("vendor/longhand-sdk/Cargo.toml").is_file());
+    longhand(&home, &dir, &["tool", "build"]).expect_code(0);
+    let tested = longhand(&home, &dir, &["tool", "test"]);
+    tested.expect_code(0);
+    assert!(tested.stdout_text().contains("2 passed, 0 failed"));
+
+    let taken = outside.path().join("taken");
+    std::fs::create_dir_all(taken.join("src")).unwrap();
+    std::fs::write(taken.join("src/lib.rs"), "// mine").unwrap();
+    let out = longhand(&home, &taken, &["tool", "init", "--lang", "rust"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("src/lib.rs"), "{}", out.stderr);
+    assert!(out.stderr.contains("nothing was written"), "{}", out.stderr);
+    assert!(!taken.join("longhand-tool.toml").exists());
+    assert_eq!(
+        std::fs::read_to_string(taken.join("src/lib.rs")).unwrap(),
+        "// mine"
+    );
+    let bad = outside.path().join("Bad Name");
+    std::fs::create_dir(&bad).unwrap();
+    let out = longhand(&home, &bad, &["tool", "init", "--lang", "python"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("--name"), "{}", out.stderr);
 }

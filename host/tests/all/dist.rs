@@ -638,6 +638,7 @@ fn a_moved_tag_fails_lock_locked_and_a_bigger_upgrade_is_held_until_approved() {
     home.run(&["tool", "verify"]).expect_code(0);
 }
 
+/// `tool install` names a tool by its component, not its repository;
 /// `tool upgrade` moves a tool installed from a version tag to the
 /// repository's newest version tag (not a pre-release, not `latest`), and
 /// says which; one installed from `latest` re-reads `latest`.
@@ -648,19 +649,22 @@ fn an_upgrade_moves_to_the_newest_version_tag() {
     };
     let (v1, v2) = greet_components();
     let author = Home::new();
-    publish(&author, v1, &registry.url("greet:1.0"), None);
-    publish(&author, v1, &registry.url("greet:latest"), None);
-    publish(&author, v2, &registry.url("greet:1.10.0"), None);
-    publish(&author, v1, &registry.url("greet:1.9"), None);
-    publish(&author, v1, &registry.url("greet:2.0.0-rc.1"), None);
+    publish(&author, v1, &registry.url("team/greeter:1.0"), None);
+    publish(&author, v1, &registry.url("team/greeter:latest"), None);
+    publish(&author, v2, &registry.url("team/greeter:1.10.0"), None);
+    publish(&author, v1, &registry.url("team/greeter:1.9"), None);
+    publish(&author, v1, &registry.url("team/greeter:2.0.0-rc.1"), None);
     let home = Home::new();
     home.run(&[
         "tool",
         "install",
-        &registry.url("greet:1.0"),
+        &registry.url("team/greeter:1.0"),
         "--allow-unsigned",
     ])
     .expect_code(0);
+    // Named by the component (its describe says `greet`), not by the
+    // repository it came from.
+    assert_eq!(listed(&home)[0]["name"], "greet", "{:?}", listed(&home));
     let before = listed(&home)[0]["digest"].clone();
     let out = home.run(&["tool", "upgrade", "greet", "--approve"]);
     out.expect_code(0);
@@ -676,7 +680,7 @@ fn an_upgrade_moves_to_the_newest_version_tag() {
         after[0]["source"]
             .as_str()
             .unwrap()
-            .ends_with("greet:1.10.0"),
+            .ends_with("team/greeter:1.10.0"),
         "{}",
         after[0]
     );
@@ -694,7 +698,7 @@ fn an_upgrade_moves_to_the_newest_version_tag() {
         .run(&[
             "tool",
             "install",
-            &registry.url("greet:latest"),
+            &registry.url("team/greeter:latest"),
             "--allow-unsigned",
         ])
         .expect_code(0);

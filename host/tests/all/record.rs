@@ -352,6 +352,55 @@ fn an_output_that_differs_from_the_recording_fails_with_a_diff() {
     assert!(stdout.contains("+     \"status\": 200"), "{stdout}");
     // The requests themselves still matched.
     assert!(!stdout.contains("differs from the recording (- expected, + got):\n      - url"));
+
+    // `--update` takes the result the component gives now, and says so;
+    // the fixture then passes, its exchanges as recorded.
+    let before = read(&fixture);
+    let updated = home.run(&[
+        "tool",
+        "test",
+        dir.path().to_str().unwrap(),
+        "--component",
+        "http",
+        "--update",
+    ]);
+    updated.expect_code(0);
+    let stdout = updated.stdout_text();
+    assert!(stdout.contains("UPDATED get"), "{stdout}");
+    assert!(stdout.contains("0 passed, 1 updated, 0 failed"), "{stdout}");
+    let after = read(&fixture);
+    assert_eq!(after["output"]["status"], json!(200));
+    assert_eq!(after["http"], before["http"]);
+    test(&home, dir.path()).expect_code(0);
+}
+
+/// `--update` rewrites only a result: a fixture whose requests differ too
+/// is left as it was and fails, saying to record it again.
+#[test]
+fn update_leaves_a_fixture_whose_requests_differ() {
+    let home = Home::new();
+    let (dir, fixture, _) = recorded(&home);
+    let mut f = read(&fixture);
+    let url = f["http"][0]["request"]["url"].as_str().unwrap().to_owned();
+    f["http"][0]["request"]["url"] = json!(url.replace("/hello", "/elsewhere"));
+    f["output"]["status"] = json!(201);
+    write(&fixture, &f);
+    let text = std::fs::read_to_string(&fixture).unwrap();
+    let out = home.run(&[
+        "tool",
+        "test",
+        dir.path().to_str().unwrap(),
+        "--component",
+        "http",
+        "--update",
+    ]);
+    out.expect_code(1);
+    assert!(
+        out.stdout_text().contains("record it again"),
+        "{}",
+        out.stdout_text()
+    );
+    assert_eq!(std::fs::read_to_string(&fixture).unwrap(), text);
 }
 
 #[test]
@@ -675,40 +724,10 @@ fn a_python_csv_tool_gets_a_fixture_over_a_granted_file_that_replays() {
     let Some((home, outside, project)) = python_project("csvtally") else {
         return;
     };
+    // examples/csv-tool, as its README has a person build it.
     std::fs::write(
         project.join("app.py"),
-        r#""""Sums a CSV file's numeric columns."""
-
-import csv
-from dataclasses import dataclass
-
-from longhand_tool import Effect, export, tool
-
-
-@dataclass
-class Tally:
-    """Which CSV file."""
-
-    path: str
-
-
-@tool(effect=Effect.READ_ONLY)
-def tally(input: Tally) -> dict:
-    """Count a CSV file's rows and sum its numeric columns."""
-    with open(input.path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    sums = {}
-    for row in rows:
-        for k, v in row.items():
-            try:
-                sums[k] = sums.get(k, 0) + int(v)
-            except ValueError:
-                pass
-    return {"rows": len(rows), "sums": sums}
-
-
-Tools = export(name="csvtally", version="0.1.0", description="Sums CSV files.")
-"#,
+        include_str!("../../../examples/csv-tool/app.py"),
     )
     .unwrap();
     std::fs::remove_dir_all(project.join("fixtures")).unwrap();
@@ -717,7 +736,7 @@ Tools = export(name="csvtally", version="0.1.0", description="Sums CSV files.")
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(
         data.join("sales.csv"),
-        "name,qty,price\nada,3,10\nbob,4,20\n",
+        include_str!("../../../examples/csv-tool/data/sales.csv"),
     )
     .unwrap();
     std::fs::write(data.join("other.csv"), "never,read\n").unwrap();
@@ -750,5 +769,28 @@ Tools = export(name="csvtally", version="0.1.0", description="Sums CSV files.")
         replay.stdout_text().contains("1 passed, 0 failed"),
         "{}",
         replay.stdout_text()
+    );
+
+    // Not granted the directory it asks for: access denied, naming the
+    // grant (Python's FileNotFoundError no longer reaches the model).
+    let mut cmd = home.cmd(&[
+        "tool",
+        "call",
+        "csvtally.wasm",
+        "tally",
+        "--input",
+        r#"{"path": "/workspace/sales.csv"}"#,
+    ]);
+    cmd.current_dir(&project);
+    let denied = run(cmd);
+    assert_ne!(denied.code, Some(0));
+    assert!(
+        denied.stderr.contains("access denied")
+            && denied
+                .stderr
+                .contains("/workspace is not granted to this tool")
+            && denied.stderr.contains("the CSV files to sum"),
+        "{}",
+        denied.stderr
     );
 }

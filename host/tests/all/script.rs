@@ -205,8 +205,17 @@ fn an_agent_without_a_model_runs_scripted_and_is_refused_live() {
         "max_cost_micros = 1000",
         &responses,
     );
-    let agent = std::fs::read_to_string(dir.path().join("agent.toml")).unwrap();
-    assert!(!agent.contains("[model]"), "{agent}");
+    // The helper's agent with its `[model]` table taken out.
+    let file = dir.path().join("agent.toml");
+    let agent = std::fs::read_to_string(&file).unwrap();
+    let start = agent.find("[model]").expect("a [model] table");
+    let end = start + agent[start..].find("\n\n").expect("a blank line after it") + 2;
+    std::fs::write(&file, format!("{}{}", &agent[..start], &agent[end..])).unwrap();
+    let agent = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        !agent.contains("[model]") && !agent.contains("cassette"),
+        "{agent}"
+    );
     let agent = dir.path().to_str().expect("utf-8 path");
 
     let run = home.run(&[

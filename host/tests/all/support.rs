@@ -379,6 +379,11 @@ pub fn scripted_agent(dir: &Path, name: &str, limits: &str, responses: &[Value])
 instructions = "Do exactly what the script says."
 goal = "Follow the script."
 
+[model]
+provider = "replay"
+model = "script"
+cassette = "unused-cassette.json"
+
 [limits]
 {limits}
 

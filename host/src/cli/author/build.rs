@@ -9,17 +9,8 @@ use anyhow::Context;
 use crate::cli::usage;
 
 use super::config::{BuildConfig, Engine, Lang};
-use super::stamp::{self, Stamp};
+use super::stamp::{self, Built, Stamp};
 use longhand_hands::{Hands, ToolSource};
-
-/// What `build` made.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub(crate) struct Built {
-    pub(crate) component: PathBuf,
-    pub(crate) digest: String,
-    pub(crate) size: u64,
-    pub(crate) tools: Vec<String>,
-}
 
 /// What `build` reports: the component, and whether it was already up to
 /// date (nothing ran).
@@ -55,7 +46,7 @@ pub(crate) async fn build(hands: &Hands, dir: &Path, force: bool) -> anyhow::Res
     let (toolchain, mut identity) = match config.tool.lang {
         Lang::Rust => (Toolchain::Rust, BTreeMap::new()),
         Lang::Python => python_toolchain(dir, &config)?,
-        Lang::Js => js_toolchain(dir, &config)?,
+        Lang::Js | Lang::Ts => js_toolchain(dir, &config)?,
     };
     identity.insert("longhand".to_owned(), env!("CARGO_PKG_VERSION").to_owned());
     let planned = match toolchain {
@@ -271,7 +262,7 @@ pub(crate) fn built_component(dir: &Path) -> anyhow::Result<PathBuf> {
     let config = BuildConfig::load(dir)?;
     let component = match config.tool.lang {
         Lang::Rust => rust_component(dir)?,
-        Lang::Python | Lang::Js => dir.join(format!("{}.wasm", config.tool.name)),
+        Lang::Python | Lang::Js | Lang::Ts => dir.join(format!("{}.wasm", config.tool.name)),
     };
     if !component.is_file() {
         return Err(usage(format!(
@@ -436,8 +427,12 @@ fn js(dir: &Path, config: &BuildConfig) -> anyhow::Result<PathBuf> {
     run(
         "esbuild",
         Command::new(dir.join("node_modules/.bin/esbuild"))
+            .arg(if config.tool.lang == Lang::Ts {
+                "src/index.ts"
+            } else {
+                "src/index.js"
+            })
             .args([
-                "src/index.js",
                 "--bundle",
                 "--format=esm",
                 "--platform=neutral",

@@ -25,6 +25,15 @@ pub(crate) enum Lang {
     Rust,
     Python,
     Js,
+    /// TypeScript: built as JavaScript (esbuild strips the types).
+    Ts,
+}
+
+impl Lang {
+    /// JavaScript or TypeScript: built by esbuild and a JS componentizer.
+    pub(crate) fn is_js(self) -> bool {
+        matches!(self, Self::Js | Self::Ts)
+    }
 }
 
 /// The JavaScript engine a JS tool is built with.
@@ -98,7 +107,7 @@ impl BuildConfig {
                 toolchain.insert("componentize-py".to_owned(), COMPONENTIZE_PY.to_owned());
                 None
             }
-            Lang::Js => {
+            Lang::Js | Lang::Ts => {
                 let (package, version) = engine.package();
                 toolchain.insert(package.to_owned(), version.to_owned());
                 toolchain.insert("esbuild".to_owned(), ESBUILD.to_owned());
@@ -122,7 +131,7 @@ impl BuildConfig {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
                 "{} has no {FILE}: run `longhand tool build` in a project made by \
-                 `longhand tool new NAME --lang rust|python|js`, or pass its directory",
+                 `longhand tool new NAME --lang rust|python|js|ts`, or pass its directory",
                 dir.display()
             ),
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
@@ -131,7 +140,7 @@ impl BuildConfig {
             toml::from_str(&text).with_context(|| format!("{} is not valid", path.display()))?;
         check_name(&config.tool.name)
             .with_context(|| format!("{}: [tool] name", path.display()))?;
-        if config.tool.lang != Lang::Js && config.tool.engine.is_some() {
+        if !config.tool.lang.is_js() && config.tool.engine.is_some() {
             bail!("{}: `engine` is for JavaScript tools only", path.display());
         }
         Ok(config)

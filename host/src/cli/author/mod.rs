@@ -32,5 +32,5 @@ pub(super) use build::build;
 #[cfg(test)]
 pub(super) use config::{BuildConfig, ESBUILD};
 pub(super) use config::{COMPONENTIZE_PY, COMPONENTIZE_QJS, Engine, Lang};
-pub(super) use new::{WIT, new};
+pub(super) use new::{WIT, init, new, write_files};
 pub(super) use record::{Recording, test};

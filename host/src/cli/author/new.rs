@@ -1,4 +1,4 @@
-//! `longhand tool new NAME --lang rust|python|js [--engine …]`.
+//! `longhand tool new NAME --lang rust|python|js|ts [--engine …]` and `longhand tool init`.
 
 use std::path::{Path, PathBuf};
 
@@ -75,6 +75,17 @@ const JS: &[(&str, &str)] = &[
     ("README.md", include_str!("templates/js/README.md")),
 ];
 
+const TS: &[(&str, &str)] = &[
+    ("package.json", include_str!("templates/ts/package.json")),
+    ("tsconfig.json", include_str!("templates/ts/tsconfig.json")),
+    ("src/index.ts", include_str!("templates/ts/src/index.ts")),
+    (
+        "test/greet.test.js",
+        include_str!("templates/ts/test/greet.test.js"),
+    ),
+    ("README.md", include_str!("templates/ts/README.md")),
+];
+
 /// Every project's tool tests (`longhand tool test`): calls written down
 /// as `longhand tool call --record` writes them, input and output only.
 const FIXTURES: &[(&str, &str)] = &[
@@ -142,18 +153,141 @@ pub(crate) fn new(
     engine: Option<Engine>,
     sdk: Option<&Path>,
 ) -> anyhow::Result<PathBuf> {
-    config::check_name(name)?;
-    if engine.is_some() && lang != Lang::Js {
-        return Err(usage("--engine is for --lang js only"));
-    }
-    let engine = engine.unwrap_or(Engine::Spidermonkey);
     let dir = parent.join(name);
-    if dir.exists() {
+    if config::check_name(name).is_ok() && dir.exists() {
         return Err(usage(format!(
-            "{} already exists: pick another name or remove it (nothing was written)",
+            "{} already exists: pick another name or remove it (nothing was written), or run \
+             `longhand tool init` in it",
             dir.display()
         )));
     }
+    let files = project_files(name, lang, engine, sdk)?;
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    // Written into a sibling temporary directory and renamed into place, so
+    // a failure half-way leaves no half-made project behind.
+    let staging = parent.join(format!(".{name}.new-{}", std::process::id()));
+    std::fs::create_dir(&staging)
+        .with_context(|| format!("cannot write in {}", parent.display()))?;
+    if let Err(e) = write_files(&staging, &files).and_then(|()| {
+        std::fs::rename(&staging, &dir).with_context(|| format!("cannot create {}", dir.display()))
+    }) {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(e);
+    }
+    Ok(dir)
+}
+
+/// What `tool init` did besides writing the project's files.
+#[derive(Debug, Default)]
+pub(crate) struct Initialized {
+    /// The tool's name.
+    pub(crate) name: String,
+    /// Files that were there and were kept (a README).
+    pub(crate) kept: Vec<String>,
+    /// `.gitignore` lines added to an existing one.
+    pub(crate) ignored: usize,
+}
+
+/// `longhand tool init`: make the existing directory `dir` a tool project
+/// named `name` (default: the directory's name). Its README is kept and
+/// its `.gitignore` gets the lines it lacks; any other file the project
+/// would write that is already there stops it before anything is written.
+pub(crate) fn init(
+    dir: &Path,
+    name: Option<&str>,
+    lang: Lang,
+    engine: Option<Engine>,
+    sdk: Option<&Path>,
+) -> anyhow::Result<Initialized> {
+    if !dir.is_dir() {
+        return Err(usage(format!(
+            "{} is not a directory: `longhand tool init` works in an existing one (`tool new \
+             NAME` makes one)",
+            dir.display()
+        )));
+    }
+    let name = match name {
+        Some(name) => name.to_owned(),
+        None => {
+            let own = std::path::absolute(dir)
+                .ok()
+                .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .unwrap_or_default();
+            if config::check_name(&own).is_err() {
+                return Err(usage(format!(
+                    "the directory's name `{}` cannot name a tool (lowercase letters, digits, \
+                     `-`, `_`): give one with --name",
+                    crate::cli::term::one_line(&own)
+                )));
+            }
+            own
+        }
+    };
+    let files = project_files(&name, lang, engine, sdk)?;
+    let mut done = Initialized {
+        name,
+        ..Initialized::default()
+    };
+    let mut taken = Vec::new();
+    let mut write = Vec::new();
+    for (path, text) in &files {
+        let there = dir.join(path);
+        if !there.exists() {
+            write.push((path.as_str(), text.clone()));
+        } else if path == "README.md" {
+            done.kept.push(path.clone());
+        } else if path == ".gitignore" {
+            let old = std::fs::read_to_string(&there)
+                .with_context(|| format!("cannot read {}", there.display()))?;
+            let missing: Vec<&str> = text
+                .lines()
+                .filter(|l| !old.lines().any(|o| o.trim() == *l))
+                .collect();
+            done.ignored = missing.len();
+            if !missing.is_empty() {
+                let sep = if old.is_empty() || old.ends_with('\n') {
+                    ""
+                } else {
+                    "\n"
+                };
+                write.push((path.as_str(), format!("{old}{sep}{}\n", missing.join("\n"))));
+            }
+        } else {
+            taken.push(path.as_str());
+        }
+    }
+    if !taken.is_empty() {
+        let shown = taken.len().min(10);
+        return Err(usage(format!(
+            "{} already holds {} of the files a tool project has: {}{}; move them away or run \
+             `longhand tool new NAME` elsewhere (nothing was written)",
+            dir.display(),
+            taken.len(),
+            taken[..shown].join(", "),
+            if taken.len() > shown { ", …" } else { "" }
+        )));
+    }
+    let write: Vec<(&str, &str)> = write.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    write_files(dir, &write)?;
+    Ok(done)
+}
+
+/// Every file of a new project named `name` in `lang`: path beneath the
+/// project, text.
+fn project_files(
+    name: &str,
+    lang: Lang,
+    engine: Option<Engine>,
+    sdk: Option<&Path>,
+) -> anyhow::Result<Vec<(String, String)>> {
+    config::check_name(name)?;
+    if engine.is_some() && !lang.is_js() {
+        return Err(usage("--engine is for --lang js or ts only"));
+    }
+    let engine = engine.unwrap_or(Engine::Spidermonkey);
     // The manifests name the SDK: the carried copy by a relative path, so
     // the project moves as one directory, or a linked checkout by its
     // absolute path.
@@ -161,13 +295,13 @@ pub(crate) fn new(
     let sdk_text = match &linked {
         None => match lang {
             Lang::Python => format!("./{}", sdk::vendor_path(lang)),
-            Lang::Rust | Lang::Js => sdk::vendor_path(lang).to_owned(),
+            Lang::Rust | Lang::Js | Lang::Ts => sdk::vendor_path(lang).to_owned(),
         },
         Some(root) => {
             let path = match lang {
                 Lang::Rust => root.clone(),
                 Lang::Python => root.join("python"),
-                Lang::Js => root.join("js"),
+                Lang::Js | Lang::Ts => root.join("js"),
             };
             let text = path.to_string_lossy().into_owned();
             if text.contains(['"', '\\', '\n']) {
@@ -218,57 +352,50 @@ pub(crate) fn new(
             },
         ),
     ];
-    let files = match lang {
+    let templates = match lang {
         Lang::Rust => RUST,
         Lang::Python => PYTHON,
         Lang::Js => JS,
+        Lang::Ts => TS,
     };
-    // Written into a sibling temporary directory and renamed into place, so
-    // a failure half-way leaves no half-made project behind.
-    let staging = parent.join(format!(".{name}.new-{}", std::process::id()));
-    std::fs::create_dir(&staging)
-        .with_context(|| format!("cannot write in {}", parent.display()))?;
-    let written = write_all(&staging, name, lang, engine, files, &vars).and_then(|()| {
-        if linked.is_none() {
-            sdk::write(&staging, lang)
-        } else {
-            Ok(())
-        }
-    });
-    if let Err(e) = written.and_then(|()| {
-        std::fs::rename(&staging, &dir).with_context(|| format!("cannot create {}", dir.display()))
-    }) {
-        let _ = std::fs::remove_dir_all(&staging);
-        return Err(e);
-    }
-    Ok(dir)
-}
-
-/// Every file of the project, under `staging`.
-fn write_all(
-    staging: &Path,
-    name: &str,
-    lang: Lang,
-    engine: Engine,
-    files: &[(&str, &str)],
-    vars: &[(&str, String)],
-) -> anyhow::Result<()> {
     let config_text = toml::to_string(&BuildConfig::for_new(name, lang, engine))?;
     let header = "# How `longhand tool build` makes this tool's component. The versions are \
                   pinned:\n# a component's bindings come from its toolchain.\n";
-    let mut all: Vec<(&str, String)> = vec![
-        (config::FILE, format!("{header}{config_text}")),
-        (".gitignore", GITIGNORE.to_owned()),
+    let owned = |(path, text): &(&str, &str)| ((*path).to_owned(), (*text).to_owned());
+    let mut all = vec![
+        (config::FILE.to_owned(), format!("{header}{config_text}")),
+        (".gitignore".to_owned(), GITIGNORE.to_owned()),
     ];
-    all.extend(files.iter().map(|(path, text)| (*path, fill(text, vars))));
-    all.extend(WIT.iter().map(|(path, text)| (*path, (*text).to_owned())));
     all.extend(
-        FIXTURES
+        templates
             .iter()
-            .map(|(path, text)| (*path, (*text).to_owned())),
+            .map(|(path, text)| ((*path).to_owned(), fill(text, &vars))),
     );
-    let all: Vec<(&str, &str)> = all.iter().map(|(p, t)| (*p, t.as_str())).collect();
-    crate::cli::bundled::write_files(staging, &all)
+    all.extend(WIT.iter().map(owned));
+    all.extend(FIXTURES.iter().map(owned));
+    if linked.is_none() {
+        let vendor = sdk::vendor_path(lang);
+        all.extend(
+            sdk::files(lang)
+                .iter()
+                .map(|(path, text)| (format!("{vendor}/{path}"), (*text).to_owned())),
+        );
+    }
+    Ok(all)
+}
+
+/// Write each `(path beneath dir, text)` of `files`, making directories.
+pub(crate) fn write_files(dir: &Path, files: &[(&str, &str)]) -> anyhow::Result<()> {
+    for (path, text) in files {
+        let target = dir.join(path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::write(&target, text)
+            .with_context(|| format!("cannot write {}", target.display()))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -286,6 +413,7 @@ mod tests {
             ("g-rust", Lang::Rust, None, "src/lib.rs"),
             ("g-py", Lang::Python, None, "tests/test_app.py"),
             ("g-js", Lang::Js, None, "test/greet.test.js"),
+            ("g-ts", Lang::Ts, None, "src/index.ts"),
             (
                 "g-qjs",
                 Lang::Js,
@@ -306,7 +434,7 @@ mod tests {
             }
             let config = BuildConfig::load(&dir).unwrap();
             assert_eq!((config.tool.name.as_str(), config.tool.lang), (name, lang));
-            for (path, _) in RUST.iter().chain(PYTHON).chain(JS) {
+            for (path, _) in RUST.iter().chain(PYTHON).chain(JS).chain(TS) {
                 if let Ok(text) = std::fs::read_to_string(dir.join(path)) {
                     assert!(
                         !text.contains("{{"),

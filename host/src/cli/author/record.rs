@@ -415,23 +415,27 @@ impl Recording {
             error: error.map(serde_json::from_value).transpose()?,
             recorded_with: Some(tool.digest().to_owned()),
         };
-        let text = serde_json::to_string_pretty(&fixture)? + "\n";
-        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create {}", parent.display()))?;
-        }
-        let staging = self
-            .path
-            .with_extension(format!("json.{}.tmp", std::process::id()));
-        std::fs::write(&staging, text)
-            .with_context(|| format!("cannot write {}", staging.display()))?;
-        std::fs::rename(&staging, &self.path).with_context(|| {
-            let _ = std::fs::remove_file(&staging);
-            format!("cannot write {}", self.path.display())
-        })?;
+        write_fixture(&self.path, &fixture)?;
         let files = fixture.files.iter().filter(|f| f.content.is_some()).count();
         Ok((self.path, fixture.http.len(), files))
     }
+}
+
+/// Write `fixture` to `path` whole or not at all (a sibling file renamed
+/// into place).
+fn write_fixture(path: &Path, fixture: &Fixture) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(fixture)? + "\n";
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    let staging = path.with_extension(format!("json.{}.tmp", std::process::id()));
+    std::fs::write(&staging, text)
+        .with_context(|| format!("cannot write {}", staging.display()))?;
+    std::fs::rename(&staging, path).with_context(|| {
+        let _ = std::fs::remove_file(&staging);
+        format!("cannot write {}", path.display())
+    })
 }
 
 /// A name with a path separator or a `.wasm` suffix is a file; anything
@@ -445,10 +449,14 @@ fn source_of(component: &str) -> ToolSource<'_> {
 }
 
 /// `longhand tool test [DIR] [--component C]`: replay `DIR/fixtures/*.json`.
+/// `longhand tool test [DIR] [--component C] [--update]`: replay every
+/// fixture; with `update`, a fixture whose only difference is the result
+/// takes the result the component gives now.
 pub(crate) async fn test(
     hands: &Hands,
     dir: &Path,
     component: Option<&str>,
+    update: bool,
 ) -> anyhow::Result<Outcome> {
     let fixtures_dir = dir.join("fixtures");
     let mut fixtures: Vec<PathBuf> = match std::fs::read_dir(&fixtures_dir) {
@@ -495,13 +503,23 @@ pub(crate) async fn test(
         if fixtures.len() == 1 { "" } else { "s" }
     );
     let mut failed = 0;
+    let mut updated = 0;
     for path in &fixtures {
         let name = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let problems = match run_fixture(hands, &tool, path).await {
-            Ok(problems) => problems,
+        let problems = match run_fixture(hands, &tool, path, update).await {
+            Ok(Replayed::Passed) => Vec::new(),
+            Ok(Replayed::Updated) => {
+                updated += 1;
+                println!(
+                    "UPDATED {} (the new result is in the fixture)",
+                    one_line(&name)
+                );
+                continue;
+            }
+            Ok(Replayed::Failed(problems)) => problems,
             Err(e) => vec![format!("{e:#}")],
         };
         if problems.is_empty() {
@@ -516,8 +534,12 @@ pub(crate) async fn test(
             }
         }
     }
-    let passed = fixtures.len() - failed;
-    println!("{passed} passed, {failed} failed");
+    let passed = fixtures.len() - failed - updated;
+    if update {
+        println!("{passed} passed, {updated} updated, {failed} failed");
+    } else {
+        println!("{passed} passed, {failed} failed");
+    }
     if failed == 0 {
         return Ok(Outcome::Done);
     }
@@ -526,8 +548,26 @@ pub(crate) async fn test(
     }))
 }
 
-/// Replay one fixture: what differs from it, nothing when it passes.
-async fn run_fixture(hands: &Hands, tool: &LoadedTool, path: &Path) -> anyhow::Result<Vec<String>> {
+/// How one fixture's replay went.
+enum Replayed {
+    Passed,
+    /// `--update`: the result differed, nothing else did, and the fixture
+    /// now holds the new one.
+    Updated,
+    /// What differs from the fixture.
+    Failed(Vec<String>),
+}
+
+/// Replay one fixture. With `update`, a fixture whose replay differs only
+/// in its result is rewritten with the result the component gives now
+/// (and its digest); one whose HTTP exchanges or written files differ is
+/// not: those need the call made again (`tool call --record`).
+async fn run_fixture(
+    hands: &Hands,
+    tool: &LoadedTool,
+    path: &Path,
+    update: bool,
+) -> anyhow::Result<Replayed> {
     let size = std::fs::metadata(path)
         .with_context(|| format!("cannot read {}", path.display()))?
         .len();
@@ -593,13 +633,39 @@ async fn run_fixture(hands: &Hands, tool: &LoadedTool, path: &Path) -> anyhow::R
         &fixture.wrote,
     ));
     let got: Result<&Value, &CallError> = outcome.result.as_ref();
-    if got != expected {
-        problems.push(format!(
-            "the result differs from the recording (- expected, + got):\n{}",
-            diff_json(&result_json(expected), &result_json(got)).join("\n")
-        ));
+    if got == expected {
+        return Ok(if problems.is_empty() {
+            Replayed::Passed
+        } else {
+            Replayed::Failed(problems)
+        });
     }
-    Ok(problems)
+    if update && problems.is_empty() {
+        let (output, error) = match got {
+            Ok(v) => (Some(v.clone()), None),
+            Err(e) => (None, Some(e.clone())),
+        };
+        let fixture = Fixture {
+            output,
+            error,
+            recorded_with: Some(tool.digest().to_owned()),
+            ..fixture
+        };
+        write_fixture(path, &fixture)?;
+        return Ok(Replayed::Updated);
+    }
+    problems.push(format!(
+        "the result differs from the recording (- expected, + got):\n{}",
+        diff_json(&result_json(expected), &result_json(got)).join("\n")
+    ));
+    if update {
+        problems.push(
+            "not updated: the call's HTTP exchanges or written files differ too; record it \
+             again with `longhand tool call … --record`"
+                .to_owned(),
+        );
+    }
+    Ok(Replayed::Failed(problems))
 }
 
 /// A result as the fixture writes it: `{"output": …}` or `{"error": …}`.

@@ -14,8 +14,6 @@
 //! What this module must not do: drift from `sdk/`. The test below fails
 //! when a file under `sdk/` that a tool needs is missing here or differs.
 
-use std::path::Path;
-
 use super::config::Lang;
 
 /// `(path beneath the SDK's folder, text)` for each file of a list, read
@@ -81,7 +79,7 @@ const JS: &[(&str, &str)] = sdk_files!("js/":
 pub(crate) fn vendor_path(lang: Lang) -> &'static str {
     match lang {
         Lang::Rust => "vendor/longhand-sdk",
-        Lang::Python | Lang::Js => "vendor/longhand-tool",
+        Lang::Python | Lang::Js | Lang::Ts => "vendor/longhand-tool",
     }
 }
 
@@ -90,13 +88,8 @@ pub(crate) fn files(lang: Lang) -> &'static [(&'static str, &'static str)] {
     match lang {
         Lang::Rust => RUST,
         Lang::Python => PYTHON,
-        Lang::Js => JS,
+        Lang::Js | Lang::Ts => JS,
     }
-}
-
-/// Write `lang`'s SDK under `project/`[`vendor_path`].
-pub(crate) fn write(project: &Path, lang: Lang) -> anyhow::Result<()> {
-    crate::cli::bundled::write_files(&project.join(vendor_path(lang)), files(lang))
 }
 
 #[cfg(test)]

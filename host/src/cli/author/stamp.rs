@@ -56,6 +56,15 @@ const SKIPPED_DIRS: &[&str] = &[
     "fixtures",
 ];
 
+/// What `build` made: the component, its digest, size and tools.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Built {
+    pub(crate) component: PathBuf,
+    pub(crate) digest: String,
+    pub(crate) size: u64,
+    pub(crate) tools: Vec<String>,
+}
+
 /// A build stamp (`.longhand/build.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Stamp {
@@ -149,7 +158,7 @@ impl Stamp {
     pub(crate) fn new(
         sources: BTreeMap<String, String>,
         toolchain: BTreeMap<String, String>,
-        built: &super::build::Built,
+        built: &Built,
     ) -> Self {
         Self {
             longhand_build: FORMAT,
@@ -269,7 +278,7 @@ mod tests {
         let first = sources(dir, &dir.join("t.wasm")).unwrap().unwrap();
         assert_eq!(first.keys().collect::<Vec<_>>(), ["app.py"]);
 
-        let built = super::super::build::Built {
+        let built = Built {
             component: dir.join("t.wasm"),
             digest: file_digest(&dir.join("t.wasm")).unwrap(),
             size: 9,
