@@ -1378,13 +1378,6 @@ fn the_page_shows_turns_pictures_and_the_plan_and_starts_sessions_in_chromium() 
     );
     let (run, limited) = run_script(&home, limited_dir.path(), &script);
     run.expect_code(3);
-    // A second one, cancelled by its operator: the cancel is read at the
-    // resume, which ends it.
-    let (run, cancelled) = run_script(&home, limited_dir.path(), &script);
-    run.expect_code(3);
-    home.run(&["cancel", &cancelled, "--reason", "wrong goal"])
-        .expect_code(0);
-    home.run(&["resume", &cancelled]);
     let server = serve(
         &home,
         &[
@@ -1410,7 +1403,6 @@ fn the_page_shows_turns_pictures_and_the_plan_and_starts_sessions_in_chromium() 
         )
         .env("LONGHAND_OUTSIDER", elsewhere.path())
         .env("LONGHAND_LIMITED", &limited)
-        .env("LONGHAND_CANCELLED", &cancelled)
         .env("CHROMIUM", &chromium)
         .env("PROFILE_DIR", profile.path().join("chromium"))
         .env(
@@ -2485,6 +2477,13 @@ fn the_page_never_misleads_in_chromium() {
     );
     let (run, limited) = run_script(&home, limited_dir.path(), &script);
     run.expect_code(3);
+    // A second one, cancelled by its operator: the cancel is read at the
+    // resume, which ends it.
+    let (run, cancelled) = run_script(&home, limited_dir.path(), &script);
+    run.expect_code(3);
+    home.run(&["cancel", &cancelled, "--reason", "wrong goal"])
+        .expect_code(0);
+    home.run(&["resume", &cancelled]);
     let server = serve(
         &home,
         &[
@@ -2505,6 +2504,7 @@ fn the_page_never_misleads_in_chromium() {
         .env("LONGHAND_BIG", &big)
         .env("LONGHAND_FAILING", &failing)
         .env("LONGHAND_LIMITED", &limited)
+        .env("LONGHAND_CANCELLED", &cancelled)
         .env("LONGHAND_BIG_GOAL", BIG_GOAL)
         .env(
             "LONGHAND_BIG_AGENT",
