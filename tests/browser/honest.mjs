@@ -5,6 +5,7 @@
 //   LONGHAND_BIG        paused at an approval of a 1 MiB write
 //   LONGHAND_FAILING    finished, its one call failed with a tool error
 //   LONGHAND_LIMITED    paused at its step limit (1)
+//   LONGHAND_CANCELLED  failed by its operator's cancel
 //   LONGHAND_BIG_AGENT, LONGHAND_FAILING_AGENT   their agent directories
 //   LONGHAND_BIG_GOAL   the big writer's goal (long: the list cuts it)
 //   CHROMIUM, PROFILE_DIR, SCREENSHOTS as for serve.mjs
@@ -65,6 +66,37 @@ const logs = {
       { type: "model_requested", at: 0, step: 1, provider: "p", model: "m", role: "worker", attempt: 1, request: blob("a3") },
       { type: "steered", at: 500, control: 1, kind: "cancel_now", text: "wrong goal", by: "ops" },
       { type: "failed", at: 600, error: "cancelled now by ops: wrong goal" },
+    ],
+    previews: {},
+  },
+  // The second run's variants. A call cut by a pause, then found in
+  // doubt a minute later on the resume: its bar keeps the pause's end. A
+  // failed call with a receipt, whose error has a code.
+  "s-0mockdoubt": {
+    status: "running",
+    events: [
+      { type: "session_created", at: 0, agent_name: "mock", agent: {}, config_digest: "sha256:0", calls: [] },
+      { type: "goal_set", at: 0, goal: "doubt" },
+      { type: "model_requested", at: 0, step: 1, provider: "p", model: "m", role: "worker", attempt: 1, request: blob("a4") },
+      { type: "model_responded", at: 1000, step: 1, input_tokens: 10, output_tokens: 5, latency_ms: 1000, stop_reason: "tool_use", response: blob("b4"), calls: ["x1", "x2"] },
+      { type: "tool_started", at: 1000, step: 1, call_id: "x1", component: "fs", component_digest: "sha256:0", tool: "write", effect: "writes", input: blob("c4") },
+      { type: "tool_finished", at: 1000, step: 1, call_id: "x1", ok: false, result: blob("d4"), receipt: { wall_us: 250000 } },
+      { type: "tool_started", at: 1000, step: 1, call_id: "x2", component: "fs", component_digest: "sha256:0", tool: "write", effect: "writes", input: blob("c5") },
+      { type: "paused", at: 2000, reason: { kind: "user", detail: "lunch" } },
+      { type: "resumed", at: 62000 },
+      { type: "tool_in_doubt", at: 62000, step: 1, call_id: "x2", reason: "the write may or may not have happened" },
+    ],
+    previews: { d4: { bytes: 60, cut: false, json: { error: { code: 28, message: "no space left on device" } } } },
+  },
+  // Paused at a money limit over a model that has no price: raising the
+  // limit would not lift it.
+  "s-0mockunpriced": {
+    status: "paused",
+    pause: { kind: "limit", limit: "max_cost_micros", detail: "model `m` (provider p) has no price, so max_cost_micros = 1000 cannot be counted; give it a price in prices.toml" },
+    events: [
+      { type: "session_created", at: 0, agent_name: "mock", agent: {}, config_digest: "sha256:0", calls: [] },
+      { type: "goal_set", at: 0, goal: "unpriced" },
+      { type: "paused", at: 10, reason: { kind: "limit", limit: "max_cost_micros", detail: "model `m` (provider p) has no price" } },
     ],
     previews: {},
   },
@@ -177,6 +209,26 @@ try {
   await page.waitForFunction(() => document.querySelectorAll("#waterfall g.bar").length > 0, null, { timeout: 10000 }).catch(() => {});
   check(await page.locator("#waterfall g.bar.running").count() === 0 && await page.locator("#waterfall g.bar.cut").count() === 1, "the model call the cancel cut is not running");
 
+  // ---- a cut call found in doubt keeps the pause's end; a failed call's
+  // bar is its receipt, its error a code and words ----
+  await page.goto(url + "/#/s/s-0mockdoubt");
+  await page.locator('#turns .call[data-call="x2"][data-outcome="doubt"]').waitFor();
+  await page.waitForFunction(() => document.querySelectorAll("#waterfall g.bar").length === 3);
+  const m4 = await width('#waterfall g.bar[data-kind="model"]');
+  const failedBar = await width('#waterfall g.bar[data-kind="tool"].error');
+  check(failedBar / m4 > 0.2 && failedBar / m4 < 0.3, `a failed call is drawn by its receipt too (250 ms: ${failedBar.toFixed(1)} px against ${m4.toFixed(1)})`);
+  const doubtBar = await width('#waterfall g.bar[data-kind="tool"].doubt');
+  check(doubtBar / m4 > 0.9 && doubtBar / m4 < 1.1, `a call cut by a pause and found in doubt on the resume a minute later ends at the pause (${doubtBar.toFixed(1)} px, not 61 s)`);
+  await page.waitForFunction(() => { const n = document.querySelector('#turns .call[data-call="x1"] .error-text'); return n && n.textContent.length > 0; });
+  const coded = await page.locator('#turns .call[data-call="x1"] .error-text').textContent();
+  check(coded === "28: no space left on device", "a tool error with a code says code and words: " + coded);
+
+  // ---- a money limit over a model with no price: raising it would not help ----
+  await page.goto(url + "/#/s/s-0mockunpriced");
+  await page.locator('#pause-help[data-kind="limit"]').waitFor();
+  check(await page.locator("#raise-value").count() === 0, "no raise offered for a model without a price");
+  check(await page.locator("#resume-unlimited").isVisible() && /prices\.toml/.test(await page.locator("#pause-help").textContent()), "it says to price the model, or to go on without a money limit");
+
   // ---- Cancel asks first ----
   const limited = process.env.LONGHAND_LIMITED;
   await page.goto(url + "/#/s/" + limited);
@@ -195,6 +247,12 @@ try {
   check(await page.evaluate(() => document.activeElement && document.activeElement.id) === "raise-value", "and puts the person on the raise");
   await page.waitForTimeout(300);
   check(!posts.some((p) => p.endsWith("/resume")), "nothing was posted to re-pause at once");
+  // A raise that does not lift the limit: the server refuses it, and its
+  // words stand above the raise.
+  await page.locator("#raise-value").fill("1");
+  await page.locator('#raise-form button[type="submit"]').click();
+  await page.waitForFunction(() => /again at once: max_steps reached \(1 of 1\)/.test((document.getElementById("resume-note") || {}).textContent || ""));
+  check(await page.locator("#toast").isHidden(), "a raise too small is refused where the raise is, naming the limit: " + (await note.textContent()));
   await shoot(page, "limit-resume");
 
   // ---- approvals: bounded, named, the whole on request ----
@@ -222,12 +280,19 @@ try {
   await page.waitForFunction(() => { const p = document.querySelector("#approvals pre.args.whole"); return p && p.textContent.length > 1048576; });
   const after = await card.boundingBox();
   check(after.height < 1400, `the whole argument is shown in a box that scrolls (card ${Math.round(after.height)} px)`);
+  // The poll (every 3 s) keeps a card as it is: the whole stays open.
+  await page.waitForTimeout(4000);
+  check(await page.evaluate(() => { const p = document.querySelector("#approvals pre.args.whole"); return p ? p.textContent.length : 0; }) > 1048576, "the whole argument stays open across the next polls");
+  check(sizes.length > 1 && Math.max(...sizes) < 8192, "and each poll stays bounded: " + JSON.stringify(sizes));
 
   // ---- the list: a cut goal has its whole as a tooltip ----
   await page.goto(url + "/#/sessions");
   const row = page.locator(`#sessions tbody tr[data-id="${process.env.LONGHAND_BIG}"]`);
   await row.waitFor();
   check((await row.locator("td.goal").getAttribute("title")) === bigGoal, "a cut goal in the list has its whole as a tooltip");
+  // A cancelled session says so in the list, not red "failed".
+  const gone = page.locator(`#sessions tbody tr[data-id="${process.env.LONGHAND_CANCELLED}"] .status`);
+  check((await gone.textContent()) === "cancelled" && !!(await gone.getAttribute("title")), "the list shows a cancelled session as cancelled");
 
   // ---- New session: the goal follows the agent it will start ----
   await page.locator("#new-session").click();
@@ -237,6 +302,22 @@ try {
   check(await page.locator("#new-goal").inputValue() === bigGoal, "the chosen agent's goal is shown");
   await page.locator("#new-path").fill("/somewhere/else");
   check(await page.locator("#new-goal").inputValue() === "", "a typed path the server did not list keeps no other agent's goal");
+  await page.locator("#new-path").fill(failingAgent + "/");
+  check(await page.locator("#new-goal").inputValue() === "Follow the script.", "a typed path with a trailing / names the listed agent, and shows its goal");
+  await page.locator("#new-path").fill(failingAgent + "/agent.toml");
+  check(await page.locator("#new-goal").inputValue() === "Follow the script.", "so does its agent.toml");
+  // A goal a person wrote is kept, but never moved to another agent
+  // without saying so.
+  await page.locator("#new-path").fill("");
+  await page.selectOption("#new-agent", bigAgent);
+  await page.locator("#new-goal").fill("my own goal for the writer");
+  check(await page.locator("#new-goal-note").textContent() === "", "no note while the goal is for the agent it was written for");
+  await page.locator("#new-path").fill(failingAgent);
+  const moved = await page.locator("#new-goal-note").textContent();
+  check(moved.includes(bigAgent) && moved.includes(failingAgent), "a written goal moving to another agent is said: " + moved);
+  await page.locator("#new-goal").fill("");
+  check(await page.locator("#new-goal").inputValue() === "Follow the script." && await page.locator("#new-goal-note").textContent() === "", "cleared, the box takes the typed agent's own goal and the note goes");
+  await page.locator("#new-path").fill("");
   await page.locator("#new-path").fill(failingAgent);
   check(await page.locator("#new-goal").inputValue() === "Follow the script.", "a typed path of a listed agent shows that agent's goal");
   await page.locator("#new-start").click();

@@ -13,7 +13,11 @@
 //! taken in `u128` and a call's cost is rounded up, so it is never
 //! under-stated and never overflows. A model the table does not know has no
 //! price (`None`), never a price of 0: the caller records the tokens and
-//! says the cost is unknown.
+//! says the cost is unknown — with one rule: a model served on this
+//! machine's loopback ([`is_loopback`]) that no entry prices is priced 0
+//! ([`Prices::freeze_served`]). An entry always wins over the rule, so an
+//! operator whose `localhost` forwards to a paid API prices it there
+//! (docs/design.md, "A local model is free by rule, unless priced").
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -29,6 +33,39 @@ const SHIPPED: &str = include_str!("prices.toml");
 
 /// Where the shipped table's entries say they came from.
 const SHIPPED_SOURCE: &str = "shipped";
+
+/// The source a price given by the loopback rule records
+/// ([`Prices::freeze_served`]).
+pub const LOOPBACK_SOURCE: &str = "loopback rule: served on this machine, no entry in prices.toml";
+
+/// The `as_of` of a price the loopback rule gives: the day the rule was
+/// made (it does not go stale: a model on this machine bills nobody).
+const LOOPBACK_AS_OF: &str = "2026-12-06";
+
+/// Whether `base_url` is served by this machine's loopback interface:
+/// its host is `localhost` (or a name under `.localhost`, which resolvers
+/// must keep on loopback, RFC 6761), an IPv4 address in 127.0.0.0/8, or
+/// `::1` (also as `::ffff:127.x.y.z`). Nothing else counts as local: a
+/// LAN or private address is another machine, which may bill.
+pub fn is_loopback(base_url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base_url) else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback(),
+        Ok(std::net::IpAddr::V6(ip)) => {
+            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+        Err(_) => {
+            let name = host.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+    }
+}
 
 /// The name of the operator's price file in the data or config directory.
 pub const FILE_NAME: &str = "prices.toml";
@@ -201,6 +238,35 @@ impl Prices {
             _ => None,
         };
         own.or_else(fallback).cloned()
+    }
+
+    /// The price of `model` of `provider` served at `base_url` (`None`:
+    /// the provider's public API): its entry in this table
+    /// ([`Prices::freeze_for`]) when it has one, else 0 when `base_url` is
+    /// on this machine's loopback ([`is_loopback`]), with
+    /// [`LOOPBACK_SOURCE`] as its source so that what priced it is
+    /// recorded with the session; else `None`. A self-run model costs
+    /// nothing; a loopback proxy to a paid API would be counted as free
+    /// too, which is why an entry (the operator's `prices.toml`, or the
+    /// shipped one for a model name it knows) is looked up first.
+    pub fn freeze_served(
+        &self,
+        provider: &str,
+        model: &str,
+        base_url: Option<&str>,
+    ) -> Option<ModelPrice> {
+        self.freeze_for(provider, model).or_else(|| {
+            base_url.filter(|url| is_loopback(url)).map(|_| ModelPrice {
+                provider: provider.to_owned(),
+                pattern: model.to_owned(),
+                as_of: LOOPBACK_AS_OF.to_owned(),
+                source: LOOPBACK_SOURCE.to_owned(),
+                input: Rate(0),
+                cached_input: Rate(0),
+                cache_write: Rate(0),
+                output: Rate(0),
+            })
+        })
     }
 
     /// What `usage` cost with `model` of `provider`, in micro-dollars
@@ -479,6 +545,62 @@ mod tests {
 
     fn error(text: &str) -> String {
         table(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn loopback_hosts_are_this_machine_and_nothing_else_is() {
+        for local in [
+            "http://127.0.0.1:11434/v1",
+            "http://127.1.2.3/v1",
+            "http://localhost:8000/v1",
+            "https://LOCALHOST./v1",
+            "http://ollama.localhost/v1",
+            "http://[::1]:8080/v1",
+            "http://[::ffff:127.0.0.1]/v1",
+        ] {
+            assert!(is_loopback(local), "{local}");
+        }
+        for remote in [
+            "https://api.openai.com/v1",
+            "http://10.0.0.5:11434/v1",
+            "http://192.168.1.2/v1",
+            "http://0.0.0.0:8000/v1",
+            "http://localhost.example.com/v1",
+            "http://[fe80::1]/v1",
+            "not a url",
+        ] {
+            assert!(!is_loopback(remote), "{remote}");
+        }
+    }
+
+    #[test]
+    fn a_loopback_model_is_free_by_rule_and_an_entry_wins_over_the_rule() {
+        let shipped = Prices::shipped();
+        let local = shipped
+            .freeze_served("openai", "llama3.1", Some("http://127.0.0.1:11434/v1"))
+            .unwrap();
+        assert_eq!((local.input, local.output), (Rate(0), Rate(0)));
+        assert_eq!(local.source, LOOPBACK_SOURCE);
+        assert!(
+            shipped
+                .freeze_served("openai", "llama3.1", Some("http://10.0.0.5/v1"))
+                .is_none()
+        );
+        assert!(shipped.freeze_served("openai", "llama3.1", None).is_none());
+        // A model the shipped table knows keeps its price through a
+        // loopback proxy, and the operator's entry beats the rule.
+        let proxied = shipped
+            .freeze_served("openai", "gpt-4o", Some("http://localhost:4000"))
+            .unwrap();
+        assert!(proxied.output > Rate(0), "{proxied:?}");
+        let mine = shipped.merged(
+            table("as_of = \"2026-12-01\"\n[openai.\"llama3.1\"]\ninput = 1\noutput = 2\n")
+                .unwrap(),
+        );
+        let priced = mine
+            .freeze_served("openai", "llama3.1", Some("http://127.0.0.1:11434/v1"))
+            .unwrap();
+        assert_eq!(priced.output, Rate(2_000_000));
     }
 
     #[test]

@@ -209,6 +209,10 @@ fn session_json(summary: &SessionSummary, state: &SessionState, detail: bool) ->
         "parent": state.parent,
         "goal": state.goal.as_deref().map(|g| cut_chars(g, LIST_GOAL_CHARS)),
         "awaiting_worker": state.awaiting_worker,
+        // A cancel ends a session `failed` in the store; the fold still
+        // holds the cancel that ended it (it stands until the end).
+        "cancelled": state.error.is_some()
+            && state.stop_asked.as_ref().is_some_and(|s| s.cancel),
         "spend": {
             "steps": state.steps,
             "input_tokens": state.input_tokens,
@@ -769,13 +773,66 @@ pub async fn resume(
 ) -> ApiResult<Response> {
     let body: ResumeBody = body(&raw)?;
     let id = session_id(&id)?;
-    resumable(&state, &id).await?;
+    if resumable(&state, &id).await? == SessionStatus::Paused {
+        still_stopped(&state, &id, &body.raise).await?;
+    }
     let after = state.backend.resume(&id, body.raise).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"session": id.as_str(), "status": after.as_str()})),
     )
         .into_response())
+}
+
+/// 409 `limit_still_reached` when resuming `id` with `raise` would pause it
+/// again at once (a limit or breaker still holds once the raises are on
+/// top): the client is told which limit and how to raise it, instead of a
+/// 202 followed by the same pause.
+async fn still_stopped(
+    state: &AppState,
+    id: &SessionId,
+    raise: &BTreeMap<String, u64>,
+) -> ApiResult<()> {
+    let folded = load_state(state.store.as_ref(), id)
+        .await
+        .map_err(run_error)?;
+    let Some(agent) = &folded.agent else {
+        return Ok(());
+    };
+    // A cancel waiting in the inbox is read first at the resume, and ends
+    // the session whatever its limits: that resume is how a paused
+    // session's cancel takes effect.
+    let waiting = state
+        .store
+        .controls(id, folded.last_control)
+        .await
+        .map_err(ApiError::from_store)?;
+    if waiting
+        .iter()
+        .any(|c| matches!(c.kind, ControlKind::Cancel { .. }))
+    {
+        return Ok(());
+    }
+    let limits = &agent.get().limits;
+    match longhand_brain::core::decide::limit_after_resume(&folded, limits, raise) {
+        None => Ok(()),
+        Some(reason) => {
+            let how = match &reason.limit {
+                Some(name) => format!(
+                    "; raise it: POST {{\"raise\": {{\"{name}\": <higher>}}}} (the CLI: \
+                     longhand resume {id} --raise {name}=<higher>)"
+                ),
+                None => String::new(),
+            };
+            Err(ApiError::conflict(
+                "limit_still_reached",
+                format!(
+                    "resuming {id} as asked would pause it again at once: {}{how}",
+                    reason.detail
+                ),
+            ))
+        }
+    }
 }
 
 /// The status of a session that may be resumed (paused, or created and
@@ -795,16 +852,21 @@ async fn resumable(state: &AppState, id: &SessionId) -> ApiResult<SessionStatus>
     }
 }
 
-/// `GET /api/approvals?max=`: every pending request, across sessions, each
-/// with its session's agent and goal (cut to [`LIST_GOAL_CHARS`]) and its
-/// arguments bounded as `…/previews` bounds a blob: `input` holds at most
-/// `max` characters of text (default 2000, at most 16 Ki; long strings cut
-/// with `…`), `input_bytes` and `input_cut` say how much there is and
-/// whether it was cut, `input_blob` is where the whole is
-/// (`…/blobs/{digest}`), and `input_hidden` counts the invisible or
-/// reordering characters in the *whole* input, so a warning does not
-/// depend on what the preview kept. A page polls this every few seconds:
-/// a 1 MiB argument must not travel each time.
+/// `GET /api/approvals?max=&limit=&session=`: the pending requests,
+/// across sessions or of one `session`, each with its session's agent and
+/// goal (cut to [`LIST_GOAL_CHARS`]) and its arguments bounded as
+/// `…/previews` bounds a blob: `input` holds at most `max` characters of
+/// text (default 2000, at most 16 Ki; long strings cut with `…`),
+/// `input_bytes` and `input_cut` say how much there is and whether it was
+/// cut, `input_blob` is where the whole is (`…/blobs/{digest}`), and
+/// `input_hidden` counts the invisible or reordering characters in the
+/// *whole* input, so a warning does not depend on what the preview kept.
+/// At most `limit` requests are sent (default [`APPROVALS_SHOWN`].0, at
+/// most [`APPROVALS_SHOWN`].1; 0 sends only the count), the oldest
+/// sessions' first; `total` counts them all. A page polls this every few
+/// seconds: neither a 1 MiB argument nor a thousand waiting requests may
+/// travel each time — the response is at most `limit × max` characters
+/// of arguments.
 pub async fn list_approvals(
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
@@ -812,9 +874,17 @@ pub async fn list_approvals(
     let params = query(raw)?;
     let (default, most) = PREVIEW_CHARS;
     let max = number(&params, "max", default, 1, most)? as usize;
-    let pending = longhand_brain::control::approvals::pending_everywhere(state.store.as_ref())
+    let (default, most) = APPROVALS_SHOWN;
+    let limit = number(&params, "limit", default, 0, most)? as usize;
+    let only = params.get("session").map(|s| session_id(s)).transpose()?;
+    let mut pending = longhand_brain::control::approvals::pending_everywhere(state.store.as_ref())
         .await
         .map_err(run_error)?;
+    if let Some(only) = &only {
+        pending.retain(|(session, _, _)| session == only);
+    }
+    let total = pending.len();
+    pending.truncate(limit);
     let mut sessions: BTreeMap<String, (String, Option<String>)> = BTreeMap::new();
     let mut out = Vec::with_capacity(pending.len());
     for (session, request, a) in pending {
@@ -851,8 +921,11 @@ pub async fn list_approvals(
             "input_hidden": hidden_chars(&bytes),
         }));
     }
-    Ok(Json(json!({"approvals": out})))
+    Ok(Json(json!({"approvals": out, "total": total})))
 }
+
+/// Requests `GET /api/approvals` sends: default and most.
+pub const APPROVALS_SHOWN: (u64, u64) = (20, 200);
 
 /// How many characters of the CLI's hidden table (bidi controls,
 /// zero-width characters, controls) a blob's text holds: in its JSON's

@@ -64,6 +64,8 @@
 //!   query, a read-only grant, a hostile file's views and triggers: each
 //!   refused or bounded by the engine, and the next call works; the
 //!   `sales-db` example answers from its file.
+//! - [`messages`]: no string literal carries the source's indentation into
+//!   the sentence it says (a run of spaces inside a CLI message).
 //! - [`layout`]: no import cycle among the files of `cli/`, `dist/`, `hands/` and
 //!   `session/`; the ground-floor crates do not depend on the host.
 
@@ -100,6 +102,7 @@ mod limits;
 mod mcp;
 mod mcp_client;
 mod memory;
+mod messages;
 mod plan;
 mod postgres;
 mod printed;

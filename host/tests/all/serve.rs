@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::support::{Home, Proc, call, run_script, scripted_agent, text_turn, tool_turn};
+use crate::support::{Home, Proc, call, of_kind, run_script, scripted_agent, text_turn, tool_turn};
 
 /// How long a condition the server reaches by itself (a worker running a
 /// session to its next pause) may take before the test fails. Generous: a
@@ -2265,6 +2265,130 @@ fn approvals_are_bounded_previews_naming_agent_and_goal() {
     }
 }
 
+/// Issue 31, the outside tester's second run: bounded previews bound one
+/// request, not the poll. Twenty-two sessions wait for approval; the poll
+/// sends at most `limit` (default 20) and counts them all in `total`;
+/// `limit=0` is the count alone (the badge's poll), `session=` one
+/// session's (the session view's), and both are checked.
+#[test]
+fn approvals_are_bounded_in_number_and_asked_for_by_session() {
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let script = approving_agent(dir.path(), "writing one");
+    let mut sessions = Vec::new();
+    for _ in 0..22 {
+        let (run, session) = run_script(&home, dir.path(), &script);
+        run.expect_code(3);
+        sessions.push(session);
+    }
+    let server = serve(&home, &["--no-worker"]);
+    let all = server.get("/api/approvals");
+    assert_eq!(all.status, 200);
+    let listed = all.json();
+    assert_eq!(listed["total"], 22, "{listed}");
+    assert_eq!(listed["approvals"].as_array().map(Vec::len), Some(20));
+    let per = all.body.len() / 20;
+    eprintln!(
+        "GET /api/approvals, 22 waiting: {} bytes for 20 ({per} each)",
+        all.body.len()
+    );
+    let count = server.get("/api/approvals?limit=0");
+    let counted = count.json();
+    assert_eq!(counted["total"], 22);
+    assert_eq!(counted["approvals"], json!([]));
+    assert!(count.body.len() < 64, "{} bytes", count.body.len());
+    let one = &sessions[21];
+    let mine = server.get(&format!("/api/approvals?session={one}")).json();
+    assert_eq!(mine["total"], 1, "{mine}");
+    assert_eq!(mine["approvals"][0]["session"], one.as_str());
+    for bad in ["?limit=201", "?limit=x", "?session=nope"] {
+        let reply = server.get(&format!("/api/approvals{bad}"));
+        assert_eq!(reply.status, 400, "{bad}: {}", reply.body.len());
+    }
+}
+
+/// Issue 31: Resume on a limit's pause took the resume (202) and the
+/// session paused again at once, saying nothing. Now a resume whose raise
+/// does not lift the limit is refused with 409 `limit_still_reached`,
+/// naming the limit and how to raise it; one that lifts it is taken. A
+/// cancel waiting in a paused session's inbox is not refused: the resume
+/// is how it takes effect, and the session then shows as cancelled
+/// (`cancelled: true`, in the list too) while the store keeps `failed`.
+#[test]
+fn a_resume_that_would_pause_again_is_refused_and_a_cancel_shows_as_one() {
+    let home = Home::new();
+    let limited = |name: &str| {
+        let dir = TempDir::new().expect("tempdir");
+        let script = scripted_agent(
+            dir.path(),
+            name,
+            "max_steps = 1",
+            &[
+                tool_turn(
+                    "one step only",
+                    vec![call(
+                        "w1",
+                        "fs__write",
+                        json!({"path": "/w/a.txt", "content": "a"}),
+                    )],
+                    10,
+                    1,
+                ),
+                text_turn("done", 10, 1),
+            ],
+        );
+        let (run, session) = run_script(&home, dir.path(), &script);
+        run.expect_code(3);
+        (dir, session)
+    };
+    let (_a, raised) = limited("raised");
+    let (_b, cancelled) = limited("cancelled");
+    let server = serve(&home, &["--no-worker"]);
+    let resume =
+        |session: &str, body: Value| server.post(&format!("/api/sessions/{session}/resume"), &body);
+    for body in [json!({}), json!({"raise": {"max_steps": 1}})] {
+        let refused = resume(&raised, body.clone());
+        assert_eq!(refused.status, 409, "{body}");
+        let error = refused.json();
+        assert_eq!(error["error"]["code"], "limit_still_reached", "{error}");
+        let message = error["error"]["message"].as_str().expect("message");
+        for needle in ["max_steps", "(1 of 1)", "\"raise\"", "--raise max_steps="] {
+            assert!(message.contains(needle), "no {needle:?} in {message}");
+        }
+    }
+    assert!(
+        of_kind(&home.log(&raised), "resumed").is_empty(),
+        "a refused resume leaves no trace"
+    );
+    let taken = resume(&raised, json!({"raise": {"max_steps": 5}}));
+    assert_eq!(taken.status, 202, "{}", taken.json());
+
+    // A cancel of a paused session, then the resume that carries it out.
+    let posted = server.post(
+        &format!("/api/sessions/{cancelled}/cancel"),
+        &json!({"reason": "wrong goal"}),
+    );
+    assert_eq!(posted.status, 202);
+    let taken = resume(&cancelled, json!({}));
+    assert_eq!(taken.status, 202, "{}", taken.json());
+    home.run(&["worker", "--until-idle"]);
+    let detail = server.get(&format!("/api/sessions/{cancelled}")).json();
+    assert_eq!(detail["status"], "failed", "{detail}");
+    assert_eq!(detail["cancelled"], true, "{detail}");
+    let list = server.get("/api/sessions").json();
+    let row = |id: &str| {
+        list["sessions"]
+            .as_array()
+            .expect("sessions")
+            .iter()
+            .find(|s| s["id"] == id)
+            .cloned()
+            .expect("listed")
+    };
+    assert_eq!(row(&cancelled)["cancelled"], true);
+    assert_eq!(row(&raised)["cancelled"], false);
+}
+
 /// An agent whose one call fails with a tool error (a file that is not
 /// there), then finishes.
 fn failing_call_agent(dir: &Path) -> std::path::PathBuf {
@@ -2353,6 +2477,13 @@ fn the_page_never_misleads_in_chromium() {
     );
     let (run, limited) = run_script(&home, limited_dir.path(), &script);
     run.expect_code(3);
+    // A second one, cancelled by its operator: the cancel is read at the
+    // resume, which ends it.
+    let (run, cancelled) = run_script(&home, limited_dir.path(), &script);
+    run.expect_code(3);
+    home.run(&["cancel", &cancelled, "--reason", "wrong goal"])
+        .expect_code(0);
+    home.run(&["resume", &cancelled]);
     let server = serve(
         &home,
         &[
@@ -2373,6 +2504,7 @@ fn the_page_never_misleads_in_chromium() {
         .env("LONGHAND_BIG", &big)
         .env("LONGHAND_FAILING", &failing)
         .env("LONGHAND_LIMITED", &limited)
+        .env("LONGHAND_CANCELLED", &cancelled)
         .env("LONGHAND_BIG_GOAL", BIG_GOAL)
         .env(
             "LONGHAND_BIG_AGENT",

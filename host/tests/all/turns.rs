@@ -444,13 +444,18 @@ fn a_cost_limit_on_a_model_without_a_price_is_refused_at_start() {
     let home = Home::new();
     let dir = TempDir::new().expect("tempdir");
     let root = dir.path();
-    // No server: nothing may be sent.
+    // No server: nothing may be sent. The model is on another machine
+    // (192.0.2.1 is a documentation address): one on this machine's
+    // loopback is free by rule (below).
     let agent = agent(
         root,
         WireFormat::OpenAiChat,
         9,
         "[limits]\nmax_cost_micros = 1000\n",
     );
+    let toml = root.join("agent.toml");
+    let text = std::fs::read_to_string(&toml).expect("agent.toml");
+    write(&toml, &text.replace("127.0.0.1", "192.0.2.1"));
     let out = home.run(&["run", &agent]);
     out.expect_code(2);
     for needle in [
@@ -484,7 +489,7 @@ fn a_cost_limit_on_a_model_without_a_price_is_refused_at_start() {
     write(
         &root.join("reader/agent.toml"),
         "name = \"reader\"\ninstructions = \"Read.\"\n[model]\nprovider = \"openai\"\n\
-         model = \"local-reader\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+         model = \"local-reader\"\nbase_url = \"http://192.0.2.1:9/v1\"\n",
     );
     write(
         &root.join("agent.toml"),
@@ -514,6 +519,46 @@ fn a_cost_limit_on_a_model_without_a_price_is_refused_at_start() {
         "as_of = \"2026-12-01\"\n[openai.\"local-reader\"]\ninput = 1.0\noutput = 2.0\n",
     );
     home.run(&["run", &agent, "--detach"]).expect_code(0);
+}
+
+#[test]
+fn a_cost_limit_on_a_model_served_on_loopback_without_a_price_starts_at_zero() {
+    // README's live-model line for a local model, with a money limit and no
+    // prices.toml: the model on 127.0.0.1 is priced 0 by rule and runs.
+    let format = WireFormat::OpenAiChat;
+    let (port, seen) = strict_model(format, vec![text("all read")]);
+    let home = Home::new();
+    let dir = TempDir::new().expect("tempdir");
+    let agent = agent(
+        dir.path(),
+        format,
+        port,
+        "[limits]\nmax_cost_micros = 1000\n",
+    );
+    let out = home.run(&["run", &agent, "--json"]);
+    out.expect_code(0);
+    assert!(
+        out.stdout_text().contains("all read"),
+        "{}",
+        out.stdout_text()
+    );
+    wait_for_request(&seen, 1);
+    let session = session_of_json(out.stdout_text().lines().next().expect("a first line"));
+    let log = home.log(&session);
+    let created = serde_json::to_value(&log[0].event).expect("json");
+    let prices = &created["agent"]["prices"];
+    let price = prices
+        .as_object()
+        .and_then(|p| p.values().next())
+        .unwrap_or_else(|| panic!("a frozen price in {created}"));
+    assert_eq!((&price["input"], &price["output"]), (&json!(0), &json!(0)));
+    assert!(
+        price["source"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("loopback rule")),
+        "{price}"
+    );
+    assert!(of_kind(&log, "paused").is_empty(), "no pause for a price");
 }
 
 #[test]

@@ -110,7 +110,7 @@ impl Frozen {
             .filter_map(|(_, m)| {
                 let provider = m.provider.as_str();
                 prices
-                    .freeze_for(provider, &m.model)
+                    .freeze_served(provider, &m.model, m.base_url.as_deref())
                     .map(|p| (price_key(m), p))
             })
             .collect()

@@ -53,7 +53,7 @@ mod tests {
     use crate::model::types::valid_tool_name;
     use longhand_hands::{Access, DirSpec, GrantSpec};
 
-    const GOOD: &str = "---
+    const GOOD: &str = r#"---
 name: csv-report
 # A comment line.
 description: Summarise a CSV file of the data directory into a Markdown
@@ -63,7 +63,7 @@ grants:
   dirs:
     - /data:ro
     - /out/reports:rw
-  hosts: [\"*.example.com\", api.other.org:8443]
+  hosts: ["*.example.com", api.other.org:8443]
   env: [LANG]
   secrets:
     - API_TOKEN
@@ -72,7 +72,7 @@ grants:
 # CSV report
 
 1. Read the file with fs__read.
-";
+"#;
 
     fn parsed(text: &str) -> Result<Skill, SkillError> {
         parse(Path::new("skills/x/SKILL.md"), text)

@@ -802,6 +802,31 @@ fn breaker(state: &SessionState, limits: &SessionLimits) -> Option<PauseReason> 
     })
 }
 
+/// The limit or breaker an operator's resume raising `raise` would meet at
+/// once: the state as that `resumed` would fold it (raises on top, the
+/// breakers' counts reset), checked as between turns. `None` when the
+/// resume lets the session go on. A front end refuses such a resume and
+/// says which limit holds and how far to raise it: one that was taken
+/// paused again at once and said nothing (issue 31). A model without a
+/// price is not judged here: `resume` may find its price in prices.toml.
+pub fn limit_after_resume(
+    state: &SessionState,
+    limits: &SessionLimits,
+    raise: &BTreeMap<String, u64>,
+) -> Option<PauseReason> {
+    let mut after = state.clone();
+    after.apply(&longhand_session::EventRecord {
+        seq: state.last_seq + 1,
+        at_ms: 0,
+        event: longhand_session::Event::Resumed {
+            raised: raise.clone(),
+            note: None,
+            cause: longhand_session::ResumeCause::Operator,
+        },
+    });
+    limit_hit(&after, limits).or_else(|| breaker(&after, limits))
+}
+
 /// The pause for limit `name` reached (`used` of `limit`).
 pub fn limit_reason(name: &str, used: u64, limit: u64) -> PauseReason {
     PauseReason {
@@ -1201,6 +1226,22 @@ mod tests {
             next(&log.state, policy),
             Action::Stop(SessionStatus::Paused)
         );
+    }
+
+    #[test]
+    fn a_resume_that_does_not_lift_the_limit_is_named_before_it_is_taken() {
+        let mut log = Log::new();
+        let mut l = limits();
+        l.max_steps = 1;
+        log.answer(1, &[]);
+        let raise = |n: u64| BTreeMap::from([("max_steps".to_owned(), n)]);
+        let held = limit_after_resume(&log.state, &l, &BTreeMap::new()).expect("held");
+        assert_eq!(held.limit.as_deref(), Some("max_steps"));
+        assert!(held.detail.contains("(1 of 1)"), "{}", held.detail);
+        assert!(limit_after_resume(&log.state, &l, &raise(1)).is_some());
+        assert_eq!(limit_after_resume(&log.state, &l, &raise(2)), None);
+        // The state itself is not changed by asking.
+        assert!(log.state.raised.is_empty());
     }
 
     #[test]

@@ -154,7 +154,7 @@ function cost(spend) {
 }
 
 // What "?" and "+" in a cost mean, for its tooltip.
-const NO_PRICE = "no price is known for this session's model, so what its answers cost is not counted (give it a price in prices.toml)";
+const NO_PRICE = "no price is known for this session's model, so what its answers cost is not counted. To count it, give the model an entry in prices.toml on the server ($LONGHAND_HOME/prices.toml: [provider.\"model\"] with input and output in USD per million tokens, 0 for a model you run yourself); a resume reads it. A model served on the server's own loopback (127.0.0.1, ::1, localhost) is priced 0 without one.";
 function costTitle(spend) {
   if (!spend.answers_without_price) return "what the answers cost, by the prices frozen when the session started";
   return (spend.cost_micros ? "at least: " + plural(spend.answers_without_price, "answer") + " not counted, " : "") + NO_PRICE;
@@ -166,13 +166,19 @@ function cutText(text, n) {
   return text.length > n ? { text: short(text, n), title: plain(text) } : { text };
 }
 
-function statusBadge(status) {
-  return el("span", { class: "status status-" + status, text: status });
+function statusBadge(status, title) {
+  return el("span", Object.assign({ class: "status status-" + status, text: status }, title ? { title } : {}));
 }
 
 function short(text, n) {
   text = String(text === undefined || text === null ? "" : text);
   return text.length > n ? text.slice(0, n) + "…" : text;
+}
+
+// A pause for a money limit over a model that has no price (the loop
+// says "has no price"): raising the limit does not lift it.
+function unpricedPause(p) {
+  return !!p && p.kind === "limit" && p.limit === "max_cost_micros" && /has no price/.test(p.detail || "");
 }
 
 // ---- views -------------------------------------------------------------
@@ -283,7 +289,7 @@ function sessionRow(s, depth) {
     el("td", { "data-label": "Session", class: "mono" }, depth ? el("span", { class: "indent", text: "\u00a0\u00a0".repeat(Math.min(depth, 4) - 1) + "\u2514 " }) : null, el("a", { href: "#/s/" + s.id, text: s.id })),
     el("td", { "data-label": "Agent", text: s.agent }),
     el("td", Object.assign({ "data-label": "Goal", class: "goal" }, cutText(s.goal || "", 120))),
-    el("td", { "data-label": "Status" }, statusBadge(s.status)),
+    el("td", { "data-label": "Status" }, s.cancelled ? statusBadge("cancelled", "cancelled by its operator (the store keeps it as failed: the status filter finds it under failed)") : statusBadge(s.status)),
     el("td", { "data-label": "Step", text: String(s.spend.steps) }),
     el("td", { "data-label": "Tokens", text: s.spend.input_tokens.toLocaleString("en") + " / " + s.spend.output_tokens.toLocaleString("en") }),
     el("td", { "data-label": "Cost", class: "cost", text: cost(s.spend), title: costTitle(s.spend) }),
@@ -322,15 +328,28 @@ async function openNewSession() {
   // chosen one. Its goal fills the box until a person edits it; a goal
   // shown for one agent is never sent for another.
   const target = () => $("new-path").value.trim() || select.value;
+  // A path as typed names a listed agent also with a trailing `/` or as
+  // its agent.toml.
+  const bare = (p) => p.replace(/\/agent\.toml$/, "").replace(/\/+$/, "");
+  const agentAt = (p) => agents.find((x) => bare(x.path) === bare(p));
   let edited = false;
+  let writtenFor = null;
   const fill = () => {
-    const a = agents.find((x) => x.path === target());
+    const a = agentAt(target());
     if (!edited) goal.value = (a && a.goal) || "";
     setText($("new-problem"), (a && a.problem) || "");
+    // A goal a person wrote is kept, but never moved to another agent
+    // without saying so.
+    const moved = edited && writtenFor !== null && bare(writtenFor) !== bare(target());
+    setText($("new-goal-note"), moved ? "This goal was written while " + (writtenFor || "no agent") + " was chosen; Start sends it to " + (target() || "no agent") + ". Clear it to use that agent's own goal." : "");
   };
   select.onchange = fill;
   $("new-path").oninput = fill;
-  goal.oninput = () => { edited = goal.value.trim() !== ""; };
+  goal.oninput = () => {
+    edited = goal.value.trim() !== "";
+    writtenFor = edited ? target() : null;
+    fill();
+  };
   goal.value = "";
   fill();
   $("new-cancel").onclick = () => { form.hidden = true; };
@@ -344,7 +363,7 @@ async function openNewSession() {
       return;
     }
     const body = { agent: path, priority: Number($("new-priority").value) || 0 };
-    const a = agents.find((x) => x.path === path);
+    const a = agentAt(path);
     // Only a goal a person wrote is sent; the agent's own is left to the
     // server (the agent file's), whichever agent that is.
     if (edited && goal.value.trim() && !(a && goal.value === a.goal)) body.goal = goal.value;
@@ -361,17 +380,32 @@ async function openNewSession() {
   select.focus();
 }
 
-// The approvals, their arguments as bounded previews (`max` characters):
-// polled every few seconds, so never whole.
+// The approvals, their arguments as bounded previews (`max` characters),
+// at most `limit` of them: polled every few seconds, so never whole. The
+// badge asks for the count alone (`limit=0`).
 const APPROVAL_CHARS = 2000;
-async function refreshApprovalCount() {
+const APPROVALS_SHOWN = 20;
+async function refreshApprovalCount(list) {
   try {
-    const a = await api("GET", "/api/approvals?max=" + APPROVAL_CHARS);
-    setText($("approval-count"), a.approvals.length ? String(a.approvals.length) : "");
-    return a.approvals;
+    const a = await api("GET", "/api/approvals?max=" + APPROVAL_CHARS + "&limit=" + (list ? APPROVALS_SHOWN : 0));
+    setText($("approval-count"), a.total ? String(a.total) : "");
+    return a;
   } catch (e) {
-    return [];
+    return { approvals: [], total: 0 };
   }
+}
+
+// Cards in `box` for `list`, keyed by session and request: a card already
+// shown is kept as it is (its whole argument opened, a reason being
+// typed, its place), one answered elsewhere goes, a new one is added.
+function syncApprovalCards(box, list, after) {
+  const key = (a) => a.session + " " + a.request;
+  const wanted = new Map(list.map((a) => [key(a), a]));
+  for (const card of [...box.querySelectorAll(".approval")]) {
+    if (!wanted.has(card.getAttribute("data-session") + " " + card.getAttribute("data-request"))) card.remove();
+  }
+  const have = new Set([...box.querySelectorAll(".approval")].map((c) => c.getAttribute("data-session") + " " + c.getAttribute("data-request")));
+  for (const [k, a] of wanted) if (!have.has(k)) box.append(approvalCard(a, after));
 }
 
 // ---- one session ---------------------------------------------------------
@@ -521,9 +555,15 @@ function errorText(p, n) {
   if (!v) return compact(p, n);
   const e = v.error !== undefined ? v.error : v;
   if (typeof e === "string") return short(e, n);
-  if (e && typeof e === "object") {
-    const words = e.message !== undefined ? e.message : e.reason !== undefined ? (e.resource ? e.resource + ": " : "") + e.reason : null;
-    if (typeof words === "string") return short((e.kind ? e.kind + ": " : "") + words, n);
+  if (e && typeof e === "object" && !Array.isArray(e)) {
+    // Its code (a tool error's kind, a wire's code or status), then its
+    // words, whichever field holds them; what else it carries is in the
+    // tooltip and the raw event.
+    const code = ["kind", "code", "status", "type"].map((k) => e[k]).find((c) => typeof c === "string" || typeof c === "number");
+    const said = ["message", "reason", "detail", "error", "stderr"].map((k) => e[k]).find((w) => typeof w === "string" && w.trim());
+    const where = typeof e.resource === "string" ? e.resource + ": " : typeof e.path === "string" ? e.path + ": " : "";
+    if (said !== undefined) return short((code !== undefined ? code + ": " : "") + where + said.trim(), n);
+    if (code !== undefined) return short(String(code) + (where ? " (" + where.slice(0, -2) + ")" : ""), n);
   }
   return compact(p, n);
 }
@@ -602,7 +642,7 @@ function openSession(id) {
       const statusNode = $("session-status");
       // A session its operator cancelled ends `failed` in the store; the
       // log says it was a cancel, and so does the page.
-      const shown = s.status === "failed" && m.cancelled ? "cancelled" : s.status;
+      const shown = s.status === "failed" && (m.cancelled || s.cancelled) ? "cancelled" : s.status;
       statusNode.className = "status status-" + shown;
       setText(statusNode, shown);
       statusNode.setAttribute("data-status", shown);
@@ -830,7 +870,9 @@ function openSession(id) {
       }
       case "tool_in_doubt": {
         const c = m.calls.get(e.call_id);
-        if (c) { outcome(c, "doubt", "in doubt: " + e.reason); if (c.bar) { c.bar.end = e.at_ms; c.bar.outcome = "doubt"; } }
+        // A call cut by a pause keeps the end the pause gave it: the time
+        // the session stood still is not the call's.
+        if (c) { outcome(c, "doubt", "in doubt: " + e.reason); if (c.bar) { if (c.bar.end === null) c.bar.end = e.at_ms; c.bar.outcome = "doubt"; } }
         else line(record, "warn", "call " + e.call_id + " in doubt: " + e.reason);
         break;
       }
@@ -993,26 +1035,52 @@ function openSession(id) {
   $("btn-pause").onclick = control("pause");
   // Resume on a limit's pause without raising it would pause again at
   // once, saying nothing: say which limit, and offer the raise instead.
+  // The server refuses a resume that would pause again at once
+  // (409 limit_still_reached): its words go above the raise, where the
+  // person acts, not in a toast.
+  const resumeNote = (text) => {
+    const box = $("pause-help");
+    let note = $("resume-note");
+    if (!note) {
+      note = el("p", { id: "resume-note", class: "refusal", role: "alert" });
+      box.prepend(note);
+    }
+    setText(note, text);
+    const input = $("raise-value");
+    if (input) input.focus();
+  };
+  const resume = (body) => async () => {
+    try {
+      await api("POST", path + "/resume", body || {});
+      soon();
+    } catch (e) {
+      if (e.code === "limit_still_reached" && !$("pause-help").hidden) resumeNote(e.message);
+      else showError(e);
+    }
+  };
   $("btn-resume").onclick = () => {
     const p = session && session.status === "paused" ? session.pause : null;
-    if (p && p.kind === "limit" && p.limit) {
-      const box = $("pause-help");
-      let note = $("resume-note");
-      if (!note) {
-        note = el("p", { id: "resume-note", class: "refusal", role: "alert" });
-        box.prepend(note);
-      }
-      setText(note, "Resuming as it is would stop again at once: the limit " + p.limit + " is still reached. Raise it below and resume.");
-      const input = $("raise-value");
-      if (input) input.focus();
+    if (p && p.kind === "limit" && p.limit && !unpricedPause(p)) {
+      resumeNote("Resuming as it is would stop again at once: the limit " + p.limit + " is still reached. Raise it below and resume.");
       return;
     }
-    control("resume")();
+    resume()();
   };
   // Cancel ends the session for good: asked first.
-  $("btn-cancel").onclick = () => {
+  // A session nobody runs (paused, or created) reads its inbox only when
+  // it runs again: the page resumes it after the cancel, so that the
+  // cancel ends it now instead of waiting in the inbox while the page
+  // says nothing.
+  $("btn-cancel").onclick = async () => {
     if (!window.confirm("Cancel " + id + "? It ends for good (as cancelled): a cancelled session cannot be resumed.")) return;
-    control("cancel")();
+    const idle = session && (session.status === "paused" || session.status === "created");
+    try {
+      await api("POST", path + "/cancel", {});
+      if (idle) await api("POST", path + "/resume", {});
+      soon();
+    } catch (e) {
+      showError(e);
+    }
   };
   $("send-form").onsubmit = (ev) => {
     ev.preventDefault();
@@ -1034,18 +1102,27 @@ function openSession(id) {
     if (p.kind === "approval") {
       say("A tool call waits for you: read its arguments below, then approve or deny it.");
       box.append(el("button", { type: "button", text: "Show the request", onclick: () => $("session-approvals").scrollIntoView() }));
+    } else if (unpricedPause(p)) {
+      // Raising the money limit does not help: the model's answers cannot
+      // be counted against any limit until it has a price.
+      say("Raising " + p.limit + " would not help: the model has no price, so its spend cannot be counted against any money limit. Either give it a price in prices.toml on the server (a resume reads it), then resume; or go on without a money limit.");
+      box.append(el("div", { class: "controls" },
+        el("button", { type: "button", id: "resume-priced", text: "Resume (priced now)", onclick: resume() }),
+        el("button", { type: "button", id: "resume-unlimited", class: "danger", text: "Resume without a money limit", onclick: () => {
+          if (window.confirm("Go on with no money limit? Its spend will not be counted.")) resume({ raise: { [p.limit]: 0 } })();
+        } })));
     } else if (p.kind === "limit" && p.limit) {
       const now = s.limits && s.limits[p.limit];
-      say("The limit " + p.limit + " is reached" + (now !== undefined ? " (" + now.toLocaleString("en") + ")" : "") + ". Raise it to go on:");
+      say("The limit " + p.limit + " is reached" + (now !== undefined ? " (" + now.toLocaleString("en") + ")" : "") + ". Raise it to go on (the CLI: longhand resume " + id + " --raise " + p.limit + "=N):");
       const input = el("input", { type: "number", min: "1", id: "raise-value", value: String(now ? now * 2 : 1) });
       box.append(el("form", { class: "inline", id: "raise-form", onsubmit: (ev) => {
         ev.preventDefault();
         const value = Number(input.value);
-        control("resume", () => ({ raise: { [p.limit]: value } }))();
+        resume({ raise: { [p.limit]: value } })();
       } }, el("label", { text: p.limit + " " }, input), el("button", { type: "submit", text: "Raise and resume" })));
     } else {
       say(p.kind === "plan" ? "Resume to give the failed tasks new attempts." : "Resume to let it go on.");
-      box.append(el("button", { type: "button", text: "Resume", onclick: control("resume") }));
+      box.append(el("button", { type: "button", text: "Resume", onclick: resume() }));
     }
   };
 
@@ -1118,9 +1195,8 @@ async function renderSessionApprovals(id, pending) {
     clear(box);
     return;
   }
-  const all = await api("GET", "/api/approvals?max=" + APPROVAL_CHARS);
-  clear(box);
-  for (const a of all.approvals.filter((a) => a.session === id)) box.append(approvalCard(a, () => {}));
+  const mine = await api("GET", "/api/approvals?max=" + APPROVAL_CHARS + "&limit=" + APPROVALS_SHOWN + "&session=" + encodeURIComponent(id));
+  syncApprovalCards(box, mine.approvals, () => {});
 }
 
 // ---- the pictures ----------------------------------------------------------
@@ -1424,13 +1500,11 @@ function approvalCard(a, after) {
 function openApprovals() {
   show("view-approvals");
   const load = async () => {
-    const list = await refreshApprovalCount();
-    const box = $("approvals");
-    // Keep a card someone is typing a reason into.
-    if (box.contains(document.activeElement)) return;
-    clear(box);
-    for (const a of list) box.append(approvalCard(a, load));
-    $("approvals-empty").hidden = list.length > 0;
+    const got = await refreshApprovalCount(true);
+    syncApprovalCards($("approvals"), got.approvals, load);
+    $("approvals-empty").hidden = got.total > 0;
+    const more = got.total - got.approvals.length;
+    setText($("approvals-more"), more > 0 ? plural(more, "more request") + " wait" + (more === 1 ? "s" : "") + ": answer these first, or see each session's own page" : "");
   };
   load();
   const timer = setInterval(load, 3000);
