@@ -181,7 +181,10 @@ pub(crate) fn derive(
             );
         }
         let Some(index) = index else {
-            return skip("wasmtime cannot find its export index".to_owned(), derivation);
+            return skip(
+                "wasmtime cannot find its export index".to_owned(),
+                derivation,
+            );
         };
         let (schema, params, result) = match function_types(func) {
             Ok(found) => found,
@@ -334,17 +337,15 @@ fn short_name(export: &str) -> &str {
 
 /// The input schema, parameter types and result type of `func`, or why it
 /// cannot be a tool.
-#[expect(
-    clippy::type_complexity,
-    reason = "one private triple, named at its one call site"
-)]
 fn function_types(
     func: &ComponentFunc,
 ) -> Result<(Value, Vec<(String, types::Type)>, Option<types::Type>), String> {
     if func.async_() {
-        return Err("an async function: this host does not enable the component model's \
+        return Err(
+            "an async function: this host does not enable the component model's \
                     async ABI"
-            .to_owned());
+                .to_owned(),
+        );
     }
     let mut results = func.results();
     if results.len() > 1 {
@@ -524,7 +525,11 @@ fn wit_of(ty: &types::Type, depth: usize) -> String {
         T::String => "string".to_owned(),
         T::List(l) => format!("list<{}>", wit_of(&l.ty(), next)),
         T::FixedLengthList(l) => format!("list<{}, {}>", wit_of(&l.ty(), next), l.len()),
-        T::Map(m) => format!("map<{}, {}>", wit_of(&m.key(), next), wit_of(&m.value(), next)),
+        T::Map(m) => format!(
+            "map<{}, {}>",
+            wit_of(&m.key(), next),
+            wit_of(&m.value(), next)
+        ),
         T::Record(r) => format!(
             "record {{ {} }}",
             r.fields()
@@ -635,13 +640,11 @@ fn value_of(ty: &types::Type, value: &Value, at: &str, depth: usize) -> Result<V
     macro_rules! integer {
         ($variant:ident, $t:ty) => {{
             let n = int(value)?;
-            Val::$variant(<$t>::try_from(n).map_err(|_| {
-                wrong(&format!(
-                    "an integer from {} to {}",
-                    <$t>::MIN,
-                    <$t>::MAX
-                ))
-            })?)
+            Val::$variant(
+                <$t>::try_from(n).map_err(|_| {
+                    wrong(&format!("an integer from {} to {}", <$t>::MIN, <$t>::MAX))
+                })?,
+            )
         }};
     }
     Ok(match ty {
@@ -657,7 +660,9 @@ fn value_of(ty: &types::Type, value: &Value, at: &str, depth: usize) -> Result<V
         T::Float32 => Val::Float32(value.as_f64().ok_or_else(|| wrong("a number"))? as f32),
         T::Float64 => Val::Float64(value.as_f64().ok_or_else(|| wrong("a number"))?),
         T::Char => {
-            let text = value.as_str().ok_or_else(|| wrong("a one-character string"))?;
+            let text = value
+                .as_str()
+                .ok_or_else(|| wrong("a one-character string"))?;
             let mut chars = text.chars();
             match (chars.next(), chars.next()) {
                 (Some(c), None) => Val::Char(c),
@@ -747,8 +752,8 @@ fn value_of(ty: &types::Type, value: &Value, at: &str, depth: usize) -> Result<V
                     .collect::<Vec<_>>()
                     .join(", ")
             };
-            let (case, payload) = one_case(value)
-                .ok_or_else(|| wrong(&format!("one of the cases {}", names())))?;
+            let (case, payload) =
+                one_case(value).ok_or_else(|| wrong(&format!("one of the cases {}", names())))?;
             let Some(found) = variant.cases().find(|c| c.name == case) else {
                 return Err(format!("`{at}`: no case `{case}` (cases: {})", names()));
             };
@@ -836,7 +841,11 @@ fn one_case(value: &Value) -> Option<(&str, Option<&Value>)> {
 
 /// A WIT value as JSON (the same forms [`value_of`] reads).
 fn json_of(value: &Val) -> Value {
-    let float = |f: f64| Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null);
+    let float = |f: f64| {
+        Number::from_f64(f)
+            .map(Value::Number)
+            .unwrap_or(Value::Null)
+    };
     match value {
         Val::Bool(b) => Value::Bool(*b),
         Val::S8(n) => (*n).into(),

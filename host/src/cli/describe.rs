@@ -65,11 +65,7 @@ pub(super) fn print_description(tool: &LoadedTool) {
             );
         }
         for s in &derived.skipped {
-            println!(
-                "  skipped {}: {}",
-                one_line(&s.export),
-                one_line(&s.reason)
-            );
+            println!("  skipped {}: {}", one_line(&s.export), one_line(&s.reason));
         }
     }
     println!("tools:");

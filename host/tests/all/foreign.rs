@@ -46,7 +46,13 @@ fn foreign(dir: &str) -> PathBuf {
         for (name, _) in FOREIGN {
             let manifest = repo.join("tests/foreign").join(name).join("Cargo.toml");
             let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-                .args(["build", "--release", "--locked", "--target", "wasm32-wasip2"])
+                .args([
+                    "build",
+                    "--release",
+                    "--locked",
+                    "--target",
+                    "wasm32-wasip2",
+                ])
                 .arg("--manifest-path")
                 .arg(&manifest)
                 .arg("--target-dir")
@@ -93,7 +99,12 @@ fn foreign_filesystem_rs_is_described_as_derived_tools() {
         .collect();
     assert_eq!(
         names,
-        ["list-directory", "read-file", "search-file", "get-file-info"]
+        [
+            "list-directory",
+            "read-file",
+            "search-file",
+            "get-file-info"
+        ]
     );
     let read = &info["tools"][1];
     assert_eq!(
@@ -130,7 +141,10 @@ fn foreign_filesystem_rs_is_described_as_derived_tools() {
     let text = home.run(&["tool", "describe", path_str(&wasm)]);
     text.expect_code(0);
     let printed = text.stdout.join("\n");
-    assert!(printed.contains("derived: it exports no longhand:tool world"), "{printed}");
+    assert!(
+        printed.contains("derived: it exports no longhand:tool world"),
+        "{printed}"
+    );
     assert!(
         printed.contains("read-file <- read-file: func(path: string) -> result<string, string>"),
         "{printed}"
@@ -191,7 +205,10 @@ fn foreign_filesystem_rs_runs_through_tool_call_within_its_grant() {
     missing.expect_code(1);
     let out = json_of(&missing.stdout);
     assert_eq!(out["error"]["kind"], "invalid-input", "{out}");
-    assert!(out["error"]["message"].to_string().contains("pattern"), "{out}");
+    assert!(
+        out["error"]["message"].to_string().contains("pattern"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -202,7 +219,10 @@ fn foreign_adder_interface_function_is_a_tool_with_integer_ranges() {
     described.expect_code(0);
     let info = json_of(&described.stdout)["info"].clone();
     assert_eq!(info["tools"][0]["name"], "add_add");
-    assert_eq!(info["derived"]["tools"][0]["export"], "docs:adder/add@0.1.0#add");
+    assert_eq!(
+        info["derived"]["tools"][0]["export"],
+        "docs:adder/add@0.1.0#add"
+    );
     assert_eq!(
         info["tools"][0]["input_schema"]["properties"]["x"],
         json!({"type": "integer", "minimum": 0, "maximum": 4294967295u64})
@@ -224,10 +244,7 @@ fn foreign_adder_interface_function_is_a_tool_with_integer_ranges() {
     assert_eq!(json_of(&sum.stdout)["output"], 42);
     let negative = call(json!({"x": -1, "y": 2}));
     negative.expect_code(1);
-    assert_eq!(
-        json_of(&negative.stdout)["error"]["kind"],
-        "invalid-input"
-    );
+    assert_eq!(json_of(&negative.stdout)["error"]["kind"], "invalid-input");
 }
 
 #[test]
@@ -341,14 +358,12 @@ effects = { "*" = "read-only" }
         &script,
         &json!({"responses": [text_turn("done", 1, 1)]}).to_string(),
     );
-    let run = home.run(&[
-        "run",
-        path_str(dir.path()),
-        "--script",
-        path_str(&script),
-    ]);
+    let run = home.run(&["run", path_str(dir.path()), "--script", path_str(&script)]);
     assert_ne!(run.code, Some(0));
     let said = run.stderr.clone();
     assert!(said.contains("`effects`"), "{said}");
-    assert!(said.contains("declares the effect of each tool itself"), "{said}");
+    assert!(
+        said.contains("declares the effect of each tool itself"),
+        "{said}"
+    );
 }

@@ -542,10 +542,12 @@ impl ToolConfig {
             return Ok(());
         }
         if loaded.info().derived.is_none() {
-            return Err("this component exports the longhand:tool world and declares the \
+            return Err(
+                "this component exports the longhand:tool world and declares the \
                         effect of each tool itself; `effects` is only for components written \
                         for other hosts"
-                .to_owned());
+                    .to_owned(),
+            );
         }
         let offered: Vec<&str> = loaded
             .info()
