@@ -335,11 +335,13 @@ fn short_name(export: &str) -> &str {
     no_version.rsplit('/').next().unwrap_or(no_version)
 }
 
+/// What a function's types give a tool: its input schema, and the
+/// parameter and result types its calls convert with.
+type Typed = (Value, Vec<(String, types::Type)>, Option<types::Type>);
+
 /// The input schema, parameter types and result type of `func`, or why it
 /// cannot be a tool.
-fn function_types(
-    func: &ComponentFunc,
-) -> Result<(Value, Vec<(String, types::Type)>, Option<types::Type>), String> {
+fn function_types(func: &ComponentFunc) -> Result<Typed, String> {
     if func.async_() {
         return Err(
             "an async function: this host does not enable the component model's \
