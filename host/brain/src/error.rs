@@ -142,6 +142,16 @@ pub enum AgentError {
         /// What it offers, comma-separated.
         offered: String,
     },
+    /// `effects` does not fit the component: it exports the longhand:tool
+    /// world (and declares its own effects), or a name it gives is not one
+    /// of the component's tools. The operator fixes the agent file.
+    #[error("tool {}: `effects`: {reason}", shown(.component))]
+    Effects {
+        /// The component as configured.
+        component: String,
+        /// What is wrong, naming the key.
+        reason: String,
+    },
     /// A grant is invalid (an unset variable, a bad directory, a bad limit).
     #[error("tool {}: {source}", shown(.component))]
     Grant {

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -23,6 +24,7 @@ use super::bindings::CommandToolPre;
 use super::bound;
 use super::call::CallState;
 use super::caps::{UnsupportedImport, check_imports};
+use super::derived::{Derivation, Derived};
 use super::grants::Access;
 use super::schema::{InputSchema, SchemaLoader};
 use super::seal::{self, HostKey, SEAL_LEN};
@@ -97,6 +99,12 @@ pub struct ComponentInfo {
     pub tools: Vec<ToolSpec>,
     /// What it asks for.
     pub requests: CapabilityRequests,
+    /// Set when the component exports no `longhand:tool` world and its
+    /// tools were derived from the functions it exports
+    /// ([`super::derived`]): which function each tool calls, and which
+    /// functions were left out and why. Default `None`: it described itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived: Option<Derivation>,
 }
 
 /// A compiled, checked, described component, ready for calls.
@@ -105,8 +113,17 @@ pub struct LoadedTool {
     pub(crate) digest: String,
     pub(crate) info: ComponentInfo,
     pub(crate) capabilities: Vec<&'static str>,
-    pub(crate) pre: CommandToolPre<CallState>,
+    pub(crate) exports: Exports,
     pub(crate) validators: HashMap<String, InputSchema>,
+}
+
+/// How a loaded component is called.
+pub(crate) enum Exports {
+    /// It exports our world: `call(name, input)`.
+    World(CommandToolPre<CallState>),
+    /// It was written for another host: each tool is one of its exported
+    /// functions ([`super::derived`]).
+    Functions(Arc<Derived>),
 }
 
 impl LoadedTool {
@@ -231,7 +248,9 @@ pub enum LoadError {
         /// The offending import.
         cause: UnsupportedImport,
     },
-    /// It does not export the `longhand:tool/tools` interface, or linking failed.
+    /// It exports neither the `longhand:tool/tools` interface nor any
+    /// function that can be called as a tool (the reason names what it
+    /// does export and how to adapt it), or linking failed.
     #[error(
         "{} does not fit the longhand:tool world: {}",
         shown_label(.label),
@@ -671,6 +690,7 @@ pub(crate) fn validate_info(
             description: raw.description,
             tools,
             requests,
+            derived: None,
         },
         validators,
     ))

@@ -1,7 +1,8 @@
 //! The hands: the tool host.
 //!
 //! A tool is a WASI Preview 2 component exporting `longhand:tool/tools`
-//! (see `wit/tool.wit`). [`Hands`] owns the one wasmtime engine of the
+//! (see `wit/tool.wit`), or one written for another host whose exported
+//! functions become tools (see `derived.rs`). [`Hands`] owns the one wasmtime engine of the
 //! process (pooling allocator, epoch interruption, fuel) and runs every call
 //! in a **fresh instance** created from a pre-linked `InstancePre`, with only
 //! the capabilities the [`Grants`] allow. No guest state survives a call.
@@ -18,6 +19,7 @@ pub mod builtin;
 mod call;
 pub mod caps;
 mod component;
+mod derived;
 pub mod dev;
 pub mod dirs;
 mod exec;
@@ -52,6 +54,7 @@ pub use component::{
     CapabilityRequests, ComponentInfo, DirRequest, Effect, LoadError, LoadedTool, PinnedLoadError,
     ToolSpec, digest_of,
 };
+pub use derived::{Derivation, DerivedTool, SkippedExport};
 pub use files_tape::FilesTape;
 pub use grants::{
     Access, DirGrant, DirIdentity, DirSpec, GrantError, GrantSpec, Grants, HostPattern, LimitSpec,
@@ -526,23 +529,75 @@ impl Hands {
         };
         let compiled_at = started.elapsed();
         let instance_pre = self.linker.instantiate_pre(&compiled).map_err(link_err)?;
-        let pre = bindings::CommandToolPre::new(instance_pre).map_err(link_err)?;
+        let ours = bindings::CommandToolPre::new(instance_pre.clone());
         let linked = started.elapsed();
+        let (info, validators, exports) = match ours {
+            Ok(pre) => {
+                let raw = self.describe(&label, &pre).await?;
+                let (info, validators) = component::validate_info(&label, raw)?;
+                (info, validators, component::Exports::World(pre))
+            }
+            // Ours, but not as this host knows it (a changed `tools`
+            // interface): said as it is, never guessed around.
+            Err(e) if derived::exports_our_world(&self.engine, &compiled) => {
+                return Err(link_err(e));
+            }
+            Err(_) => {
+                let (info, validators, functions) =
+                    derived::derive(&self.engine, &label, &compiled, instance_pre)?;
+                (
+                    info,
+                    validators,
+                    component::Exports::Functions(Arc::new(functions)),
+                )
+            }
+        };
+        tracing::debug!(
+            component = %label,
+            fresh,
+            judged_us = judged.as_micros(),
+            compiled_us = (compiled_at - judged).as_micros(),
+            linked_us = (linked - compiled_at).as_micros(),
+            described_us = (started.elapsed() - linked).as_micros(),
+            "loaded"
+        );
+        // Only components that passed every check are cached.
+        if let (Some(cache), Some(entry)) = (&self.cache, cache_to) {
+            component::remember(cache, &entry, &compiled);
+        }
+        let tool = Arc::new(LoadedTool {
+            label,
+            digest: digest.clone(),
+            info,
+            capabilities,
+            exports,
+            validators,
+        });
+        if let Ok(mut map) = self.loaded.lock() {
+            map.insert(digest, tool.clone());
+        }
+        Ok(tool)
+    }
 
-        // Describe runs like any call: fresh instance, no grants, default
-        // limits, and a slot of the instance pool.
+    /// Run a component's `describe` like any call: fresh instance, no
+    /// grants, default limits, and a slot of the instance pool.
+    async fn describe(
+        &self,
+        label: &str,
+        pre: &bindings::CommandToolPre<CallState>,
+    ) -> Result<bindings::longhand::tool::types::ComponentInfo, LoadError> {
         let permit =
             self.permits
                 .clone()
                 .acquire_owned()
                 .await
                 .map_err(|_| LoadError::Describe {
-                    label: label.clone(),
+                    label: label.to_owned(),
                     reason: "the tool host is shutting down".to_owned(),
                 })?;
         let limits = Limits::default();
         let describe_err = |reason: String| LoadError::Describe {
-            label: label.clone(),
+            label: label.to_owned(),
             reason,
         };
         let (state, stdio) = CallBuilder::new(&limits, self.fd_share).build();
@@ -580,35 +635,7 @@ impl Hands {
                 let (_, stderr) = stdio.take();
                 describe_err(format!("{e:#}{}", panic_note(&stderr.text)))
             })?;
-        let raw = bound::describe(raw).map_err(describe_err)?;
-        let described = started.elapsed();
-        let (info, validators) = component::validate_info(&label, raw)?;
-        tracing::debug!(
-            component = %label,
-            fresh,
-            judged_us = judged.as_micros(),
-            compiled_us = (compiled_at - judged).as_micros(),
-            linked_us = (linked - compiled_at).as_micros(),
-            described_us = (described - linked).as_micros(),
-            validated_us = (started.elapsed() - described).as_micros(),
-            "loaded"
-        );
-        // Only components that passed every check are cached.
-        if let (Some(cache), Some(entry)) = (&self.cache, cache_to) {
-            component::remember(cache, &entry, &compiled);
-        }
-        let tool = Arc::new(LoadedTool {
-            label,
-            digest: digest.clone(),
-            info,
-            capabilities,
-            pre,
-            validators,
-        });
-        if let Ok(mut map) = self.loaded.lock() {
-            map.insert(digest, tool.clone());
-        }
-        Ok(tool)
+        bound::describe(raw).map_err(describe_err)
     }
 
     /// A store for one call: its limiter and fuel, and the epoch watch that
@@ -706,6 +733,31 @@ impl Hands {
             });
         };
         validate_input(validator, input, receipt)?;
+        // A derived tool's input becomes the function's arguments here,
+        // before a slot is taken: what does not fit is for the model.
+        let target = match &tool.exports {
+            component::Exports::World(pre) => Target::World {
+                pre: pre.clone(),
+                name: name.to_owned(),
+                input: input_text,
+            },
+            component::Exports::Functions(functions) => {
+                let Some(func) = functions.funcs.get(name) else {
+                    return Err(CallError::NotFound {
+                        message: format!("{} has no function for tool `{name}`", tool.label),
+                    });
+                };
+                let args = func
+                    .arguments(input)
+                    .map_err(|message| CallError::InvalidInput { message })?;
+                Target::Function {
+                    pre: functions.pre.clone(),
+                    export: func.export,
+                    args,
+                    results: func.result_count(),
+                }
+            }
+        };
 
         let permit = self
             .permits
@@ -750,16 +802,32 @@ impl Hands {
         // The guest future owns everything it uses (the seat, a handle to
         // the component, its input), so that it can move to a thread of its
         // own if it runs long; it hands the seat back for the receipt.
-        let pre = tool.pre.clone();
-        let (tool_name, input_owned) = (name.to_owned(), input_text);
         let deadline = watch.deadline;
         let guest = async move {
             let run = exec::within(deadline, async {
-                let instance = pre.instantiate_async(&mut seat.store).await?;
-                instance
-                    .longhand_tool_tools()
-                    .call_call(&mut seat.store, &tool_name, &input_owned)
-                    .await
+                match target {
+                    Target::World { pre, name, input } => {
+                        let instance = pre.instantiate_async(&mut seat.store).await?;
+                        instance
+                            .longhand_tool_tools()
+                            .call_call(&mut seat.store, &name, &input)
+                            .await
+                    }
+                    Target::Function {
+                        pre,
+                        export,
+                        args,
+                        results,
+                    } => {
+                        let instance = pre.instantiate_async(&mut seat.store).await?;
+                        let func = instance.get_func(&mut seat.store, export).ok_or_else(|| {
+                            wasmtime::Error::msg("the derived function is not exported")
+                        })?;
+                        let mut out = vec![wasmtime::component::Val::Bool(false); results];
+                        func.call_async(&mut seat.store, &args, &mut out).await?;
+                        Ok(derived::output(out))
+                    }
+                }
             })
             .await;
             (run, seat)
@@ -857,6 +925,22 @@ impl Hands {
             (result, _) => result,
         }
     }
+}
+
+/// What one call runs: our world's `call`, or one derived function with
+/// its arguments already converted (see `derived.rs`).
+enum Target {
+    World {
+        pre: bindings::CommandToolPre<CallState>,
+        name: String,
+        input: String,
+    },
+    Function {
+        pre: wasmtime::component::InstancePre<CallState>,
+        export: wasmtime::component::ComponentExportIndex,
+        args: Vec<wasmtime::component::Val>,
+        results: usize,
+    },
 }
 
 /// A component's bytes, read and hashed: the first step of every load.

@@ -50,6 +50,24 @@ pub(super) fn print_description(tool: &LoadedTool) {
     for s in &req.secrets {
         println!("  secret {}", one_line(s));
     }
+    if let Some(derived) = &info.derived {
+        println!(
+            "derived: it exports no longhand:tool world; each exported function below is a \
+             tool, its input derived from the WIT types. Effect: writes unless agent.toml's \
+             `effects` says otherwise."
+        );
+        for d in &derived.tools {
+            println!(
+                "  {} <- {}: {}",
+                one_line(&d.tool),
+                one_line(&d.export),
+                one_line(&d.signature)
+            );
+        }
+        for s in &derived.skipped {
+            println!("  skipped {}: {}", one_line(&s.export), one_line(&s.reason));
+        }
+    }
     println!("tools:");
     for t in &info.tools {
         println!(

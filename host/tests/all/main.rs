@@ -54,6 +54,10 @@
 //!   grant; not granted, changed, outside the grants, the network, the
 //!   host's processes, a fork bomb, a grandchild, a gigabyte of output,
 //!   `.git` hooks, a symlink to `/`, the environment: each contained.
+//! - [`foreign`]: components written for other hosts (Wassette's
+//!   `filesystem-rs`, the component-docs `adder` and `calculator`), built
+//!   from their vendored sources: derived tools in `tool describe`,
+//!   `tool call` and a scripted agent; a foreign import refused.
 //! - [`interpreters`]: `tool install python` / `js` build the bundled
 //!   tools; snippets print, return a value, fail with a traceback, read a
 //!   granted CSV; a busy loop, a huge allocation, an ungranted file, a
@@ -90,6 +94,7 @@ mod example;
 mod exec;
 mod exit_codes;
 mod fleet;
+mod foreign;
 mod grants;
 mod heartbeat;
 mod host_spend;

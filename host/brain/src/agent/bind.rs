@@ -232,6 +232,7 @@ pub async fn bind(
             // One whose write could only be refused (a database tool's
             // `execute` on a read-only grant) is not offered at all.
             let mut spec = spec.clone();
+            spec.effect = ft.config.effect_of(&loaded, &spec);
             if spec.effect != longhand_hands::Effect::ReadOnly
                 && !longhand_hands::caps::can_change_anything(loaded.capabilities(), &grants)
             {

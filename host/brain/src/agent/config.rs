@@ -508,6 +508,69 @@ pub struct ToolConfig {
     /// none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub databases: Vec<String>,
+    /// What each tool of a component written for another host does to the
+    /// world, by tool name or `*` for every other one: `read-only`,
+    /// `idempotent` or `writes`. Such a component exports plain functions
+    /// and no `longhand:tool` world, so it cannot say; default `writes`
+    /// for each (never re-run after a crash). Refused for a component that
+    /// exports the world: it declares its own. Left out of the frozen
+    /// config when empty.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub effects: std::collections::BTreeMap<String, longhand_hands::Effect>,
+}
+
+impl ToolConfig {
+    /// The effect tool `spec` of `loaded` has in this agent: what the
+    /// component declared, or, for one whose tools were derived from its
+    /// exported functions, what `effects` says (default `writes`).
+    pub fn effect_of(
+        &self,
+        loaded: &longhand_hands::LoadedTool,
+        spec: &longhand_hands::ToolSpec,
+    ) -> longhand_hands::Effect {
+        if loaded.info().derived.is_none() {
+            return spec.effect;
+        }
+        self.effects
+            .get(&spec.name)
+            .or_else(|| self.effects.get("*"))
+            .copied()
+            .unwrap_or(longhand_hands::Effect::Writes)
+    }
+
+    /// Check `effects` against the loaded component: only for derived
+    /// tools, and only names it offers (or `*`). `Err`: why.
+    pub fn check_effects(&self, loaded: &longhand_hands::LoadedTool) -> Result<(), String> {
+        if self.effects.is_empty() {
+            return Ok(());
+        }
+        if loaded.info().derived.is_none() {
+            return Err(
+                "this component exports the longhand:tool world and declares the \
+                        effect of each tool itself; `effects` is only for components written \
+                        for other hosts"
+                    .to_owned(),
+            );
+        }
+        let offered: Vec<&str> = loaded
+            .info()
+            .tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        match self
+            .effects
+            .keys()
+            .find(|k| *k != "*" && !offered.contains(&k.as_str()))
+        {
+            Some(unknown) => Err(format!(
+                "`{}` is not one of its tools; it offers: {}",
+                longhand_hands::bound::name(unknown),
+                offered.join(", ")
+            )),
+            None => Ok(()),
+        }
+    }
 }
 
 /// One directory grant in `agent.toml`: the short string form or a table.

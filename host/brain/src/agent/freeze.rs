@@ -137,6 +137,11 @@ async fn freeze_tools(
                 .into());
             }
         }
+        tool.check_effects(&loaded)
+            .map_err(|reason| AgentError::Effects {
+                component: tool.component.clone(),
+                reason,
+            })?;
         // Validate grants now (env and secrets must be set) so a bad config
         // is refused at start, not at the first call. The directories are
         // resolved and pinned here, once: a resumed session gets exactly
@@ -422,7 +427,7 @@ async fn plan_names(
             {
                 continue;
             }
-            if spec.effect == longhand_hands::Effect::ReadOnly {
+            if ft.config.effect_of(&loaded, spec) == longhand_hands::Effect::ReadOnly {
                 names.insert(format!("{}{NAME_SEPARATOR}{}", ft.prefix, spec.name));
             }
         }
