@@ -60,7 +60,6 @@
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Number, Value, json};
 use wasmtime::Engine;
 use wasmtime::component::types::{self, ComponentFunc, ComponentItem};
@@ -69,7 +68,9 @@ use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Val};
 use super::bindings::longhand::tool::types::ToolError;
 use super::bound;
 use super::call::CallState;
-use super::component::{CapabilityRequests, ComponentInfo, Effect, LoadError, ToolSpec};
+use super::info::{
+    CapabilityRequests, ComponentInfo, Derivation, DerivedTool, Effect, SkippedExport, ToolSpec,
+};
 use super::schema::{InputSchema, SchemaLoader};
 
 /// Deepest nesting of WIT types turned into a schema or a value: 24. Real
@@ -80,36 +81,6 @@ const MAX_TYPE_DEPTH: usize = 24;
 /// The interface our own world exports: a component exporting it is ours,
 /// and a mismatch there is an error, not a reason to derive.
 const OUR_INTERFACE: &str = "longhand:tool/tools@";
-
-/// How each derived tool was found, and what was left out: shown by
-/// `tool describe` so the operator sees what was derived, not declared.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Derivation {
-    /// The functions turned into tools.
-    pub tools: Vec<DerivedTool>,
-    /// The functions that were not, and why.
-    pub skipped: Vec<SkippedExport>,
-}
-
-/// One exported function turned into a tool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DerivedTool {
-    /// The tool's name.
-    pub tool: String,
-    /// The export it calls: `func` or `ns:pkg/iface@v#func`.
-    pub export: String,
-    /// Its WIT signature, as the component declares it.
-    pub signature: String,
-}
-
-/// An exported function that is not offered as a tool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SkippedExport {
-    /// The export: `func` or `ns:pkg/iface@v#func`.
-    pub export: String,
-    /// Why it was left out.
-    pub reason: String,
-}
 
 /// One derived tool's call: where the function is and its types.
 pub(crate) struct DerivedFunc {
@@ -140,7 +111,7 @@ pub(crate) fn derive(
     label: &str,
     component: &Component,
     pre: InstancePre<CallState>,
-) -> Result<(ComponentInfo, HashMap<String, InputSchema>, Derived), LoadError> {
+) -> Result<(ComponentInfo, HashMap<String, InputSchema>, Derived), String> {
     let mut derivation = Derivation::default();
     let mut funcs = HashMap::new();
     let mut specs = Vec::new();
@@ -296,17 +267,14 @@ pub(crate) fn derive(
         } else {
             format!(" Functions left out: {}.", skipped.join("; "))
         };
-        return Err(LoadError::Link {
-            label: label.to_owned(),
-            reason: format!(
-                "it exports no instance named `longhand:tool/tools@0.1.0` and no function that \
+        return Err(format!(
+            "it exports no instance named `longhand:tool/tools@0.1.0` and no function that \
                  can be called as a tool. It exports: {exports}.{skipped} To adapt it, export \
                  plain functions whose parameters and result are WIT values (records, \
                  variants, lists, options; no resources, futures or streams), each becomes a \
                  tool; or export the `longhand:tool/tools` interface of wit/tool.wit (the \
                  longhand-sdk crate does this)"
-            ),
-        });
+        ));
     }
 
     let name = std::path::Path::new(label)

@@ -26,6 +26,7 @@ mod exec;
 pub mod files_tape;
 mod fs;
 pub mod grants;
+mod info;
 mod kept;
 pub mod mcp;
 mod net;
@@ -54,12 +55,12 @@ pub use component::{
     CapabilityRequests, ComponentInfo, DirRequest, Effect, LoadError, LoadedTool, PinnedLoadError,
     ToolSpec, digest_of,
 };
-pub use derived::{Derivation, DerivedTool, SkippedExport};
 pub use files_tape::FilesTape;
 pub use grants::{
     Access, DirGrant, DirIdentity, DirSpec, GrantError, GrantSpec, Grants, HostPattern, LimitSpec,
     Limits, Secret, SecretGrant,
 };
+pub use info::{Derivation, DerivedTool, SkippedExport};
 pub use receipt::Receipt;
 pub use tape::Tape;
 
@@ -544,7 +545,12 @@ impl Hands {
             }
             Err(_) => {
                 let (info, validators, functions) =
-                    derived::derive(&self.engine, &label, &compiled, instance_pre)?;
+                    derived::derive(&self.engine, &label, &compiled, instance_pre).map_err(
+                        |reason| LoadError::Link {
+                            label: label.clone(),
+                            reason,
+                        },
+                    )?;
                 (
                     info,
                     validators,
