@@ -72,6 +72,11 @@ impl LoadedTool {
         &self.capabilities
     }
 
+    /// The names of its tools, in `describe`'s order.
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.info.tools.iter().map(|t| t.name.as_str()).collect()
+    }
+
     /// The spec of tool `name`.
     pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
         self.info.tools.iter().find(|t| t.name == name)

@@ -438,7 +438,7 @@ async fn call(
         None => load(&hands, component).await?,
     };
     if tool.tool(tool_name).is_none() {
-        let names: Vec<&str> = tool.info().tools.iter().map(|t| t.name.as_str()).collect();
+        let names = tool.tool_names();
         return Err(usage(format!(
             "{} has no tool `{}`; it offers: {}",
             bound::cut_str(component, bound::MAX_PATH_BYTES),

@@ -135,21 +135,12 @@ impl OciRef {
                 "the repository must be lowercase letters, digits, `.`, `_`, `-`, parts split by `/`",
             ));
         }
-        if let Some(tag) = &tag {
-            let tag_ok = !tag.is_empty()
-                && tag.len() <= 128
-                && tag
-                    .bytes()
-                    .next()
-                    .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
-                && tag
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-            if !tag_ok {
-                return Err(bad(
-                    "the tag must be 1-128 of letters, digits, `.`, `_`, `-`",
-                ));
-            }
+        if let Some(tag) = &tag
+            && !is_tag(tag)
+        {
+            return Err(bad(
+                "the tag must be 1-128 of letters, digits, `.`, `_`, `-`",
+            ));
         }
         let tag = match (tag, &digest) {
             (None, None) => Some("latest".to_owned()),
@@ -205,6 +196,20 @@ impl OciRef {
     }
 }
 
+/// Whether `tag` is an OCI tag: 1-128 of letters, digits, `.`, `_`, `-`,
+/// not starting with `.` or `-`.
+fn is_tag(tag: &str) -> bool {
+    !tag.is_empty()
+        && tag.len() <= 128
+        && tag
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && tag
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
 /// A tag read as a version: `1`, `1.2`, `v1.2.3`, `2.0.0-rc.1`. Compared
 /// by its numbers (`1.2` = `1.2.0`), then a release above its
 /// pre-releases, then pre-release text.
@@ -248,7 +253,9 @@ impl TagVersion {
 /// version (`latest`: the tag itself is re-read) or nothing is newer.
 pub fn newest_tag<'t>(current: &str, tags: &'t [String]) -> Option<&'t str> {
     let now = TagVersion::parse(current)?;
+    // The registry's list is its word: a name that is no tag is skipped.
     tags.iter()
+        .filter(|t| is_tag(t))
         .filter_map(|t| TagVersion::parse(t).map(|v| (v, t.as_str())))
         .filter(|(v, _)| v.release || !now.release)
         .filter(|(v, _)| *v > now)
@@ -342,5 +349,11 @@ mod tests {
         assert_eq!(newest_tag("latest", &tags), None);
         let only_old = vec!["0.9".to_owned()];
         assert_eq!(newest_tag("1.0", &only_old), None);
+        // Names a registry may send that are no tags are never chosen.
+        let hostile: Vec<String> = ["9.0-../../x", "9.0-a/b", &format!("9.{}", "9".repeat(200))]
+            .iter()
+            .map(|t| (*t).to_owned())
+            .collect();
+        assert_eq!(newest_tag("1.0-rc", &hostile), None);
     }
 }

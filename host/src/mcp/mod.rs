@@ -177,12 +177,7 @@ impl Toolbox {
         grants: Grants,
         only: Option<&[String]>,
     ) -> Result<Self, ToolboxError> {
-        let offered: Vec<&str> = component
-            .info()
-            .tools
-            .iter()
-            .map(|t| t.name.as_str())
-            .collect();
+        let offered = component.tool_names();
         if let Some(only) = only
             && let Some(unknown) = only.iter().find(|n| !offered.contains(&n.as_str()))
         {

@@ -552,12 +552,7 @@ impl ToolConfig {
                     .to_owned(),
             );
         }
-        let offered: Vec<&str> = loaded
-            .info()
-            .tools
-            .iter()
-            .map(|t| t.name.as_str())
-            .collect();
+        let offered = loaded.tool_names();
         match self
             .effects
             .keys()

@@ -122,12 +122,7 @@ async fn freeze_tools(
         // not offer is a typo (or a tool since renamed) that would otherwise
         // silently shrink the agent's tools.
         if let Some(only) = &tool.only {
-            let offered: Vec<&str> = loaded
-                .info()
-                .tools
-                .iter()
-                .map(|t| t.name.as_str())
-                .collect();
+            let offered = loaded.tool_names();
             if let Some(unknown) = only.iter().find(|n| !offered.contains(&n.as_str())) {
                 return Err(AgentError::UnknownTool {
                     component: tool.component.clone(),

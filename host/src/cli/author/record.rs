@@ -606,7 +606,7 @@ async fn run_fixture(
         .replay(&fixture.files, scratch.path())
         .with_context(|| format!("{}: `grants`", path.display()))?;
     if tool.tool(&fixture.tool).is_none() {
-        let names: Vec<&str> = tool.info().tools.iter().map(|t| t.name.as_str()).collect();
+        let names = tool.tool_names();
         bail!(
             "the component has no tool `{}`; it offers: {}",
             fixture.tool,
